@@ -1,0 +1,40 @@
+#pragma once
+// Element types and non-owning tensor views shared by the runtime, the kernels and export.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln {
+
+/// Element type of a tensor. Values match the .kiln format's DType enum.
+enum class DType : uint8_t { kF32 = 0, kI64 = 1, kI32 = 2, kBool = 3 };
+
+/// Bytes per element (bool is one byte).
+size_t dtype_size(DType t);
+/// Lower-case name as written in messages and `inspect` ("f32").
+const char* dtype_name(DType t);
+/// Parses "f32" / "float32" / "i64" / "int64" / "i32" / "int32" / "bool"; false if unknown.
+bool dtype_from_name(const char* name, DType* out);
+
+/// Largest rank a tensor may have.
+constexpr int kMaxRank = 8;
+
+/// A view of tensor memory owned by someone else (arena, constant segment or the caller).
+/// `dims` hold the actual shape after `bind`, which may be below the program's bound.
+struct TensorView {
+  DType dtype = DType::kF32;
+  int32_t rank = 0;
+  int64_t dims[kMaxRank] = {};
+  void* data = nullptr;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[i];
+    return n;
+  }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  template <typename T> T* as() { return static_cast<T*>(data); }
+  template <typename T> const T* as() const { return static_cast<const T*>(data); }
+};
+
+}  // namespace kiln

@@ -1,0 +1,409 @@
+#include "core/symexpr.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace kiln::core {
+
+namespace {
+constexpr int64_t kBig = std::numeric_limits<int64_t>::max() / 4;
+
+int64_t clamp_big(__int128 v) {
+  if (v > kBig) return kBig;
+  if (v < -kBig) return -kBig;
+  return static_cast<int64_t>(v);
+}
+
+bool commutative(ExprOp op) {
+  return op == ExprOp::kAdd || op == ExprOp::kMul || op == ExprOp::kMin || op == ExprOp::kMax;
+}
+}  // namespace
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+
+bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int64_t* out,
+                size_t* bad_node) {
+  for (size_t i = 0; i < n; ++i) {
+    const ExprNode& e = nodes[i];
+    int64_t a = e.a >= 0 && e.op != ExprOp::kDim ? out[e.a] : 0;
+    int64_t b = e.b >= 0 ? out[e.b] : 0;
+    switch (e.op) {
+      case ExprOp::kConst: out[i] = e.value; break;
+      case ExprOp::kDim: out[i] = dim_values[e.a]; break;
+      case ExprOp::kAdd: out[i] = a + b; break;
+      case ExprOp::kSub: out[i] = a - b; break;
+      case ExprOp::kMul: out[i] = a * b; break;
+      case ExprOp::kFloorDiv:
+      case ExprOp::kCeilDiv:
+      case ExprOp::kMod:
+        if (b == 0) {
+          if (bad_node) *bad_node = i;
+          return false;
+        }
+        out[i] = e.op == ExprOp::kFloorDiv ? floor_div(a, b)
+                 : e.op == ExprOp::kCeilDiv ? ceil_div(a, b)
+                                            : floor_mod(a, b);
+        break;
+      case ExprOp::kMin: out[i] = std::min(a, b); break;
+      case ExprOp::kMax: out[i] = std::max(a, b); break;
+    }
+  }
+  return true;
+}
+
+namespace {
+// Precedence: 3 atoms/calls, 2 products, 1 sums.
+std::string fmt(const ExprNode* nodes, const std::vector<std::string>& names, ExprId id, int* prec) {
+  const ExprNode& e = nodes[id];
+  auto sub = [&](ExprId c, int need) {
+    int p = 0;
+    std::string s = fmt(nodes, names, c, &p);
+    return p < need ? "(" + s + ")" : s;
+  };
+  switch (e.op) {
+    case ExprOp::kConst: *prec = e.value < 0 ? 1 : 3; return std::to_string(e.value);
+    case ExprOp::kDim:
+      *prec = 3;
+      return e.a >= 0 && static_cast<size_t>(e.a) < names.size() ? names[e.a] : "d" + std::to_string(e.a);
+    case ExprOp::kAdd: {
+      *prec = 1;
+      ExprId x = e.a, c = e.b;  // constants are stored first; print them last
+      if (nodes[x].op == ExprOp::kConst) std::swap(x, c);
+      const ExprNode& rc = nodes[c];
+      if (rc.op == ExprOp::kConst && rc.value < 0) return sub(x, 1) + " - " + std::to_string(-rc.value);
+      return sub(x, 1) + " + " + sub(c, 2);
+    }
+    case ExprOp::kSub: *prec = 1; return sub(e.a, 1) + " - " + sub(e.b, 2);
+    case ExprOp::kMul: *prec = 2; return sub(e.a, 2) + "*" + sub(e.b, 3);
+    case ExprOp::kMod: *prec = 2; return sub(e.a, 3) + " % " + sub(e.b, 3);
+    case ExprOp::kFloorDiv: *prec = 3; return "floordiv(" + sub(e.a, 0) + "," + sub(e.b, 0) + ")";
+    case ExprOp::kCeilDiv: *prec = 3; return "ceildiv(" + sub(e.a, 0) + "," + sub(e.b, 0) + ")";
+    case ExprOp::kMin: *prec = 3; return "min(" + sub(e.a, 0) + "," + sub(e.b, 0) + ")";
+    case ExprOp::kMax: *prec = 3; return "max(" + sub(e.a, 0) + "," + sub(e.b, 0) + ")";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string format_expr(const ExprNode* nodes, size_t n, const std::vector<std::string>& dim_names,
+                        ExprId id) {
+  if (id < 0 || static_cast<size_t>(id) >= n) return "?";
+  int prec = 0;
+  return fmt(nodes, dim_names, id, &prec);
+}
+
+int ExprPool::add_dim(const DimInfo& dim) {
+  int existing = find_dim(dim.name);
+  if (existing >= 0) return existing;
+  dims_.push_back(dim);
+  return static_cast<int>(dims_.size()) - 1;
+}
+
+int ExprPool::find_dim(const std::string& name) const {
+  for (size_t i = 0; i < dims_.size(); ++i)
+    if (dims_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<std::string> ExprPool::dim_names() const {
+  std::vector<std::string> names;
+  for (const DimInfo& d : dims_) names.push_back(d.name);
+  return names;
+}
+
+std::string ExprPool::to_string(ExprId id) const {
+  return format_expr(nodes_.data(), nodes_.size(), dim_names(), id);
+}
+
+std::string ExprPool::shape_to_string(const std::vector<ExprId>& shape) const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Interval ExprPool::compute_range(ExprOp op, int32_t a, int32_t b, int64_t value) const {
+  auto ra = a >= 0 && op != ExprOp::kDim ? ranges_[a] : Interval{};
+  auto rb = b >= 0 ? ranges_[b] : Interval{};
+  switch (op) {
+    case ExprOp::kConst: return {value, value};
+    case ExprOp::kDim: return {dims_[a].min, dims_[a].max};
+    case ExprOp::kAdd: return {clamp_big(static_cast<__int128>(ra.lo) + rb.lo), clamp_big(static_cast<__int128>(ra.hi) + rb.hi)};
+    case ExprOp::kSub: return {clamp_big(static_cast<__int128>(ra.lo) - rb.hi), clamp_big(static_cast<__int128>(ra.hi) - rb.lo)};
+    case ExprOp::kMul: {
+      __int128 c[4] = {static_cast<__int128>(ra.lo) * rb.lo, static_cast<__int128>(ra.lo) * rb.hi,
+                       static_cast<__int128>(ra.hi) * rb.lo, static_cast<__int128>(ra.hi) * rb.hi};
+      return {clamp_big(*std::min_element(c, c + 4)), clamp_big(*std::max_element(c, c + 4))};
+    }
+    case ExprOp::kFloorDiv:
+    case ExprOp::kCeilDiv: {
+      if (rb.lo <= 0) return {-kBig, kBig};
+      auto f = op == ExprOp::kFloorDiv ? floor_div : ceil_div;
+      int64_t c[4] = {f(ra.lo, rb.lo), f(ra.lo, rb.hi), f(ra.hi, rb.lo), f(ra.hi, rb.hi)};
+      return {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
+    }
+    case ExprOp::kMod:
+      if (rb.lo <= 0) return {-kBig, kBig};
+      if (ra.lo >= 0 && ra.hi < rb.lo) return ra;
+      return {0, rb.hi - 1};
+    case ExprOp::kMin: return {std::min(ra.lo, rb.lo), std::min(ra.hi, rb.hi)};
+    case ExprOp::kMax: return {std::max(ra.lo, rb.lo), std::max(ra.hi, rb.hi)};
+  }
+  return {-kBig, kBig};
+}
+
+ExprId ExprPool::make(ExprOp op, int32_t a, int32_t b, int64_t value) {
+  if (commutative(op)) {  // canonical operand order: constants first, then by id
+    bool ca = a >= 0 && nodes_[a].op == ExprOp::kConst, cb = b >= 0 && nodes_[b].op == ExprOp::kConst;
+    if ((cb && !ca) || (ca == cb && a > b)) std::swap(a, b);
+  }
+  std::string key = std::to_string(static_cast<int>(op)) + ":" + std::to_string(a) + ":" +
+                    std::to_string(b) + ":" + std::to_string(value);
+  auto it = dedup_.find(key);
+  if (it != dedup_.end()) return it->second;
+  Interval r = compute_range(op, a, b, value);
+  if (op != ExprOp::kConst && r.lo == r.hi) return constant(r.lo);  // provably constant
+  ExprNode n{op, a, b, value};
+  nodes_.push_back(n);
+  ranges_.push_back(r);
+  ExprId id = static_cast<ExprId>(nodes_.size()) - 1;
+  dedup_.emplace(std::move(key), id);
+  return id;
+}
+
+ExprId ExprPool::constant(int64_t v) { return make(ExprOp::kConst, -1, -1, v); }
+ExprId ExprPool::dim(int dim_index) { return make(ExprOp::kDim, dim_index, -1, 0); }
+
+void ExprPool::linearize_into(ExprId id, int64_t scale, Linear* out) const {
+  const ExprNode& e = nodes_[id];
+  switch (e.op) {
+    case ExprOp::kConst: out->constant += scale * e.value; return;
+    case ExprOp::kAdd: linearize_into(e.a, scale, out); linearize_into(e.b, scale, out); return;
+    case ExprOp::kSub: linearize_into(e.a, scale, out); linearize_into(e.b, -scale, out); return;
+    case ExprOp::kMul:
+      if (is_const(e.a)) return linearize_into(e.b, scale * const_value(e.a), out);
+      if (is_const(e.b)) return linearize_into(e.a, scale * const_value(e.b), out);
+      break;
+    default: break;
+  }
+  for (auto& t : out->terms) {
+    if (t.first == id) {
+      t.second += scale;
+      return;
+    }
+  }
+  out->terms.emplace_back(id, scale);
+}
+
+ExprPool::Linear ExprPool::linearize(ExprId id) const {
+  Linear l;
+  linearize_into(id, 1, &l);
+  l.terms.erase(std::remove_if(l.terms.begin(), l.terms.end(), [](auto& t) { return t.second == 0; }),
+                l.terms.end());
+  std::sort(l.terms.begin(), l.terms.end());
+  return l;
+}
+
+ExprId ExprPool::build_linear(const Linear& l) {
+  ExprId acc = kNoExpr;
+  auto term = [&](ExprId atom, int64_t c) {
+    return c == 1 ? atom : make(ExprOp::kMul, constant(c), atom, 0);
+  };
+  for (const auto& t : l.terms) {  // positive terms first
+    if (t.second <= 0) continue;
+    ExprId x = term(t.first, t.second);
+    acc = acc == kNoExpr ? x : make(ExprOp::kAdd, acc, x, 0);
+  }
+  for (const auto& t : l.terms) {
+    if (t.second >= 0) continue;
+    if (acc == kNoExpr) {
+      acc = term(t.first, t.second);
+    } else {
+      acc = make(ExprOp::kSub, acc, term(t.first, -t.second), 0);
+    }
+  }
+  if (acc == kNoExpr) return constant(l.constant);
+  if (l.constant > 0) acc = make(ExprOp::kAdd, acc, constant(l.constant), 0);
+  if (l.constant < 0) acc = make(ExprOp::kAdd, acc, constant(l.constant), 0);
+  return acc;
+}
+
+ExprId ExprPool::add(ExprId a, ExprId b) {
+  Linear la = linearize(a), lb = linearize(b);
+  for (auto& t : lb.terms) la.terms.push_back(t);
+  la.constant += lb.constant;
+  Linear merged;
+  for (auto& t : la.terms) linearize_into(t.first, t.second, &merged);
+  merged.constant += la.constant;
+  merged.terms.erase(std::remove_if(merged.terms.begin(), merged.terms.end(),
+                                    [](auto& t) { return t.second == 0; }),
+                     merged.terms.end());
+  std::sort(merged.terms.begin(), merged.terms.end());
+  return build_linear(merged);
+}
+
+ExprId ExprPool::sub(ExprId a, ExprId b) { return add(a, mul(constant(-1), b)); }
+
+void ExprPool::collect_factors(ExprId id, std::vector<ExprId>* out) const {
+  const ExprNode& e = nodes_[id];
+  if (e.op == ExprOp::kMul && !is_const(e.a) && !is_const(e.b)) {
+    collect_factors(e.a, out);
+    collect_factors(e.b, out);
+  } else {
+    out->push_back(id);
+  }
+}
+
+ExprId ExprPool::build_product(std::vector<ExprId> factors) {
+  std::sort(factors.begin(), factors.end());
+  ExprId acc = kNoExpr;
+  for (ExprId f : factors) acc = acc == kNoExpr ? f : make(ExprOp::kMul, acc, f, 0);
+  return acc == kNoExpr ? constant(1) : acc;
+}
+
+ExprId ExprPool::mul(ExprId a, ExprId b) {
+  if (is_const(a) && is_const(b)) return constant(const_value(a) * const_value(b));
+  if (is_const(b)) std::swap(a, b);
+  if (is_const(a)) {
+    int64_t k = const_value(a);
+    if (k == 0) return constant(0);
+    Linear l = linearize(b);
+    for (auto& t : l.terms) t.second *= k;
+    l.constant *= k;
+    return build_linear(l);
+  }
+  // Both symbolic: pull constant coefficients out of single-term operands, then form a
+  // sorted monomial so that equal products share one node.
+  Linear la = linearize(a), lb = linearize(b);
+  if (la.constant == 0 && la.terms.size() == 1 && lb.constant == 0 && lb.terms.size() == 1) {
+    std::vector<ExprId> f;
+    collect_factors(la.terms[0].first, &f);
+    collect_factors(lb.terms[0].first, &f);
+    ExprId m = build_product(f);
+    return mul(constant(la.terms[0].second * lb.terms[0].second), m);
+  }
+  return make(ExprOp::kMul, a, b, 0);
+}
+
+ExprId ExprPool::divide_exact(ExprId a, ExprId b) {
+  // a = k * m, b = m' with factors(m') a sub-multiset of factors(m)  ->  k * (m / m')
+  Linear la = linearize(a), lb = linearize(b);
+  if (la.constant != 0 || la.terms.size() != 1 || lb.constant != 0 || lb.terms.size() != 1) return kNoExpr;
+  int64_t ka = la.terms[0].second, kb = lb.terms[0].second;
+  if (kb <= 0 || ka % kb != 0) return kNoExpr;
+  std::vector<ExprId> fa, fb;
+  collect_factors(la.terms[0].first, &fa);
+  collect_factors(lb.terms[0].first, &fb);
+  for (ExprId f : fb) {
+    auto it = std::find(fa.begin(), fa.end(), f);
+    if (it == fa.end()) return kNoExpr;
+    fa.erase(it);
+  }
+  return mul(constant(ka / kb), build_product(fa));
+}
+
+ExprId ExprPool::floordiv_const(ExprId a, int64_t d) {
+  if (d == 1) return a;
+  if (is_const(a)) return constant(floor_div(const_value(a), d));
+  // Split a = d*q + r term by term; q leaves the division exactly.
+  Linear l = linearize(a), q, r;
+  for (auto& t : l.terms) {
+    int64_t qc = floor_div(t.second, d), rc = floor_mod(t.second, d);
+    if (qc) q.terms.emplace_back(t.first, qc);
+    if (rc) r.terms.emplace_back(t.first, rc);
+  }
+  q.constant = floor_div(l.constant, d);
+  r.constant = floor_mod(l.constant, d);
+  ExprId quotient = build_linear(q);
+  if (r.terms.empty()) return quotient;  // 0 <= r.constant < d contributes nothing
+  ExprId rest;
+  if (r.terms.size() == 1 && r.terms[0].second == 1 && (r.constant == 0 || r.constant == d - 1)) {
+    ExprId x = r.terms[0].first;
+    const ExprNode& xn = nodes_[x];
+    ExprOp op = r.constant == 0 ? ExprOp::kFloorDiv : ExprOp::kCeilDiv;
+    // floordiv(floordiv(y,e),d) = floordiv(y,e*d); the same holds for ceildiv.
+    if (xn.op == op && is_const(xn.b) && const_value(xn.b) > 0 && range(xn.a).lo >= 0) {
+      rest = make(op, xn.a, constant(const_value(xn.b) * d), 0);
+    } else {
+      rest = make(op, x, constant(d), 0);
+    }
+  } else {
+    Interval rr = range(build_linear(r));
+    if (rr.lo >= 0 && rr.hi < d) return quotient;
+    rest = make(ExprOp::kFloorDiv, build_linear(r), constant(d), 0);
+  }
+  return add(quotient, rest);
+}
+
+ExprId ExprPool::floordiv(ExprId a, ExprId b) {
+  if (is_const(b) && const_value(b) > 0) return floordiv_const(a, const_value(b));
+  if (a == b && range(b).lo > 0) return constant(1);
+  ExprId exact = divide_exact(a, b);
+  if (exact != kNoExpr) return exact;
+  return make(ExprOp::kFloorDiv, a, b, 0);
+}
+
+ExprId ExprPool::ceildiv(ExprId a, ExprId b) {
+  if (is_const(b) && const_value(b) > 0) return floordiv_const(add(a, constant(const_value(b) - 1)), const_value(b));
+  if (a == b && range(b).lo > 0) return constant(1);
+  ExprId exact = divide_exact(a, b);
+  if (exact != kNoExpr) return exact;
+  return make(ExprOp::kCeilDiv, a, b, 0);
+}
+
+ExprId ExprPool::mod(ExprId a, ExprId b) {
+  if (is_const(a) && is_const(b) && const_value(b) != 0) return constant(floor_mod(const_value(a), const_value(b)));
+  if (is_const(b) && const_value(b) > 0) {
+    int64_t d = const_value(b);
+    if (d == 1) return constant(0);
+    Linear l = linearize(a), r;
+    for (auto& t : l.terms) {
+      int64_t rc = floor_mod(t.second, d);
+      if (rc) r.terms.emplace_back(t.first, rc);
+    }
+    r.constant = floor_mod(l.constant, d);
+    // A dim whose step is a multiple of d contributes nothing.
+    r.terms.erase(std::remove_if(r.terms.begin(), r.terms.end(),
+                                 [&](auto& t) {
+                                   const ExprNode& n = nodes_[t.first];
+                                   return n.op == ExprOp::kDim && dims_[n.a].step % d == 0;
+                                 }),
+                  r.terms.end());
+    if (r.terms.empty()) return constant(r.constant);
+    ExprId x = build_linear(r);
+    Interval rr = range(x);
+    if (rr.lo >= 0 && rr.hi < d) return x;
+    return make(ExprOp::kMod, x, b, 0);
+  }
+  if (divide_exact(a, b) != kNoExpr) return constant(0);
+  return make(ExprOp::kMod, a, b, 0);
+}
+
+ExprId ExprPool::min(ExprId a, ExprId b) {
+  if (a == b) return a;
+  if (is_const(a) && is_const(b)) return constant(std::min(const_value(a), const_value(b)));
+  Interval ra = range(a), rb = range(b);
+  if (ra.hi <= rb.lo) return a;
+  if (rb.hi <= ra.lo) return b;
+  return make(ExprOp::kMin, a, b, 0);
+}
+
+ExprId ExprPool::max(ExprId a, ExprId b) {
+  if (a == b) return a;
+  if (is_const(a) && is_const(b)) return constant(std::max(const_value(a), const_value(b)));
+  Interval ra = range(a), rb = range(b);
+  if (ra.hi <= rb.lo) return b;
+  if (rb.hi <= ra.lo) return a;
+  return make(ExprOp::kMax, a, b, 0);
+}
+
+}  // namespace kiln::core

@@ -1,0 +1,123 @@
+#pragma once
+// SymExpr: integer expressions over named, bounded Dims. Export builds them in an ExprPool
+// (hash-consed, simplified as they are made); the .kiln file stores the pool's flat node
+// table; bind evaluates every node once, in order, with eval_exprs().
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln::core {
+
+using ExprId = int32_t;
+constexpr ExprId kNoExpr = -1;
+
+enum class ExprOp : uint8_t {
+  kConst = 0,  ///< value
+  kDim = 1,    ///< a = index into the dim table
+  kAdd = 2,
+  kSub = 3,
+  kMul = 4,
+  kFloorDiv = 5,  ///< rounds toward negative infinity
+  kCeilDiv = 6,
+  kMod = 7,  ///< result has the sign of the divisor (Python semantics)
+  kMin = 8,
+  kMax = 9,
+};
+
+/// One node of the flat expression table. Operands always precede their users.
+struct ExprNode {
+  ExprOp op = ExprOp::kConst;
+  int32_t a = -1;
+  int32_t b = -1;
+  int64_t value = 0;
+};
+
+/// A named dynamic dimension: min <= value <= max and value % step == 0.
+struct DimInfo {
+  std::string name;
+  int64_t min = 1;
+  int64_t max = 1;
+  int64_t step = 1;
+};
+
+/// Closed integer interval [lo, hi].
+struct Interval {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+
+int64_t floor_div(int64_t a, int64_t b);
+int64_t ceil_div(int64_t a, int64_t b);
+int64_t floor_mod(int64_t a, int64_t b);
+
+/// Evaluates nodes[0..n) into out[0..n) given one value per dim. Never allocates.
+/// Returns false (and the failing node index in *bad_node) on division by zero.
+bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int64_t* out,
+                size_t* bad_node);
+
+/// Renders node `id` as readable text ("ceildiv(H,2)", "2*batch + 1").
+/// `dim_names[i]` names dim i.
+std::string format_expr(const ExprNode* nodes, size_t n, const std::vector<std::string>& dim_names,
+                        ExprId id);
+
+/// Owns the expressions and dims of one method under construction.
+class ExprPool {
+ public:
+  /// Registers a dim; names must be unique (returns the existing index for a known name).
+  int add_dim(const DimInfo& dim);
+  int find_dim(const std::string& name) const;
+  const std::vector<DimInfo>& dims() const { return dims_; }
+  std::vector<std::string> dim_names() const;
+
+  ExprId constant(int64_t v);
+  ExprId dim(int dim_index);
+  ExprId add(ExprId a, ExprId b);
+  ExprId sub(ExprId a, ExprId b);
+  ExprId mul(ExprId a, ExprId b);
+  ExprId floordiv(ExprId a, ExprId b);
+  ExprId ceildiv(ExprId a, ExprId b);
+  ExprId mod(ExprId a, ExprId b);
+  ExprId min(ExprId a, ExprId b);
+  ExprId max(ExprId a, ExprId b);
+
+  bool is_const(ExprId id) const { return nodes_[id].op == ExprOp::kConst; }
+  /// Value of a constant node (precondition: is_const).
+  int64_t const_value(ExprId id) const { return nodes_[id].value; }
+  /// True when the expression is provably equal to v over every dim value.
+  bool is_const_value(ExprId id, int64_t v) const { return is_const(id) && const_value(id) == v; }
+  /// Bounds over every admissible dim value (may be loose, never wrong).
+  Interval range(ExprId id) const { return ranges_[id]; }
+  const ExprNode& node(ExprId id) const { return nodes_[id]; }
+  const std::vector<ExprNode>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+
+  std::string to_string(ExprId id) const;
+  /// "[batch, 64, ceildiv(H,2)]"
+  std::string shape_to_string(const std::vector<ExprId>& shape) const;
+
+ private:
+  struct Linear {  // sum(coef * atom) + constant; atoms sorted by id
+    std::vector<std::pair<ExprId, int64_t>> terms;
+    int64_t constant = 0;
+  };
+  ExprId make(ExprOp op, int32_t a, int32_t b, int64_t value);
+  Interval compute_range(ExprOp op, int32_t a, int32_t b, int64_t value) const;
+  Linear linearize(ExprId id) const;
+  void linearize_into(ExprId id, int64_t scale, Linear* out) const;
+  ExprId build_linear(const Linear& l);
+  ExprId build_product(std::vector<ExprId> factors);
+  void collect_factors(ExprId id, std::vector<ExprId>* out) const;
+  ExprId floordiv_const(ExprId a, int64_t d);
+  ExprId divide_exact(ExprId a, ExprId b);  // kNoExpr when not provably exact
+
+  std::vector<ExprNode> nodes_;
+  std::vector<Interval> ranges_;
+  std::vector<DimInfo> dims_;
+  std::unordered_map<std::string, ExprId> dedup_;
+};
+
+}  // namespace kiln::core

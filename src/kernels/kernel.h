@@ -1,0 +1,124 @@
+#pragma once
+// The contract between an op file and the rest of Kiln.
+//
+// Every op provides two pure functions, side by side in src/kernels/portable/<op>.cc:
+//   Status <op>_shape(ShapeCtx& c);          symbolic output dtypes/shapes + guards
+//   KernelStatus <op>_run(const RunCtx& c);  compute at the actual (bound or smaller) shape
+// and one line in ops.inc. View ops (Reshape, Flatten, Squeeze, Unsqueeze) provide only the
+// shape function: their output aliases the input's bytes and no instruction is emitted.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/symexpr.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln::kernels {
+
+using core::ExprId;
+
+/// A tensor during export: dtype, symbolic shape, and its contents when known.
+struct SymTensor {
+  bool present = true;  ///< false for an omitted optional input
+  DType dtype = DType::kF32;
+  std::vector<ExprId> shape;
+  /// Contents when the tensor is a constant (row-major, `dtype`), else nullptr.
+  const void* const_data = nullptr;
+  /// Contents of a small integer tensor known symbolically (e.g. a folded Shape result).
+  std::vector<ExprId> sym_values;
+};
+
+/// A relation that shape inference needed between symbolic sizes; checked at bind.
+struct Guard {
+  enum class Op : uint8_t { kEq = 0, kGe = 1, kDivisible = 2 };  ///< lhs == rhs, lhs >= rhs, lhs % rhs == 0
+  Op op = Op::kEq;
+  ExprId lhs = core::kNoExpr;
+  ExprId rhs = core::kNoExpr;
+  std::string node_name;  ///< origin: the graph node that needed it
+  std::string op_type;
+  std::string context;  ///< why, e.g. "to broadcast [1,96,H] with [1,96,W]"
+};
+
+/// Shape inference for one node. Inputs are filled in by the caller; the shape function
+/// fills `outputs` (already sized to the number of outputs requested) and may add guards.
+class ShapeCtx {
+ public:
+  ShapeCtx(core::ExprPool& pool, core::Attrs attrs) : pool(pool), attrs(attrs) {}
+
+  core::ExprPool& pool;
+  core::Attrs attrs;
+  std::vector<SymTensor> inputs;
+  std::vector<SymTensor> outputs;
+  std::vector<Guard> guards;
+  std::string node_name;
+  std::string op_type;
+
+  size_t num_inputs() const { return inputs.size(); }
+  bool has_input(size_t i) const { return i < inputs.size() && inputs[i].present; }
+  const SymTensor& in(size_t i) const { return inputs[i]; }
+  SymTensor& out(size_t i) { return outputs[i]; }
+  int64_t rank(size_t i) const { return static_cast<int64_t>(inputs[i].shape.size()); }
+
+  /// Error naming the node: "node 'Conv_3' (Conv): <what>".
+  Status error(const std::string& what) const;
+  /// Fails unless min <= number of inputs <= max and inputs [0, min) are present.
+  Status expect_inputs(size_t min, size_t max) const;
+  /// Fails unless input i has dtype t.
+  Status expect_dtype(size_t i, DType t) const;
+  /// Requires a == b: passes when provably equal, fails when provably different,
+  /// otherwise records a guard checked at bind.
+  Status require_eq(ExprId a, ExprId b, const std::string& why);
+  /// Requires a % k == 0 (k > 0), proving or guarding as require_eq does.
+  Status require_divisible(ExprId a, int64_t k, const std::string& why);
+  /// Requires a >= b.
+  Status require_ge(ExprId a, ExprId b, const std::string& why);
+  /// Numpy-style broadcast of two shapes (guards equality of symbolic non-1 sizes).
+  Result<std::vector<ExprId>> broadcast(const std::vector<ExprId>& a, const std::vector<ExprId>& b);
+  /// Contents of an integer input as expressions (constant data or sym_values); false if unknown.
+  bool int_values(size_t i, std::vector<ExprId>* out);
+  /// Contents of an integer input as numbers; false if unknown or not all constant.
+  bool const_ints(size_t i, std::vector<int64_t>* out);
+  /// Contents of a float input as numbers; false if not constant.
+  bool const_floats(size_t i, std::vector<float>* out) const;
+  /// Normalizes a possibly negative axis against `rank`; error if out of [-rank, rank).
+  Result<int64_t> normalize_axis(int64_t axis, int64_t rank) const;
+};
+
+/// Kernel outcome for data-dependent failures that bind cannot rule out.
+enum class KernelStatus : uint8_t { kOk = 0, kIndexOutOfRange = 1, kInvalidValue = 2 };
+const char* kernel_status_message(KernelStatus s);
+
+/// Everything a kernel sees while executing: operands at their actual shapes.
+/// An omitted optional input is a nullptr.
+struct RunCtx {
+  const TensorView* const* inputs = nullptr;
+  uint32_t num_inputs = 0;
+  TensorView* const* outputs = nullptr;
+  uint32_t num_outputs = 0;
+  core::Attrs attrs;
+
+  bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
+  const TensorView& in(uint32_t i) const { return *inputs[i]; }
+  TensorView& out(uint32_t i) const { return *outputs[i]; }
+};
+
+using ShapeFn = Status (*)(ShapeCtx&);
+using RunFn = KernelStatus (*)(const RunCtx&);
+
+/// One registered op.
+struct OpDef {
+  const char* name;
+  ShapeFn shape;
+  RunFn run;  ///< nullptr for view ops
+  bool view;  ///< output aliases input 0 (contiguous reinterpretation)
+};
+
+/// The op registered under `name` (ONNX op type), or nullptr.
+const OpDef* find_op(const char* name);
+/// All registered ops, in ops.inc order.
+const OpDef* all_ops(size_t* count);
+
+}  // namespace kiln::kernels

@@ -1,0 +1,90 @@
+// SymExpr: simplification keeps shapes readable, ranges are sound, evaluation matches.
+#include "core/symexpr.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace kiln::core {
+namespace {
+
+class SymExprTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    h = p.dim(p.add_dim({"H", 1, 512, 1}));
+    w = p.dim(p.add_dim({"W", 32, 512, 32}));
+  }
+  ExprPool p;
+  ExprId h = kNoExpr, w = kNoExpr;
+};
+
+TEST_F(SymExprTest, LinearCancellation) {
+  EXPECT_EQ(p.sub(p.add(h, p.constant(3)), p.constant(3)), h);
+  EXPECT_TRUE(p.is_const_value(p.sub(h, h), 0));
+  EXPECT_EQ(p.to_string(p.add(p.mul(p.constant(2), h), h)), "3*H");
+  EXPECT_EQ(p.to_string(p.sub(h, p.constant(1))), "H - 1");
+}
+
+TEST_F(SymExprTest, ConvOutputBecomesCeilDiv) {
+  // floor((H + 2*1 - 3) / 2) + 1 == ceildiv(H, 2)
+  ExprId conv = p.add(p.floordiv(p.sub(p.add(h, p.constant(2)), p.constant(3)), p.constant(2)), p.constant(1));
+  EXPECT_EQ(p.to_string(conv), "ceildiv(H,2)");
+  ExprId pool = p.add(p.floordiv(p.sub(p.add(conv, p.constant(2)), p.constant(3)), p.constant(2)), p.constant(1));
+  EXPECT_EQ(p.to_string(pool), "ceildiv(H,4)");
+}
+
+TEST_F(SymExprTest, ProductsDivideExactly) {
+  ExprId numel = p.mul(p.mul(p.constant(4), h), w);
+  EXPECT_EQ(p.to_string(p.floordiv(numel, p.mul(w, p.constant(2)))), "2*H");
+  EXPECT_EQ(p.mul(h, w), p.mul(w, h));
+}
+
+TEST_F(SymExprTest, StepMakesModuloKnown) {
+  EXPECT_TRUE(p.is_const_value(p.mod(w, p.constant(32)), 0));
+  EXPECT_TRUE(p.is_const_value(p.mod(w, p.constant(8)), 0));
+  EXPECT_FALSE(p.is_const(p.mod(h, p.constant(2))));
+}
+
+TEST_F(SymExprTest, RangesAndMinMax) {
+  EXPECT_EQ(p.range(h).lo, 1);
+  EXPECT_EQ(p.range(h).hi, 512);
+  EXPECT_EQ(p.min(h, p.constant(1000)), h);
+  EXPECT_EQ(p.max(h, p.constant(0)), h);
+  Interval r = p.range(p.ceildiv(h, p.constant(2)));
+  EXPECT_EQ(r.lo, 1);
+  EXPECT_EQ(r.hi, 256);
+}
+
+TEST_F(SymExprTest, EvaluationMatchesDirectArithmetic) {
+  std::vector<ExprId> exprs = {
+      p.ceildiv(h, p.constant(3)), p.floordiv(p.sub(h, p.constant(5)), p.constant(4)),
+      p.mod(p.add(h, w), p.constant(7)), p.min(h, w), p.max(p.mul(h, w), p.constant(100)),
+      p.floordiv(p.mul(h, w), h)};
+  std::mt19937 rng(7);
+  for (int it = 0; it < 100; ++it) {
+    int64_t hv = 1 + rng() % 512, wv = 32 * (1 + rng() % 16);
+    int64_t dims[2] = {hv, wv};
+    std::vector<int64_t> out(p.size());
+    ASSERT_TRUE(eval_exprs(p.nodes().data(), p.size(), dims, out.data(), nullptr));
+    EXPECT_EQ(out[exprs[0]], (hv + 2) / 3);
+    EXPECT_EQ(out[exprs[1]], floor_div(hv - 5, 4));
+    EXPECT_EQ(out[exprs[2]], (hv + wv) % 7);
+    EXPECT_EQ(out[exprs[3]], std::min(hv, wv));
+    EXPECT_EQ(out[exprs[4]], std::max(hv * wv, int64_t{100}));
+    EXPECT_EQ(out[exprs[5]], wv);
+    for (ExprId e : exprs) {  // ranges are sound
+      EXPECT_GE(out[e], p.range(e).lo);
+      EXPECT_LE(out[e], p.range(e).hi);
+    }
+  }
+}
+
+TEST(SymExprDivision, PythonSemantics) {
+  EXPECT_EQ(floor_div(-7, 2), -4);
+  EXPECT_EQ(ceil_div(-7, 2), -3);
+  EXPECT_EQ(floor_mod(-7, 3), 2);
+  EXPECT_EQ(ceil_div(7, 2), 4);
+}
+
+}  // namespace
+}  // namespace kiln::core

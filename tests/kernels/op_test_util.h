@@ -1,0 +1,169 @@
+#pragma once
+// Runs one op concretely, the way export + runtime would: shape function over constant
+// SymExprs, then the kernel on buffers of exactly the inferred sizes.
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/attr_store.h"
+#include "kernels/kernel.h"
+
+namespace kiln::testing {
+
+/// An owning test tensor.
+struct Tensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> bytes;
+  bool present = true;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  template <typename T> T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  template <typename T> const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  template <typename T> std::vector<T> values() const { return std::vector<T>(data<T>(), data<T>() + numel()); }
+  /// Element as double regardless of dtype.
+  double at(int64_t i) const {
+    switch (dtype) {
+      case DType::kF32: return data<float>()[i];
+      case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
+      case DType::kI32: return data<int32_t>()[i];
+      case DType::kBool: return bytes[i] ? 1.0 : 0.0;
+    }
+    return 0;
+  }
+};
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::kF32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::kI64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::kI32; }
+template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
+
+template <typename T>
+Tensor make_tensor(std::vector<int64_t> shape, const std::vector<T>& values) {
+  Tensor t;
+  t.dtype = dtype_of<T>();
+  t.shape = std::move(shape);
+  t.bytes.resize(values.size() * dtype_size(t.dtype));
+  if constexpr (std::is_same_v<T, bool>) {
+    for (size_t i = 0; i < values.size(); ++i) t.bytes[i] = values[i] ? 1 : 0;
+  } else {
+    std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  }
+  return t;
+}
+
+inline Tensor absent() {
+  Tensor t;
+  t.present = false;
+  return t;
+}
+
+/// Uniform random f32 tensor in [lo, hi).
+inline Tensor random_f32(std::mt19937& rng, std::vector<int64_t> shape, float lo = -1.f, float hi = 1.f) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return make_tensor<float>(std::move(shape), v);
+}
+
+/// Random shape with rank dims, each in [1, max_dim].
+inline std::vector<int64_t> random_shape(std::mt19937& rng, int rank, int64_t max_dim) {
+  std::uniform_int_distribution<int64_t> d(1, max_dim);
+  std::vector<int64_t> s(rank);
+  for (auto& x : s) x = d(rng);
+  return s;
+}
+
+/// Row-major strides of a shape.
+inline std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int k = static_cast<int>(shape.size()) - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
+  return s;
+}
+
+struct OpResult {
+  Status status;                  ///< shape function status (kernel failures set kernel)
+  kernels::KernelStatus kernel = kernels::KernelStatus::kOk;
+  std::vector<Tensor> outputs;
+  std::vector<kernels::Guard> guards;
+};
+
+/// Runs op `name` on `inputs` (all treated as constants known to the shape function).
+inline OpResult run_op(const char* name, const std::vector<Tensor>& inputs,
+                       const core::AttrStore& attrs = core::AttrStore(), size_t num_outputs = 1) {
+  OpResult r;
+  const kernels::OpDef* op = kernels::find_op(name);
+  if (!op) {
+    r.status = not_found(std::string("no op ") + name);
+    return r;
+  }
+  core::ExprPool pool;
+  kernels::ShapeCtx ctx(pool, attrs.view());
+  ctx.node_name = "test";
+  ctx.op_type = name;
+  for (const Tensor& t : inputs) {
+    kernels::SymTensor s;
+    s.present = t.present;
+    s.dtype = t.dtype;
+    for (int64_t d : t.shape) s.shape.push_back(pool.constant(d));
+    s.const_data = t.present ? t.bytes.data() : nullptr;
+    ctx.inputs.push_back(std::move(s));
+  }
+  ctx.outputs.resize(num_outputs);
+  r.status = op->shape(ctx);
+  r.guards = ctx.guards;
+  if (!r.status.ok()) return r;
+  for (const kernels::SymTensor& o : ctx.outputs) {
+    Tensor t;
+    t.dtype = o.dtype;
+    for (core::ExprId e : o.shape) {
+      if (!pool.is_const(e)) {
+        r.status = internal_error("output shape not constant: " + pool.to_string(e));
+        return r;
+      }
+      t.shape.push_back(pool.const_value(e));
+    }
+    t.bytes.assign(static_cast<size_t>(t.numel()) * dtype_size(t.dtype), 0xCD);  // poison
+    r.outputs.push_back(std::move(t));
+  }
+  if (op->view) {  // a view reinterprets input 0
+    r.outputs[0].bytes = inputs[0].bytes;
+    return r;
+  }
+  std::vector<TensorView> in_views(inputs.size()), out_views(r.outputs.size());
+  std::vector<const TensorView*> in_ptrs(inputs.size());
+  std::vector<TensorView*> out_ptrs(r.outputs.size());
+  auto fill = [](TensorView& v, const Tensor& t) {
+    v.dtype = t.dtype;
+    v.rank = static_cast<int32_t>(t.shape.size());
+    for (size_t k = 0; k < t.shape.size(); ++k) v.dims[k] = t.shape[k];
+    v.data = const_cast<unsigned char*>(t.bytes.data());
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    fill(in_views[i], inputs[i]);
+    in_ptrs[i] = inputs[i].present ? &in_views[i] : nullptr;
+  }
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    fill(out_views[i], r.outputs[i]);
+    out_ptrs[i] = &out_views[i];
+  }
+  kernels::RunCtx rc;
+  rc.inputs = in_ptrs.data();
+  rc.num_inputs = static_cast<uint32_t>(in_ptrs.size());
+  rc.outputs = out_ptrs.data();
+  rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
+  rc.attrs = attrs.view();
+  r.kernel = op->run(rc);
+  return r;
+}
+
+}  // namespace kiln::testing
