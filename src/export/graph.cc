@@ -1,1 +1,274 @@
-// in progress
+#include "export/graph.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "export/memory_plan.h"
+#include "format/file_header.h"
+
+namespace kiln::exporter {
+
+Status GraphBuilder::add_dim(const std::string& name, int64_t min, int64_t max, int64_t step) {
+  std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (name.empty()) return invalid_argument("a dim needs a name");
+  if (min < 1) return invalid_argument("dim '" + name + "' has min " + std::to_string(min) + "; dims are at least 1");
+  if (min > max) return invalid_argument("dim '" + name + "' has min above max " + range);
+  if (step < 1) return invalid_argument("dim '" + name + "' has step " + std::to_string(step) + "; use a step of 1 or more");
+  if ((min + step - 1) / step * step > max)
+    return invalid_argument("dim '" + name + "' admits no value: no multiple of " + std::to_string(step) + " in " + range);
+  int existing = pool_.find_dim(name);
+  if (existing >= 0) {
+    const core::DimInfo& d = pool_.dims()[existing];
+    if (d.min != min || d.max != max || d.step != step)
+      return invalid_argument("dim '" + name + "' is declared twice with different bounds");
+    return ok_status();
+  }
+  pool_.add_dim(core::DimInfo{name, min, max, step});
+  return ok_status();
+}
+
+Result<int> GraphBuilder::add_input(const std::string& name, DType dtype, const std::vector<Axis>& axes,
+                                    std::vector<int64_t> example_shape) {
+  if (axes.size() > static_cast<size_t>(kMaxRank))
+    return invalid_argument("input '" + name + "' has rank " + std::to_string(axes.size()) + ", above the maximum 8");
+  Value v;
+  v.name = name;
+  v.dtype = dtype;
+  v.kind = Kind::kInput;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const Axis& a = axes[k];
+    if (a.dim.empty()) {
+      if (a.size < 0)
+        return invalid_argument("input '" + name + "' axis " + std::to_string(k) + " has negative size " + std::to_string(a.size));
+      v.shape.push_back(pool_.constant(a.size));
+      continue;
+    }
+    int d = pool_.find_dim(a.dim);
+    if (d < 0)
+      return invalid_argument("input '" + name + "' axis " + std::to_string(k) + " names dim '" + a.dim +
+                              "', which has no bounds; declare it with --dim " + a.dim + "=MIN..MAX");
+    v.shape.push_back(pool_.dim(d));
+  }
+  if (example_shape.empty()) {
+    for (core::ExprId e : v.shape) example_shape.push_back(pool_.range(e).hi);
+  }
+  v.example_shape = std::move(example_shape);
+  values_.push_back(std::move(v));
+  inputs_.push_back(static_cast<int>(values_.size()) - 1);
+  return static_cast<int>(values_.size()) - 1;
+}
+
+Result<int> GraphBuilder::add_constant(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                                       const void* data, size_t nbytes) {
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return invalid_argument("constant '" + name + "' has a negative dim");
+    numel *= d;
+  }
+  if (static_cast<size_t>(numel) * dtype_size(dtype) != nbytes)
+    return invalid_argument("constant '" + name + "' has " + std::to_string(nbytes) + " bytes but its shape needs " +
+                            std::to_string(static_cast<size_t>(numel) * dtype_size(dtype)));
+  Value v;
+  v.name = name;
+  v.dtype = dtype;
+  v.kind = Kind::kConstant;
+  for (int64_t d : shape) v.shape.push_back(pool_.constant(d));
+  v.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + nbytes);
+  values_.push_back(std::move(v));
+  return static_cast<int>(values_.size()) - 1;
+}
+
+Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const std::string& node_name,
+                                              const std::vector<int>& inputs, const core::AttrStore& attrs,
+                                              size_t num_outputs) {
+  const kernels::OpDef* op = kernels::find_op(op_type.c_str());
+  if (!op) return unimplemented("node '" + node_name + "': op type '" + op_type + "' is not supported");
+  kernels::ShapeCtx ctx(pool_, attrs.view());
+  ctx.node_name = node_name;
+  ctx.op_type = op_type;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    kernels::SymTensor t;
+    int id = inputs[i];
+    if (id < 0) {
+      t.present = false;
+    } else {
+      if (static_cast<size_t>(id) >= values_.size())
+        return invalid_argument("node '" + node_name + "': input #" + std::to_string(i) + " is not a value");
+      const Value& v = values_[id];
+      t.dtype = v.dtype;
+      t.shape = v.shape;
+      const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
+      if (root.kind == Kind::kConstant) t.const_data = root.bytes.data();
+      t.sym_values = v.sym_values;
+    }
+    ctx.inputs.push_back(std::move(t));
+  }
+  ctx.outputs.resize(num_outputs);
+  KILN_TRY(op->shape(ctx));
+  for (kernels::Guard& g : ctx.guards) {
+    bool dup = std::any_of(guards_.begin(), guards_.end(),
+                           [&](const kernels::Guard& o) { return o.op == g.op && o.lhs == g.lhs && o.rhs == g.rhs; });
+    if (!dup) guards_.push_back(std::move(g));
+  }
+  Node node;
+  node.op = op;
+  node.name = node_name;
+  node.inputs = inputs;
+  node.attrs = attrs;
+  std::vector<int> outs;
+  for (size_t k = 0; k < num_outputs; ++k) {
+    Value v;
+    v.name = num_outputs == 1 ? node_name : node_name + ":" + std::to_string(k);
+    v.dtype = ctx.outputs[k].dtype;
+    v.shape = ctx.outputs[k].shape;
+    v.sym_values = ctx.outputs[k].sym_values;
+    if (v.shape.size() > static_cast<size_t>(kMaxRank))
+      return invalid_argument("node '" + node_name + "' (" + op_type + "): output rank " + std::to_string(v.shape.size()) +
+                              " exceeds the maximum 8");
+    if (op->view) {
+      const Value& in = values_[inputs[0]];
+      v.kind = Kind::kView;
+      v.alias_of = in.alias_of >= 0 ? in.alias_of : inputs[0];
+    }
+    values_.push_back(std::move(v));
+    outs.push_back(static_cast<int>(values_.size()) - 1);
+  }
+  node.outputs = outs;
+  if (!op->view) nodes_.push_back(std::move(node));
+  return outs;
+}
+
+Result<int> GraphBuilder::add(const std::string& op_type, const std::string& node_name,
+                              const std::vector<int>& inputs, const core::AttrStore& attrs) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int> outs, add_op(op_type, node_name, inputs, attrs, 1));
+  return outs[0];
+}
+
+Status GraphBuilder::mark_output(int value, const std::string& name) {
+  if (value < 0 || static_cast<size_t>(value) >= values_.size()) return invalid_argument("mark_output: no such value");
+  if (!name.empty()) values_[value].name = name;
+  outputs_.push_back(value);
+  return ok_status();
+}
+
+Result<uint64_t> GraphBuilder::bound_bytes(const Value& v) const {
+  uint64_t n = dtype_size(v.dtype);
+  for (core::ExprId e : v.shape) {
+    core::Interval r = pool_.range(e);
+    if (r.hi < 0) return uint64_t{0};
+    if (r.hi > (int64_t{1} << 40))
+      return invalid_argument("value '" + v.name + "' has no usable upper bound on an axis sized " + pool_.to_string(e) +
+                              "; tighten the --dim ranges");
+    n *= static_cast<uint64_t>(r.hi);
+    if (n > (uint64_t{1} << 40)) return invalid_argument("value '" + v.name + "' would exceed 1 TiB at the bound");
+  }
+  return n;
+}
+
+Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
+  if (outputs_.empty()) return invalid_argument("method '" + method_name_ + "' has no outputs");
+  for (const auto& m : program->methods)
+    if (m.name == method_name_) return invalid_argument("method '" + method_name_ + "' is emitted twice");
+  // Keep only nodes that feed an output (dead nodes are dropped), in order.
+  auto root = [&](int v) { return values_[v].alias_of >= 0 ? values_[v].alias_of : v; };
+  std::vector<bool> needed(values_.size(), false);
+  for (int o : outputs_) needed[o] = needed[root(o)] = true;
+  std::vector<bool> keep(nodes_.size(), false);
+  for (size_t n = nodes_.size(); n-- > 0;) {
+    bool any = false;
+    for (int o : nodes_[n].outputs) any = any || needed[o];
+    if (!any) continue;
+    keep[n] = true;
+    for (int o : nodes_[n].outputs) needed[o] = true;
+    for (int i : nodes_[n].inputs)
+      if (i >= 0) needed[i] = needed[root(i)] = true;
+  }
+  for (size_t v = 0; v < values_.size(); ++v)  // a needed view needs its root
+    if (needed[v] && values_[v].alias_of >= 0) needed[values_[v].alias_of] = true;
+
+  // Lifetimes: step 0 holds the inputs, node k runs at step k+1, outputs live to the end.
+  std::vector<int> kept;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (keep[n]) kept.push_back(static_cast<int>(n));
+  const int64_t end = static_cast<int64_t>(kept.size()) + 1;
+  std::vector<int64_t> first(values_.size(), -1), last(values_.size(), -1);
+  for (int i : inputs_) first[i] = 0, last[i] = end;  // inputs survive execute for re-runs
+  for (size_t s = 0; s < kept.size(); ++s) {
+    const Node& n = nodes_[kept[s]];
+    for (int o : n.outputs) first[o] = last[o] = static_cast<int64_t>(s) + 1;
+    for (int i : n.inputs)
+      if (i >= 0) last[root(i)] = std::max(last[root(i)], static_cast<int64_t>(s) + 1);
+  }
+  for (int o : outputs_) last[root(o)] = end;
+
+  format::MethodDesc m;
+  m.name = method_name_;
+  m.dims = pool_.dims();
+  m.exprs = pool_.nodes();
+  m.guards = guards_;
+  std::vector<int32_t> remap(values_.size(), -1);
+  std::vector<Buffer> buffers;
+  std::vector<int32_t> buffer_value;
+  MethodStats stats;
+  for (size_t v = 0; v < values_.size(); ++v) {
+    const Value& val = values_[v];
+    bool is_input = val.kind == Kind::kInput;
+    if (!needed[v] && !is_input) continue;
+    format::ValueDesc d;
+    d.name = val.name;
+    d.dtype = val.dtype;
+    d.shape = val.shape;
+    if (val.kind == Kind::kConstant) {
+      d.storage = format::Storage::kConstant;
+      d.offset = format::align_up(program->constants.size(), format::kSegmentAlignment);
+      d.nbytes = val.bytes.size();
+      program->constants.resize(d.offset, 0);
+      program->constants.insert(program->constants.end(), val.bytes.begin(), val.bytes.end());
+      stats.constant_bytes += d.nbytes;
+    } else if (val.alias_of >= 0) {
+      d.storage = format::Storage::kAlias;
+      ++stats.views;
+    } else {
+      bool is_output = std::find(outputs_.begin(), outputs_.end(), static_cast<int>(v)) != outputs_.end();
+      d.storage = is_input ? format::Storage::kInput : is_output ? format::Storage::kOutput : format::Storage::kArena;
+      KILN_ASSIGN_OR_RETURN(d.nbytes, bound_bytes(val));
+      buffers.push_back(Buffer{d.nbytes, first[v], std::max(first[v], last[v])});
+      buffer_value.push_back(static_cast<int32_t>(m.values.size()));
+    }
+    if (is_input) d.example_shape = val.example_shape;
+    remap[v] = static_cast<int32_t>(m.values.size());
+    m.values.push_back(std::move(d));
+  }
+  for (size_t v = 0; v < values_.size(); ++v)
+    if (remap[v] >= 0 && values_[v].alias_of >= 0) {
+      format::ValueDesc& d = m.values[remap[v]];
+      d.alias_of = remap[values_[v].alias_of];
+      KILN_ASSIGN_OR_RETURN(d.nbytes, bound_bytes(values_[v]));
+    }
+  MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment);
+  for (size_t b = 0; b < buffers.size(); ++b) m.values[buffer_value[b]].offset = plan.offsets[b];
+  m.arena_bytes = plan.arena_bytes;
+  m.lower_bound_bytes = plan.lower_bound_bytes;
+  m.plan_strategy = plan.strategy;
+  for (int i : inputs_) m.inputs.push_back(remap[i]);
+  for (int o : outputs_) m.outputs.push_back(remap[o]);
+  for (int n : kept) {
+    const Node& node = nodes_[n];
+    format::InstructionDesc in;
+    in.op = node.op->name;
+    in.node_name = node.name;
+    for (int i : node.inputs) in.inputs.push_back(i < 0 ? -1 : remap[i]);
+    for (int o : node.outputs) in.outputs.push_back(remap[o]);
+    in.attrs = node.attrs;
+    m.instructions.push_back(std::move(in));
+  }
+  stats.instructions = m.instructions.size();
+  stats.guards = m.guards.size();
+  stats.arena_bytes = m.arena_bytes;
+  stats.lower_bound_bytes = m.lower_bound_bytes;
+  stats.strategy = m.plan_strategy;
+  program->methods.push_back(std::move(m));
+  return stats;
+}
+
+}  // namespace kiln::exporter

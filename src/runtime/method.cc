@@ -1,1 +1,333 @@
-// in progress
+#include "kiln/method.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/kernel.h"
+#include "format/file_header.h"
+#include "runtime/program_impl.h"
+
+namespace kiln {
+
+namespace {
+
+struct Instr {
+  const kernels::OpDef* op = nullptr;
+  uint32_t in_begin = 0, n_in = 0, out_begin = 0, n_out = 0, attr_begin = 0, n_attr = 0;
+  int32_t index = 0;
+};
+
+std::string shape_text(const int64_t* dims, int rank, const char* sep) {
+  std::string s;
+  for (int k = 0; k < rank; ++k) s += (k ? sep : "") + std::to_string(dims[k]);
+  return s;
+}
+
+std::string shape_text(const std::vector<int64_t>& v, const char* sep) {
+  return shape_text(v.data(), static_cast<int>(v.size()), sep);
+}
+
+}  // namespace
+
+struct Method::Impl {
+  const Program* program = nullptr;
+  const fb::Method* m = nullptr;
+  MethodMeta meta;
+  std::vector<core::ExprNode> exprs;
+  std::vector<std::string> dim_names;
+  std::vector<int64_t> expr_values;
+  std::vector<int64_t> dim_values;
+  std::vector<int32_t> dim_origin;  // during bind: flat (input << 8 | axis) that set the dim
+  std::vector<TensorView> views;
+  std::vector<int32_t> inputs, outputs;
+  std::vector<Instr> instrs;
+  std::vector<const TensorView*> in_ptrs;
+  std::vector<TensorView*> out_ptrs;
+  std::vector<core::AttrRef> attrs;
+  uint8_t* arena = nullptr;
+  void* owned_arena = nullptr;
+  bool bound = false;
+
+  ~Impl() { std::free(owned_arena); }
+
+  std::string input_label(size_t i) const { return "'" + meta.inputs[i].name + "' (#" + std::to_string(i) + ")"; }
+  std::string dims_of_expr(int32_t id) const;
+  Status check_input(size_t i, const TensorView& t);
+  Status apply_shapes();
+};
+
+std::string Method::Impl::dims_of_expr(int32_t id) const {
+  // Lists "H = 100, W = 64" for the dims an expression reads.
+  std::vector<bool> used(dim_values.size(), false), seen(exprs.size(), false);
+  std::vector<int32_t> stack = {id};
+  while (!stack.empty()) {
+    int32_t e = stack.back();
+    stack.pop_back();
+    if (e < 0 || seen[e]) continue;
+    seen[e] = true;
+    if (exprs[e].op == core::ExprOp::kDim) {
+      used[exprs[e].a] = true;
+    } else if (exprs[e].op != core::ExprOp::kConst) {
+      stack.push_back(exprs[e].a);
+      stack.push_back(exprs[e].b);
+    }
+  }
+  std::string s;
+  for (size_t d = 0; d < used.size(); ++d)
+    if (used[d]) s += (s.empty() ? "" : ", ") + dim_names[d] + " = " + std::to_string(dim_values[d]);
+  return s;
+}
+
+Status Method::Impl::check_input(size_t i, const TensorView& t) {
+  const TensorSpec& spec = meta.inputs[i];
+  const fb::Value* v = m->values()->Get(inputs[i]);
+  if (t.dtype != spec.dtype)
+    return invalid_argument("input " + input_label(i) + " has dtype " + dtype_name(t.dtype) + " but the program expects " +
+                            dtype_name(spec.dtype) + "; convert it on the host");
+  if (t.rank != static_cast<int32_t>(spec.axes.size()))
+    return invalid_argument("input " + input_label(i) + " has rank " + std::to_string(t.rank) + " (shape " +
+                            shape_text(t.dims, t.rank, "x") + ") but the program expects rank " +
+                            std::to_string(spec.axes.size()) + " " + spec.shape_text());
+  for (int k = 0; k < t.rank; ++k) {
+    const core::ExprNode& e = exprs[v->shape()->Get(k)];
+    int64_t got = t.dims[k];
+    std::string axis = "input " + input_label(i) + " dim " + std::to_string(k);
+    if (e.op == core::ExprOp::kConst) {
+      if (got != e.value) {
+        std::string example = spec.example_shape.empty() ? "" : " (exported from example shape " + shape_text(spec.example_shape, "x") + ")";
+        return invalid_argument(axis + " is " + std::to_string(got) + " but the program fixed it to " +
+                                std::to_string(e.value) + example +
+                                "; resize on the host or re-export with --dim to make it dynamic");
+      }
+      continue;
+    }
+    const DimSpec& d = meta.dims[e.a];
+    if (got < d.min || got > d.max)
+      return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", outside its range [" +
+                          std::to_string(d.min) + ", " + std::to_string(d.max) + "]");
+    if (got % d.step != 0)
+      return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", not a multiple of its step " +
+                          std::to_string(d.step) + " (range [" + std::to_string(d.min) + ", " + std::to_string(d.max) +
+                          "]); pad on the host to " + std::to_string((got + d.step - 1) / d.step * d.step));
+    if (dim_origin[e.a] >= 0) {
+      if (dim_values[e.a] != got) {
+        size_t oi = static_cast<size_t>(dim_origin[e.a] >> 8);
+        int ok = dim_origin[e.a] & 0xff;
+        return invalid_argument("inputs '" + meta.inputs[oi].name + "' dim " + std::to_string(ok) + " and '" + spec.name +
+                                "' dim " + std::to_string(k) + " share dim '" + d.name + "' and must be equal: got " +
+                                std::to_string(dim_values[e.a]) + " and " + std::to_string(got));
+      }
+    } else {
+      dim_values[e.a] = got;
+      dim_origin[e.a] = static_cast<int32_t>(i << 8 | static_cast<size_t>(k));
+    }
+  }
+  return ok_status();
+}
+
+Status Method::Impl::apply_shapes() {
+  size_t bad = 0;
+  if (!core::eval_exprs(exprs.data(), exprs.size(), dim_values.data(), expr_values.data(), &bad))
+    return invalid_argument("shape expression " + core::format_expr(exprs.data(), exprs.size(), dim_names, static_cast<int32_t>(bad)) +
+                            " divides by zero for " + dims_of_expr(static_cast<int32_t>(bad)));
+  if (m->guards()) {
+    for (const fb::Guard* g : *m->guards()) {
+      int64_t l = expr_values[g->lhs()], r = expr_values[g->rhs()];
+      bool pass = g->op() == fb::GuardOp::Eq ? l == r : g->op() == fb::GuardOp::Ge ? l >= r : (r != 0 && l % r == 0);
+      if (pass) continue;
+      std::string vars = dims_of_expr(g->lhs());
+      std::string rvars = dims_of_expr(g->rhs());
+      if (!rvars.empty() && rvars != vars) vars += (vars.empty() ? "" : ", ") + rvars;
+      std::string origin = g->node_name() ? g->node_name()->str() : "";
+      std::string op = g->op_type() ? g->op_type()->str() : "";
+      std::string ctx = g->context() && g->context()->size() ? " " + g->context()->str() : "";
+      return invalid_argument("guard " + runtime::guard_text(g, exprs, dim_names) + " failed for " + vars +
+                              " (needed by node '" + origin + "' (" + op + ")" + ctx + ")");
+    }
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    TensorView& t = views[i];
+    for (int k = 0; k < t.rank; ++k) {
+      int64_t d = expr_values[v->shape()->Get(k)];
+      if (d < 0)
+        return invalid_argument("value '" + v->name()->str() + "' would have negative size " + std::to_string(d) +
+                                " on axis " + std::to_string(k) + " for " + dims_of_expr(v->shape()->Get(k)));
+      t.dims[k] = d;
+    }
+    uint64_t limit = v->storage() == fb::StorageKind::Alias ? m->values()->Get(v->alias_of())->nbytes() : v->nbytes();
+    if (t.nbytes() > limit)
+      return internal_error("value '" + v->name()->str() + "' needs " + std::to_string(t.nbytes()) +
+                            " bytes but the plan reserved " + std::to_string(limit));
+  }
+  return ok_status();
+}
+
+Method::Method(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Method::~Method() = default;
+
+Result<std::unique_ptr<Method>> Method::create(const Program& program, const std::string& name, void* arena,
+                                               size_t arena_size) {
+  const Program::Impl& p = program.impl();
+  const fb::Method* m = p.find_method(name);
+  if (!m) return not_found("no method '" + name + "' in the program; it has " + p.method_names());
+  auto impl = std::make_unique<Impl>();
+  Impl& s = *impl;
+  s.program = &program;
+  s.m = m;
+  s.meta = runtime::build_meta(m, p.file);
+  s.exprs = runtime::load_exprs(m);
+  s.dim_names = runtime::load_dim_names(m);
+  s.expr_values.assign(s.exprs.size(), 0);
+  s.dim_values.assign(s.dim_names.size(), 0);
+  s.dim_origin.assign(s.dim_names.size(), -1);
+  uint64_t need = m->plan()->arena_bytes();
+  if (arena) {
+    if (reinterpret_cast<uintptr_t>(arena) % 16 != 0) return invalid_argument("create: arena must be 16-byte aligned");
+    if (arena_size < need)
+      return resource_exhausted("create: arena of " + std::to_string(arena_size) + " bytes is smaller than the " +
+                                std::to_string(need) + " bytes method '" + name + "' needs at its bound");
+    s.arena = static_cast<uint8_t*>(arena);
+  } else {
+    s.owned_arena = std::aligned_alloc(64, format::align_up(need ? need : 64, 64));
+    if (!s.owned_arena) return resource_exhausted("create: cannot allocate an arena of " + std::to_string(need) + " bytes");
+    s.arena = static_cast<uint8_t*>(s.owned_arena);
+  }
+  size_t nv = m->values()->size();
+  s.views.resize(nv);
+  for (size_t i = 0; i < nv; ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    TensorView& t = s.views[i];
+    t.dtype = static_cast<DType>(v->dtype());
+    t.rank = static_cast<int32_t>(v->shape()->size());
+    if (v->storage() == fb::StorageKind::Constant) t.data = const_cast<uint8_t*>(p.file.constants + v->offset());
+    else if (v->storage() != fb::StorageKind::Alias) t.data = s.arena + v->offset();
+  }
+  for (size_t i = 0; i < nv; ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    if (v->storage() == fb::StorageKind::Alias) s.views[i].data = s.views[v->alias_of()].data;
+  }
+  if (m->inputs()) s.inputs.assign(m->inputs()->begin(), m->inputs()->end());
+  if (m->outputs()) s.outputs.assign(m->outputs()->begin(), m->outputs()->end());
+  // Flatten operands and attributes so execute walks plain arrays.
+  if (m->instructions()) {
+    for (const fb::Instruction* in : *m->instructions()) {
+      Instr ins;
+      ins.op = kernels::find_op(in->op()->c_str());
+      ins.index = static_cast<int32_t>(s.instrs.size());
+      ins.in_begin = static_cast<uint32_t>(s.in_ptrs.size());
+      for (int32_t id : *in->inputs()) s.in_ptrs.push_back(id < 0 ? nullptr : &s.views[id]);
+      ins.n_in = in->inputs()->size();
+      ins.out_begin = static_cast<uint32_t>(s.out_ptrs.size());
+      for (int32_t id : *in->outputs()) s.out_ptrs.push_back(&s.views[id]);
+      ins.n_out = in->outputs()->size();
+      ins.attr_begin = static_cast<uint32_t>(s.attrs.size());
+      if (in->attrs()) {
+        for (const fb::Attribute* a : *in->attrs()) {
+          core::AttrRef r;
+          r.name = a->name()->c_str();
+          r.kind = static_cast<core::AttrKind>(a->kind());
+          r.i = a->i();
+          r.f = a->f();
+          if (a->ints()) { r.ints = a->ints()->data(); r.count = a->ints()->size(); }
+          if (a->floats()) { r.floats = a->floats()->data(); r.count = a->floats()->size(); }
+          if (a->s()) { r.str = a->s()->c_str(); r.count = a->s()->size(); }
+          s.attrs.push_back(r);
+        }
+        ins.n_attr = in->attrs()->size();
+      }
+      s.instrs.push_back(ins);
+    }
+  }
+  auto method = std::unique_ptr<Method>(new Method(std::move(impl)));
+  // Start bound at the upper bound so input(i) has its bound shape and size.
+  Status st = method->bind_shapes(method->bound_shapes());
+  if (!st.ok()) method->impl_->bound = false;
+  return method;
+}
+
+const MethodMeta& Method::meta() const { return impl_->meta; }
+size_t Method::num_inputs() const { return impl_->inputs.size(); }
+size_t Method::num_outputs() const { return impl_->outputs.size(); }
+bool Method::is_bound() const { return impl_->bound; }
+
+std::vector<std::vector<int64_t>> Method::bound_shapes() const {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorSpec& t : impl_->meta.inputs) {
+    std::vector<int64_t> s;
+    for (const AxisSpec& a : t.axes) {
+      if (a.dim < 0) { s.push_back(a.size); continue; }
+      const DimSpec& d = impl_->meta.dims[a.dim];
+      s.push_back(d.max / d.step * d.step);  // largest admissible value
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+Status Method::bind(const TensorView* inputs, size_t n) {
+  Impl& s = *impl_;
+  s.bound = false;
+  if (n != s.inputs.size())
+    return invalid_argument("bind: method '" + s.meta.name + "' takes " + std::to_string(s.inputs.size()) +
+                            " inputs, got " + std::to_string(n));
+  std::fill(s.dim_origin.begin(), s.dim_origin.end(), -1);
+  for (size_t i = 0; i < n; ++i) KILN_TRY(s.check_input(i, inputs[i]).with_prefix("bind: "));
+  KILN_TRY(s.apply_shapes().with_prefix("bind: "));
+  s.bound = true;
+  return ok_status();
+}
+
+Status Method::bind_shapes(const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<TensorView> views(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].size() > static_cast<size_t>(kMaxRank))
+      return invalid_argument("bind: input #" + std::to_string(i) + " has rank " + std::to_string(shapes[i].size()) +
+                              ", above the maximum " + std::to_string(kMaxRank));
+    views[i].dtype = i < impl_->meta.inputs.size() ? impl_->meta.inputs[i].dtype : DType::kF32;
+    views[i].rank = static_cast<int32_t>(shapes[i].size());
+    for (size_t k = 0; k < shapes[i].size(); ++k) views[i].dims[k] = shapes[i][k];
+  }
+  return bind(views.data(), views.size());
+}
+
+TensorView& Method::input(size_t i) { return impl_->views[impl_->inputs[i]]; }
+
+Status Method::set_inputs(const TensorView* inputs, size_t n) {
+  KILN_TRY(bind(inputs, n));
+  for (size_t i = 0; i < n; ++i) {
+    TensorView& dst = input(i);
+    if (inputs[i].data && inputs[i].data != dst.data) std::memcpy(dst.data, inputs[i].data, dst.nbytes());
+  }
+  return ok_status();
+}
+
+Status Method::execute() {
+  Impl& s = *impl_;
+  if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
+  kernels::RunCtx ctx;
+  for (const Instr& in : s.instrs) {
+    ctx.inputs = s.in_ptrs.data() + in.in_begin;
+    ctx.num_inputs = in.n_in;
+    ctx.outputs = s.out_ptrs.data() + in.out_begin;
+    ctx.num_outputs = in.n_out;
+    ctx.attrs = core::Attrs(s.attrs.data() + in.attr_begin, in.n_attr);
+    kernels::KernelStatus ks = in.op->run(ctx);
+    if (ks != kernels::KernelStatus::kOk)
+      return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
+                              s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
+                              kernels::kernel_status_message(ks));
+  }
+  return ok_status();
+}
+
+const TensorView& Method::output(size_t i) const { return impl_->views[impl_->outputs[i]]; }
+
+int64_t Method::dim_value(const std::string& name) const {
+  for (size_t d = 0; d < impl_->dim_names.size(); ++d)
+    if (impl_->dim_names[d] == name) return impl_->bound ? impl_->dim_values[d] : -1;
+  return -1;
+}
+
+}  // namespace kiln

@@ -1,0 +1,68 @@
+#pragma once
+// A method ready to run: arena, resolved kernels, bind (contract check) and execute.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/program.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// Executes one method of a Program. Life cycle: create -> (bind -> write inputs -> execute
+/// -> read outputs)*. create allocates (instruction tables, and the arena when the caller
+/// gives none); bind allocates nothing unless it fails; execute never allocates.
+class Method {
+ public:
+  /// `arena` (optional) must be 16-byte aligned, at least meta().arena_bytes long, and
+  /// outlive the Method; without it the Method owns an arena of the planned size.
+  static Result<std::unique_ptr<Method>> create(const Program& program, const std::string& name,
+                                                void* arena = nullptr, size_t arena_size = 0);
+  ~Method();
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+
+  const MethodMeta& meta() const;
+  size_t num_inputs() const;
+  size_t num_outputs() const;
+
+  /// Checks the inputs' dtypes and shapes against the contract (rank, static sizes, dim
+  /// ranges and steps, shared dims, guards), then evaluates every shape once. Data pointers
+  /// are ignored. Errors are kInvalidArgument/kOutOfRange with a message naming the input,
+  /// axis, both values, the contract and the way out.
+  Status bind(const TensorView* inputs, size_t n);
+  /// bind() with the program's dtypes.
+  Status bind_shapes(const std::vector<std::vector<int64_t>>& shapes);
+  /// The shape bind() would use if called with no inputs changed: each input at its bound.
+  std::vector<std::vector<int64_t>> bound_shapes() const;
+  bool is_bound() const;
+
+  /// Input i in the arena at the bound shape (before bind) or the bound-to shape; write
+  /// its data here before execute.
+  TensorView& input(size_t i);
+  /// bind(inputs) and copy each input's data into the arena.
+  Status set_inputs(const TensorView* inputs, size_t n);
+
+  /// Runs every instruction at the bound-to shapes. kFailedPrecondition before bind;
+  /// a data-dependent kernel failure (e.g. Gather index out of range) names the node.
+  Status execute();
+
+  /// Output i at its actual shape after execute. Points into the arena (or the constant
+  /// segment); valid until the next bind/execute.
+  const TensorView& output(size_t i) const;
+
+  /// Value of dim `name` after bind, or -1.
+  int64_t dim_value(const std::string& name) const;
+
+  struct Impl;
+
+ private:
+  explicit Method(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

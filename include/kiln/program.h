@@ -1,0 +1,97 @@
+#pragma once
+// Loading a .kiln program and reading its shape contract. No FlatBuffers types leak out.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+/// A named dynamic dimension: admissible values are min..max in multiples of step.
+struct DimSpec {
+  std::string name;
+  int64_t min = 1;
+  int64_t max = 1;
+  int64_t step = 1;
+};
+
+/// One axis of a signature: static (size >= 0, dim == -1), a Dim (dim >= 0), or for
+/// outputs possibly an expression over dims (size == -1, dim == -1). `text` reads "224",
+/// "H" or "ceildiv(H,2)".
+struct AxisSpec {
+  int64_t size = -1;
+  int dim = -1;
+  std::string text;
+};
+
+/// Name, dtype and per-axis contract of an input or output.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<AxisSpec> axes;
+  std::vector<int64_t> example_shape;  ///< inputs: the shape the program was exported from
+  /// "[batch, 3, H, W]"
+  std::string shape_text() const;
+};
+
+/// A shape relation checked at bind, with the node that needed it.
+struct GuardSpec {
+  std::string text;  ///< "H % 32 == 0"
+  std::string node_name;
+  std::string op_type;
+  std::string context;
+};
+
+/// Everything a caller may want to know about a method before running it.
+struct MethodMeta {
+  std::string name;
+  std::vector<DimSpec> dims;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<GuardSpec> guards;
+  uint64_t arena_bytes = 0;        ///< planned arena at the bound
+  uint64_t lower_bound_bytes = 0;  ///< max live bytes over instructions
+  std::string plan_strategy;
+  uint64_t constant_bytes = 0;     ///< bytes of constants this method references
+  size_t num_values = 0;
+  std::vector<std::string> instruction_ops;  ///< op type per instruction, in order
+  std::vector<std::string> instruction_nodes;
+};
+
+/// A loaded, verified program. Owns its mapping (load) or borrows the caller's buffer
+/// (load_buffer). Constants are never copied. Thread-compatible; Methods borrow it and
+/// must not outlive it.
+class Program {
+ public:
+  /// Maps the file read-only and verifies it. Errors: kIoError, kDataLoss.
+  static Result<std::unique_ptr<Program>> load(const std::string& path);
+  /// Verifies `size` bytes at `data` (8-byte aligned); the caller keeps them alive and
+  /// unchanged for the Program's lifetime.
+  static Result<std::unique_ptr<Program>> load_buffer(const void* data, size_t size);
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  size_t num_methods() const;
+  std::string method_name(size_t i) const;
+  /// Metadata of the named method; kNotFound lists the available names.
+  Result<MethodMeta> method_meta(const std::string& name) const;
+  /// Size of the constant segment.
+  uint64_t constant_bytes() const;
+  /// Start of the constant segment (inside the mapping); for tests that check no copy was made.
+  const void* constant_data() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Program(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

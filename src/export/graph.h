@@ -1,0 +1,109 @@
+#pragma once
+// Graph IR and builder: inputs with static or named dynamic axes, constants, ops with
+// symbolic shape inference (through each op's shape function), views that alias, memory
+// planning at the bound, and emission into a ProgramDesc. The ONNX importer and the tests
+// both build programs through this API.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/attr_store.h"
+#include "core/symexpr.h"
+#include "format/program_desc.h"
+#include "kernels/kernel.h"
+
+namespace kiln::exporter {
+
+/// One axis of an input: a static size or the name of a Dim declared with add_dim.
+struct Axis {
+  Axis(int64_t s) : size(s) {}                     // NOLINT: implicit by design
+  Axis(const char* d) : size(-1), dim(d) {}         // NOLINT
+  Axis(std::string d) : size(-1), dim(std::move(d)) {}  // NOLINT
+  int64_t size;
+  std::string dim;
+};
+
+/// Summary numbers of an emitted method (for export's report and tests).
+struct MethodStats {
+  size_t instructions = 0;
+  size_t views = 0;
+  size_t guards = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  uint64_t constant_bytes = 0;
+  std::string strategy;
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string method_name = "forward") : method_name_(std::move(method_name)) {}
+
+  /// Declares a dynamic dim. Errors when min < 1, min > max, step < 1, or no multiple of
+  /// step lies in [min, max]; re-declaring a name with other bounds is an error.
+  Status add_dim(const std::string& name, int64_t min, int64_t max, int64_t step = 1);
+  /// Adds a graph input. Dims named in `axes` must be declared first. `example_shape`
+  /// (default: every dim at its max) is what error messages cite.
+  Result<int> add_input(const std::string& name, DType dtype, const std::vector<Axis>& axes,
+                        std::vector<int64_t> example_shape = {});
+  /// Adds a constant; the bytes are copied (row-major, numel * dtype_size).
+  Result<int> add_constant(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                           const void* data, size_t nbytes);
+  template <typename T>
+  Result<int> add_constant(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                           const std::vector<T>& values) {
+    return add_constant(name, dtype, shape, values.data(), values.size() * sizeof(T));
+  }
+  /// Adds a node; runs its shape function now so errors name this node. `inputs` may hold
+  /// -1 for an omitted optional operand. Returns the output value ids.
+  Result<std::vector<int>> add_op(const std::string& op_type, const std::string& node_name,
+                                  const std::vector<int>& inputs, const core::AttrStore& attrs = {},
+                                  size_t num_outputs = 1);
+  /// add_op with one output.
+  Result<int> add(const std::string& op_type, const std::string& node_name, const std::vector<int>& inputs,
+                  const core::AttrStore& attrs = {});
+  /// Marks a value as a method output, optionally renaming it.
+  Status mark_output(int value, const std::string& name = "");
+
+  core::ExprPool& pool() { return pool_; }
+  const std::vector<kernels::Guard>& guards() const { return guards_; }
+  DType dtype(int value) const { return values_[value].dtype; }
+  const std::vector<core::ExprId>& shape(int value) const { return values_[value].shape; }
+  std::string shape_string(int value) const { return pool_.shape_to_string(values_[value].shape); }
+  const std::string& value_name(int value) const { return values_[value].name; }
+  bool is_constant(int value) const { return values_[value].kind == Kind::kConstant; }
+  size_t num_values() const { return values_.size(); }
+
+  /// Plans memory at the bound and appends this method (and its constants) to `program`.
+  Result<MethodStats> emit(format::ProgramDesc* program) const;
+
+ private:
+  enum class Kind { kInput, kConstant, kComputed, kView };
+  struct Value {
+    std::string name;
+    DType dtype = DType::kF32;
+    std::vector<core::ExprId> shape;
+    Kind kind = Kind::kComputed;
+    std::vector<uint8_t> bytes;  // constants
+    int alias_of = -1;           // views: the root value whose bytes they reuse
+    std::vector<int64_t> example_shape;
+    std::vector<core::ExprId> sym_values;
+  };
+  struct Node {
+    const kernels::OpDef* op = nullptr;
+    std::string name;
+    std::vector<int> inputs;
+    std::vector<int> outputs;
+    core::AttrStore attrs;
+  };
+  Result<uint64_t> bound_bytes(const Value& v) const;
+
+  std::string method_name_;
+  core::ExprPool pool_;
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<int> inputs_, outputs_;
+  std::vector<kernels::Guard> guards_;
+};
+
+}  // namespace kiln::exporter

@@ -1,0 +1,102 @@
+#include "export/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace kiln::exporter {
+
+namespace {
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+bool overlap(const Buffer& a, const Buffer& b) { return a.first <= b.last && b.first <= a.last; }
+
+// Places buffers in `order`; each goes into the smallest gap among already placed
+// buffers that are alive at the same time, or on top of them if no gap fits.
+std::vector<uint64_t> place_best_fit(const std::vector<Buffer>& bufs, const std::vector<size_t>& order,
+                                     uint64_t* arena) {
+  std::vector<uint64_t> off(bufs.size(), 0);
+  std::vector<size_t> placed;
+  *arena = 0;
+  for (size_t i : order) {
+    std::vector<std::pair<uint64_t, uint64_t>> busy;  // [begin, end) of conflicting buffers
+    for (size_t j : placed)
+      if (overlap(bufs[i], bufs[j])) busy.emplace_back(off[j], off[j] + bufs[j].size);
+    std::sort(busy.begin(), busy.end());
+    uint64_t best = UINT64_MAX, best_gap = UINT64_MAX, cursor = 0;
+    for (auto& [b, e] : busy) {
+      if (b > cursor && b - cursor >= bufs[i].size && b - cursor < best_gap) {
+        best = cursor;
+        best_gap = b - cursor;
+      }
+      cursor = std::max(cursor, e);
+    }
+    off[i] = best != UINT64_MAX ? best : cursor;
+    *arena = std::max(*arena, off[i] + bufs[i].size);
+    placed.push_back(i);
+  }
+  return off;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment) {
+  std::vector<Buffer> bufs = input;
+  for (Buffer& b : bufs) b.size = round_up(b.size, alignment);
+  MemoryPlan plan;
+  // Lower bound: the most bytes alive at any one step.
+  int64_t steps = 0;
+  for (const Buffer& b : bufs) steps = std::max(steps, b.last + 1);
+  std::vector<uint64_t> live(static_cast<size_t>(steps) + 1, 0);
+  for (const Buffer& b : bufs)
+    for (int64_t t = b.first; t <= b.last; ++t) live[t] += b.size;
+  plan.lower_bound_bytes = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+
+  std::vector<size_t> by_size(bufs.size());
+  std::iota(by_size.begin(), by_size.end(), 0);
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    if (bufs[a].size != bufs[b].size) return bufs[a].size > bufs[b].size;
+    return bufs[a].last - bufs[a].first > bufs[b].last - bufs[b].first;
+  });
+  std::vector<size_t> by_first(bufs.size());
+  std::iota(by_first.begin(), by_first.end(), 0);
+  std::stable_sort(by_first.begin(), by_first.end(), [&](size_t a, size_t b) {
+    if (bufs[a].first != bufs[b].first) return bufs[a].first < bufs[b].first;
+    return bufs[a].size > bufs[b].size;
+  });
+  // Greedy by the breadth of each step: the steps with the most live bytes first,
+  // their buffers biggest first (TFLite's "greedy by breadth").
+  std::vector<int64_t> step_order(live.size());
+  std::iota(step_order.begin(), step_order.end(), 0);
+  std::stable_sort(step_order.begin(), step_order.end(), [&](int64_t a, int64_t b) { return live[a] > live[b]; });
+  std::vector<size_t> by_breadth;
+  std::vector<bool> taken(bufs.size(), false);
+  for (int64_t t : step_order) {
+    for (size_t i : by_size) {
+      if (!taken[i] && bufs[i].first <= t && t <= bufs[i].last) {
+        taken[i] = true;
+        by_breadth.push_back(i);
+      }
+    }
+  }
+  for (size_t i : by_size)
+    if (!taken[i]) by_breadth.push_back(i);
+
+  struct Candidate { const char* name; const std::vector<size_t>* order; };
+  const Candidate candidates[] = {{"greedy-by-size", &by_size}, {"greedy-by-breadth", &by_breadth},
+                                  {"greedy-by-first-use", &by_first}};
+  plan.arena_bytes = UINT64_MAX;
+  for (const Candidate& c : candidates) {
+    uint64_t arena = 0;
+    std::vector<uint64_t> off = place_best_fit(bufs, *c.order, &arena);
+    if (arena < plan.arena_bytes) {
+      plan.arena_bytes = arena;
+      plan.offsets = std::move(off);
+      plan.strategy = c.name;
+    }
+  }
+  if (bufs.empty()) plan.arena_bytes = 0;
+  return plan;
+}
+
+}  // namespace kiln::exporter

@@ -1,0 +1,28 @@
+#pragma once
+// The fixed 64-byte prefix of a .kiln file: where the FlatBuffer and the constant segment are.
+
+#include <cstdint>
+
+namespace kiln::format {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'R', 'G', '1'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint64_t kHeaderSize = 64;
+constexpr uint64_t kSegmentAlignment = 64;
+
+/// Little-endian on disk; read with memcpy (the caller's buffer may be unaligned).
+struct FileHeader {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t header_size;
+  uint64_t program_offset;    ///< FlatBuffer start
+  uint64_t program_size;      ///< FlatBuffer bytes
+  uint64_t constants_offset;  ///< constant segment start, kSegmentAlignment-aligned
+  uint64_t constants_size;
+  uint8_t reserved[16];
+};
+static_assert(sizeof(FileHeader) == kHeaderSize, "header must be 64 bytes");
+
+inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace kiln::format

@@ -1,0 +1,63 @@
+#pragma once
+// Host-side description of a program, written by export and serialized by the writer.
+// Plain C++ types: nothing here depends on FlatBuffers.
+
+#include <string>
+#include <vector>
+
+#include "core/attr_store.h"
+#include "core/symexpr.h"
+#include "kernels/kernel.h"
+#include "kiln/tensor.h"
+
+namespace kiln::format {
+
+enum class Storage : uint8_t { kConstant = 0, kArena = 1, kInput = 2, kOutput = 3, kAlias = 4 };
+const char* storage_name(Storage s);
+
+struct ValueDesc {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<core::ExprId> shape;
+  Storage storage = Storage::kArena;
+  uint64_t offset = 0;  ///< arena offset or constant-segment offset
+  uint64_t nbytes = 0;  ///< at the bound (planned) or exact (constant)
+  int32_t alias_of = -1;
+  std::vector<int64_t> example_shape;  ///< inputs only
+};
+
+struct InstructionDesc {
+  std::string op;
+  std::string node_name;
+  std::vector<int32_t> inputs;  ///< -1 for an omitted optional operand
+  std::vector<int32_t> outputs;
+  core::AttrStore attrs;
+};
+
+struct MethodDesc {
+  std::string name = "forward";
+  std::vector<core::DimInfo> dims;
+  std::vector<core::ExprNode> exprs;
+  std::vector<kernels::Guard> guards;
+  std::vector<ValueDesc> values;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  std::vector<InstructionDesc> instructions;
+  uint64_t arena_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  std::string plan_strategy;
+};
+
+struct ProgramDesc {
+  std::vector<MethodDesc> methods;
+  /// The constant segment; each ValueDesc with kConstant storage points into it.
+  std::vector<uint8_t> constants;
+  std::string producer = "kiln";
+};
+
+/// Serializes to the .kiln byte layout (header, FlatBuffer, aligned constant segment).
+Result<std::vector<uint8_t>> serialize_program(const ProgramDesc& desc);
+/// serialize_program + write to `path`.
+Status write_program_file(const ProgramDesc& desc, const std::string& path);
+
+}  // namespace kiln::format

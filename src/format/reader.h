@@ -1,0 +1,23 @@
+#pragma once
+// Opens a .kiln image in memory: header checks, FlatBuffers verifier, then a semantic pass.
+// After read_program() succeeds the runtime trusts every index and offset in the program.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/status.h"
+#include "program_generated.h"
+
+namespace kiln::format {
+
+struct ProgramFile {
+  const fb::Program* program = nullptr;
+  const uint8_t* constants = nullptr;  ///< start of the constant segment (inside the image)
+  uint64_t constants_size = 0;
+};
+
+/// Validates `size` bytes at `data` (which must stay alive) as a .kiln program.
+/// Errors are kDataLoss with a message naming what is wrong and where.
+Result<ProgramFile> read_program(const uint8_t* data, size_t size);
+
+}  // namespace kiln::format

@@ -1,0 +1,106 @@
+#include <cstdio>
+#include <cstring>
+
+#include "format/file_header.h"
+#include "format/program_desc.h"
+#include "program_generated.h"
+
+namespace kiln::format {
+
+const char* storage_name(Storage s) {
+  switch (s) {
+    case Storage::kConstant: return "constant";
+    case Storage::kArena: return "arena";
+    case Storage::kInput: return "input";
+    case Storage::kOutput: return "output";
+    case Storage::kAlias: return "alias";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+Offset<fb::Attribute> write_attr(FlatBufferBuilder& b, const core::AttrStore::Owned& a) {
+  auto name = b.CreateString(a.name);
+  Offset<flatbuffers::Vector<int64_t>> ints;
+  Offset<flatbuffers::Vector<float>> floats;
+  Offset<flatbuffers::String> s;
+  if (a.kind == core::AttrKind::kInts) ints = b.CreateVector(a.ints);
+  if (a.kind == core::AttrKind::kFloats) floats = b.CreateVector(a.floats);
+  if (a.kind == core::AttrKind::kString) s = b.CreateString(a.s);
+  return fb::CreateAttribute(b, name, static_cast<fb::AttrKind>(a.kind), a.i, a.f, ints, floats, s);
+}
+
+Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
+  std::vector<Offset<fb::Dim>> dims;
+  for (const core::DimInfo& d : m.dims) dims.push_back(fb::CreateDim(b, b.CreateString(d.name), d.min, d.max, d.step));
+  std::vector<fb::ExprNode> exprs;
+  for (const core::ExprNode& e : m.exprs) exprs.emplace_back(e.value, e.a, e.b, static_cast<fb::ExprOp>(e.op));
+  std::vector<Offset<fb::Guard>> guards;
+  for (const kernels::Guard& g : m.guards)
+    guards.push_back(fb::CreateGuard(b, static_cast<fb::GuardOp>(g.op), g.lhs, g.rhs, b.CreateString(g.node_name),
+                                     b.CreateString(g.op_type), b.CreateString(g.context)));
+  std::vector<Offset<fb::Value>> values;
+  for (const ValueDesc& v : m.values) {
+    auto name = b.CreateString(v.name);
+    auto shape = b.CreateVector(v.shape);
+    auto example = v.example_shape.empty() ? 0 : b.CreateVector(v.example_shape);
+    values.push_back(fb::CreateValue(b, name, static_cast<fb::DType>(v.dtype), shape,
+                                     static_cast<fb::StorageKind>(v.storage), v.offset, v.nbytes, v.alias_of,
+                                     example));
+  }
+  std::vector<Offset<fb::Instruction>> instrs;
+  for (const InstructionDesc& in : m.instructions) {
+    std::vector<Offset<fb::Attribute>> attrs;
+    for (const auto& a : in.attrs.items()) attrs.push_back(write_attr(b, a));
+    instrs.push_back(fb::CreateInstruction(b, b.CreateString(in.op), b.CreateString(in.node_name),
+                                           b.CreateVector(in.inputs), b.CreateVector(in.outputs),
+                                           b.CreateVector(attrs)));
+  }
+  auto plan = fb::CreateMemoryPlan(b, m.arena_bytes, m.lower_bound_bytes, b.CreateString(m.plan_strategy),
+                                   static_cast<uint32_t>(kSegmentAlignment));
+  return fb::CreateMethod(b, b.CreateString(m.name), b.CreateVector(dims), b.CreateVectorOfStructs(exprs),
+                          b.CreateVector(guards), b.CreateVector(values), b.CreateVector(m.inputs),
+                          b.CreateVector(m.outputs), b.CreateVector(instrs), plan);
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> serialize_program(const ProgramDesc& desc) {
+  FlatBufferBuilder b(1 << 16);
+  std::vector<Offset<fb::Method>> methods;
+  for (const MethodDesc& m : desc.methods) methods.push_back(write_method(b, m));
+  auto root = fb::CreateProgram(b, kFormatVersion, b.CreateString(desc.producer), b.CreateVector(methods),
+                                desc.constants.size());
+  fb::FinishProgramBuffer(b, root);
+
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.format_version = kFormatVersion;
+  h.header_size = static_cast<uint32_t>(kHeaderSize);
+  h.program_offset = kHeaderSize;
+  h.program_size = b.GetSize();
+  h.constants_offset = align_up(h.program_offset + h.program_size, kSegmentAlignment);
+  h.constants_size = desc.constants.size();
+
+  std::vector<uint8_t> out(h.constants_offset + h.constants_size, 0);
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::memcpy(out.data() + h.program_offset, b.GetBufferPointer(), h.program_size);
+  if (!desc.constants.empty()) std::memcpy(out.data() + h.constants_offset, desc.constants.data(), h.constants_size);
+  return out;
+}
+
+Status write_program_file(const ProgramDesc& desc, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(desc));
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return io_error("cannot open '" + path + "' for writing");
+  size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
+  bool closed = std::fclose(f) == 0;
+  if (n != bytes.size() || !closed) return io_error("short write to '" + path + "'");
+  return ok_status();
+}
+
+}  // namespace kiln::format

@@ -1,0 +1,89 @@
+// Gather: picks slices of `data` along `axis` by the (i64 or i32) `indices`; negative
+// indices count from the end. Output shape: data[:axis] + indices.shape + data[axis+1:].
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/kernel.h"
+
+namespace kiln::kernels {
+
+Status gather_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(2, 2));
+  core::ExprPool& p = c.pool;
+  const SymTensor& data = c.in(0);
+  const SymTensor& idx = c.in(1);
+  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32)
+    return c.error(std::string("indices input #1 has dtype ") + dtype_name(idx.dtype) + ", expected i64 or i32");
+  const int64_t rank = c.rank(0);
+  if (rank == 0) return c.error("cannot gather from a scalar (rank 0)");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, c.normalize_axis(c.attrs.get_int("axis", 0), rank));
+  const int64_t out_rank = rank - 1 + c.rank(1);
+  if (out_rank > kMaxRank)
+    return c.error("output rank " + std::to_string(out_rank) + " is above the limit " + std::to_string(kMaxRank));
+
+  // Constant indices are checked now (or guarded when the axis is symbolic).
+  int64_t n = 1;
+  for (ExprId e : idx.shape) n = p.is_const(e) && n >= 0 ? n * p.const_value(e) : -1;
+  if (idx.const_data && n > 0) {
+    int64_t lo = 0, hi = -1;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t v = idx.dtype == DType::kI64 ? static_cast<const int64_t*>(idx.const_data)[k]
+                                           : static_cast<const int32_t*>(idx.const_data)[k];
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    const std::string axis_str = " on axis " + std::to_string(axis) + " of " + p.shape_to_string(data.shape);
+    if (hi >= 0) KILN_TRY(c.require_ge(data.shape[axis], p.constant(hi + 1), "for index " + std::to_string(hi) + axis_str));
+    if (lo < 0) KILN_TRY(c.require_ge(data.shape[axis], p.constant(-lo), "for index " + std::to_string(lo) + axis_str));
+  }
+
+  std::vector<ExprId> out(data.shape.begin(), data.shape.begin() + axis);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+  c.out(0).dtype = data.dtype;
+  c.out(0).shape = std::move(out);
+  return ok_status();
+}
+
+namespace {
+
+template <typename I>
+KernelStatus gather_typed(const RunCtx& c, int64_t axis) {
+  const TensorView& data = c.in(0);
+  TensorView& y = c.out(0);
+  const I* idx = c.in(1).as<I>();
+  const int64_t n = c.in(1).numel(), d = data.dims[axis];
+  for (int64_t j = 0; j < n; ++j)  // validate first: no partial output on bad data
+    if (idx[j] < -d || idx[j] >= d) return KernelStatus::kIndexOutOfRange;
+  int64_t outer = 1, row = static_cast<int64_t>(dtype_size(data.dtype));  // row: bytes per index
+  for (int k = 0; k < axis; ++k) outer *= data.dims[k];
+  for (int k = static_cast<int>(axis) + 1; k < data.rank; ++k) row *= data.dims[k];
+  if (y.nbytes() != static_cast<size_t>(outer * n * row)) return KernelStatus::kInvalidValue;
+  if (row == 0) return KernelStatus::kOk;
+  const auto* src = static_cast<const unsigned char*>(data.data);
+  auto* dst = static_cast<unsigned char*>(y.data);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t v = idx[j] < 0 ? idx[j] + d : idx[j];
+      std::memcpy(dst, src + (o * d + v) * row, static_cast<size_t>(row));
+      dst += row;
+    }
+  }
+  return KernelStatus::kOk;
+}
+
+}  // namespace
+
+KernelStatus gather_run(const RunCtx& c) {
+  const int32_t rank = c.in(0).rank;
+  int64_t axis = c.attrs.get_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return KernelStatus::kInvalidValue;
+  switch (c.in(1).dtype) {
+    case DType::kI64: return gather_typed<int64_t>(c, axis);
+    case DType::kI32: return gather_typed<int32_t>(c, axis);
+    default: return KernelStatus::kInvalidValue;
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,185 @@
+// Slice: a strided window per listed axis. starts/ends/axes/steps are inputs #1..#4 from
+// opset 10, attributes starts/ends/axes (step 1) before. ONNX rules per axis of size D:
+// a negative start or end counts from D; then with step > 0, start and end clamp into
+// [0, D]; with step < 0, start into [0, D-1] and end into [-1, D-1]; the size is
+// max(0, ceil((end - start) / step)).
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "kernels/kernel.h"
+#include "kernels/portable/strided_copy.h"
+
+namespace kiln::kernels {
+
+namespace {
+
+/// The per-axis parameters as export sees them; starts/ends may be symbolic.
+struct SliceSpec {
+  std::vector<ExprId> starts, ends;
+  std::vector<int64_t> axes, steps;
+};
+
+Status read_spec(ShapeCtx& c, SliceSpec* s) {
+  core::ExprPool& p = c.pool;
+  if (c.num_inputs() == 1) {  // before opset 10: attributes
+    if (!c.attrs.has("starts") || !c.attrs.has("ends"))
+      return c.error("needs starts and ends (attributes before opset 10, inputs #1 and #2 from opset 10)");
+    for (uint32_t k = 0; k < c.attrs.ints_size("starts"); ++k) s->starts.push_back(p.constant(c.attrs.ints("starts")[k]));
+    for (uint32_t k = 0; k < c.attrs.ints_size("ends"); ++k) s->ends.push_back(p.constant(c.attrs.ints("ends")[k]));
+    s->axes.assign(c.attrs.ints("axes"), c.attrs.ints("axes") + c.attrs.ints_size("axes"));
+  } else {
+    KILN_TRY(c.expect_inputs(3, 5));
+    if (!c.int_values(1, &s->starts)) return c.error("starts input #1 must be a constant or computed from shapes");
+    if (!c.int_values(2, &s->ends)) return c.error("ends input #2 must be a constant or computed from shapes");
+    if (c.has_input(3) && !c.const_ints(3, &s->axes)) return c.error("axes input #3 must be a constant");
+    if (c.has_input(4) && !c.const_ints(4, &s->steps)) return c.error("steps input #4 must be a constant");
+  }
+  const size_t n = s->starts.size();
+  if (!c.has_input(3) && s->axes.empty())
+    for (size_t k = 0; k < n; ++k) s->axes.push_back(static_cast<int64_t>(k));
+  if (!c.has_input(4)) s->steps.assign(n, 1);
+  if (s->ends.size() != n || s->axes.size() != n || s->steps.size() != n)
+    return c.error("starts, ends, axes and steps must have one length, got " + std::to_string(n) + ", " +
+                   std::to_string(s->ends.size()) + ", " + std::to_string(s->axes.size()) + " and " +
+                   std::to_string(s->steps.size()));
+  return ok_status();
+}
+
+/// Start or end `v` on an axis of size `d`, made non-negative by adding d when negative;
+/// the caller clamps. Constants beyond +-(max(d) + 1) slice exactly like that value, so
+/// they are cut there first (INT64_MAX must not reach the pool's arithmetic).
+Result<ExprId> from_end(ShapeCtx& c, ExprId v, ExprId d, const char* what) {
+  core::ExprPool& p = c.pool;
+  const int64_t big = p.range(d).hi + 1;
+  bool negative;
+  if (p.is_const(v)) {
+    v = p.constant(std::clamp(p.const_value(v), -big, big));
+    negative = p.const_value(v) < 0;
+  } else {
+    core::Interval r = p.range(v);
+    if (r.lo < 0 && r.hi >= 0)
+      return c.error(std::string(what) + " " + p.to_string(v) + " may be negative or not (range [" +
+                     std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]); its meaning is unknown at export");
+    negative = r.hi < 0;
+  }
+  return negative ? p.add(v, d) : v;
+}
+
+/// Reads element k of an i64 or i32 tensor.
+int64_t read_int(const TensorView& t, int64_t k) {
+  return t.dtype == DType::kI32 ? t.as<int32_t>()[k] : t.as<int64_t>()[k];
+}
+
+}  // namespace
+
+Status slice_shape(ShapeCtx& c) {
+  core::ExprPool& p = c.pool;
+  if (c.num_inputs() == 0) return c.error("expects 1 to 5 inputs, got 0");
+  for (size_t i = 1; i < c.num_inputs(); ++i)
+    if (c.has_input(i) && c.in(i).dtype != DType::kI64 && c.in(i).dtype != DType::kI32)
+      return c.error("input #" + std::to_string(i) + " has dtype " + dtype_name(c.in(i).dtype) + ", expected i64");
+  SliceSpec s;
+  KILN_TRY(read_spec(c, &s));
+  const int64_t rank = c.rank(0);
+  std::vector<ExprId> out = c.in(0).shape;
+  std::vector<bool> seen(rank, false);
+  for (size_t j = 0; j < s.axes.size(); ++j) {
+    if (rank == 0) return c.error("cannot slice a scalar (rank 0)");
+    KILN_ASSIGN_OR_RETURN(int64_t k, c.normalize_axis(s.axes[j], rank));
+    if (seen[k]) return c.error("axis " + std::to_string(s.axes[j]) + " is listed twice in axes");
+    seen[k] = true;
+    int64_t step = s.steps[j];
+    if (step == 0 || step == std::numeric_limits<int64_t>::min())
+      return c.error("step " + std::to_string(step) + " on axis " + std::to_string(s.axes[j]) + " is not allowed");
+    ExprId d = c.in(0).shape[k];
+    // Beyond max(d) a larger |step| still yields one element: cap it to keep the pool's
+    // arithmetic away from overflow.
+    const int64_t cap = std::max<int64_t>(p.range(d).hi, 1);
+    step = std::clamp(step, -cap, cap);
+    KILN_ASSIGN_OR_RETURN(ExprId b, from_end(c, s.starts[j], d, "start"));
+    KILN_ASSIGN_OR_RETURN(ExprId e, from_end(c, s.ends[j], d, "end"));
+    // Only the clamps that can change max(0, size) are applied, so shapes stay readable:
+    // with step > 0 a start above d or an end below 0 already gives a size <= 0.
+    ExprId size;
+    if (step > 0) {
+      b = p.max(b, p.constant(0));
+      e = p.min(e, d);
+      size = p.ceildiv(p.sub(e, b), p.constant(step));
+    } else {
+      b = p.max(p.min(b, p.sub(d, p.constant(1))), p.constant(0));
+      e = p.max(e, p.constant(-1));
+      size = p.ceildiv(p.sub(b, e), p.constant(-step));
+      if (p.range(d).lo <= 0) size = p.min(size, d);  // an empty axis has no start to clamp to
+    }
+    out[k] = p.max(size, p.constant(0));
+  }
+  c.out(0).dtype = c.in(0).dtype;
+  c.out(0).shape = std::move(out);
+  return ok_status();
+}
+
+KernelStatus slice_run(const RunCtx& c) {
+  const TensorView& x = c.in(0);
+  TensorView& y = c.out(0);
+  const bool from_attrs = c.num_inputs == 1;
+  const int64_t n = from_attrs ? c.attrs.ints_size("starts") : c.in(1).numel();
+  if (y.rank != x.rank || n > x.rank) return KernelStatus::kInvalidValue;
+  if (from_attrs ? c.attrs.ints_size("ends") != n : c.in(2).numel() != n) return KernelStatus::kInvalidValue;
+  if (from_attrs ? c.attrs.has("axes") && c.attrs.ints_size("axes") != n
+                 : (c.has_input(3) && c.in(3).numel() != n) || (c.has_input(4) && c.in(4).numel() != n))
+    return KernelStatus::kInvalidValue;
+
+  // Untouched axes run whole with step 1.
+  int64_t start[kMaxRank], step[kMaxRank], dims[kMaxRank];
+  bool seen[kMaxRank] = {};
+  for (int k = 0; k < x.rank; ++k) {
+    start[k] = 0;
+    step[k] = 1;
+    dims[k] = x.dims[k];
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t axis = j, b, e, st = 1;
+    if (from_attrs) {
+      b = c.attrs.ints("starts")[j];
+      e = c.attrs.ints("ends")[j];
+      if (c.attrs.has("axes")) axis = c.attrs.ints("axes")[j];
+    } else {
+      b = read_int(c.in(1), j);
+      e = read_int(c.in(2), j);
+      if (c.has_input(3)) axis = read_int(c.in(3), j);
+      if (c.has_input(4)) st = read_int(c.in(4), j);
+    }
+    if (axis < 0) axis += x.rank;
+    if (axis < 0 || axis >= x.rank || seen[axis]) return KernelStatus::kInvalidValue;
+    if (st == 0 || st == std::numeric_limits<int64_t>::min()) return KernelStatus::kInvalidValue;
+    seen[axis] = true;
+    const int64_t d = x.dims[axis];
+    step[axis] = st;
+    if (d == 0) continue;  // dims[axis] is already 0
+    if (b < 0) b += d;
+    if (e < 0) e += d;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      dims[axis] = e > b ? (e - b - 1) / st + 1 : 0;  // ceil((e - b) / st) without overflow
+    } else {
+      b = std::clamp<int64_t>(b, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      dims[axis] = b > e ? (b - e - 1) / -st + 1 : 0;
+    }
+    start[axis] = b;
+  }
+  int64_t strides[kMaxRank], in_strides[kMaxRank];
+  row_major_strides(x, in_strides);
+  int64_t base = 0;
+  for (int k = 0; k < x.rank; ++k) {
+    if (dims[k] != y.dims[k]) return KernelStatus::kInvalidValue;
+    base += start[k] * in_strides[k];
+    strides[k] = step[k] * in_strides[k];
+  }
+  strided_copy(y.data, x.data, dtype_size(x.dtype), x.rank, dims, strides, base);
+  return KernelStatus::kOk;
+}
+
+}  // namespace kiln::kernels

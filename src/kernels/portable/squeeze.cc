@@ -1,0 +1,44 @@
+// Squeeze (view): removes size-1 axes, listed by the `axes` attribute (before opset 13) or
+// constant input #1 (opset 13); without axes, every axis whose size is the constant 1.
+#include <algorithm>
+
+#include "kernels/kernel.h"
+
+namespace kiln::kernels {
+
+Status squeeze_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 2));
+  core::ExprPool& p = c.pool;
+  const std::vector<ExprId>& in = c.in(0).shape;
+  const int64_t rank = c.rank(0);
+  std::vector<int64_t> axes;
+  bool given = false;
+  if (c.attrs.has("axes")) {
+    axes.assign(c.attrs.ints("axes"), c.attrs.ints("axes") + c.attrs.ints_size("axes"));
+    given = true;
+  } else if (c.has_input(1)) {
+    if (!c.const_ints(1, &axes)) return c.error("axes input #1 must be a constant");
+    given = true;
+  }
+  std::vector<bool> drop(rank, false);
+  if (!given) {  // a symbolic dim stays even when it is 1 at bind: the output rank is fixed here
+    for (int64_t k = 0; k < rank; ++k) drop[k] = p.is_const_value(in[k], 1);
+  }
+  if (rank == 0 && !axes.empty()) return c.error("cannot squeeze a scalar (rank 0)");
+  for (int64_t a : axes) {
+    KILN_ASSIGN_OR_RETURN(int64_t k, c.normalize_axis(a, rank));
+    if (drop[k]) return c.error("axis " + std::to_string(a) + " is listed twice in axes");
+    if (p.is_const(in[k]) && p.const_value(in[k]) != 1)
+      return c.error("cannot squeeze axis " + std::to_string(a) + " of " + p.shape_to_string(in) + ": its size is " +
+                     std::to_string(p.const_value(in[k])) + ", not 1");
+    KILN_TRY(c.require_eq(in[k], p.constant(1), "to squeeze axis " + std::to_string(a) + " of " + p.shape_to_string(in)));
+    drop[k] = true;
+  }
+  c.out(0).dtype = c.in(0).dtype;
+  c.out(0).shape.clear();
+  for (int64_t k = 0; k < rank; ++k)
+    if (!drop[k]) c.out(0).shape.push_back(in[k]);
+  return ok_status();
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,169 @@
+// Pointwise unary ops: Relu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf, HardSigmoid,
+// HardSwish, LeakyRelu. Output shape and dtype = input's; one flat loop over the actual numel.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/kernel.h"
+
+namespace kiln::kernels {
+
+namespace {
+
+/// Output = input (shape and dtype). `ints_ok` also admits i64 and i32 besides f32.
+Status same_as_input(ShapeCtx& c, bool ints_ok) {
+  DType t = c.in(0).dtype;
+  if (!ints_ok) {
+    KILN_TRY(c.expect_dtype(0, DType::kF32));
+  } else if (t == DType::kBool) {
+    return c.error("input #0 has dtype bool, expected f32, i64 or i32");
+  }
+  c.out(0).dtype = t;
+  c.out(0).shape = c.in(0).shape;
+  return ok_status();
+}
+
+Status float_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 1));
+  return same_as_input(c, false);
+}
+
+Status signed_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 1));
+  return same_as_input(c, true);
+}
+
+/// y[i] = f(x[i]) over the input's actual element count.
+template <typename T, typename F>
+KernelStatus map(const RunCtx& c, F f) {
+  const T* x = c.in(0).as<T>();
+  T* y = c.out(0).as<T>();
+  int64_t n = c.in(0).numel();
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(f(x[i]));
+  return KernelStatus::kOk;
+}
+
+/// map() dispatched over f32, i64 and i32; `f` is a generic lambda.
+template <typename F>
+KernelStatus map_signed(const RunCtx& c, F f) {
+  switch (c.in(0).dtype) {
+    case DType::kF32: return map<float>(c, f);
+    case DType::kI64: return map<int64_t>(c, f);
+    case DType::kI32: return map<int32_t>(c, f);
+    case DType::kBool: break;
+  }
+  return KernelStatus::kInvalidValue;
+}
+
+/// -x; integers wrap (two's complement) instead of overflowing.
+template <typename T>
+T negate(T x) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(x));
+  } else {
+    return -x;
+  }
+}
+
+float sigmoid(float x) {
+  // Never evaluates exp of a large positive number, so neither branch overflows.
+  if (x >= 0.f) return 1.f / (1.f + std::exp(-x));
+  float e = std::exp(x);
+  return e / (1.f + e);
+}
+
+/// Clamps to [lo, hi]; NaN passes through; lo > hi yields hi (ONNX).
+template <typename T>
+T clamp(T x, T lo, T hi) {
+  T v = x < lo ? lo : x;
+  return v > hi ? hi : v;
+}
+
+template <typename T>
+KernelStatus clip_typed(const RunCtx& c) {
+  // Bounds: inputs #1/#2 (opset >= 11), else attributes min/max (opset < 11), else none.
+  T lo, hi;
+  if constexpr (std::is_floating_point_v<T>) {
+    lo = -std::numeric_limits<T>::infinity();
+    hi = std::numeric_limits<T>::infinity();
+  } else {
+    lo = std::numeric_limits<T>::lowest();
+    hi = std::numeric_limits<T>::max();
+  }
+  if (c.attrs.has("min")) lo = static_cast<T>(c.attrs.get_float("min", 0.f));
+  if (c.attrs.has("max")) hi = static_cast<T>(c.attrs.get_float("max", 0.f));
+  if (c.has_input(1)) lo = c.in(1).as<T>()[0];
+  if (c.has_input(2)) hi = c.in(2).as<T>()[0];
+  return map<T>(c, [lo, hi](T x) { return clamp(x, lo, hi); });
+}
+
+}  // namespace
+
+Status relu_shape(ShapeCtx& c) { return signed_shape(c); }
+Status sigmoid_shape(ShapeCtx& c) { return float_shape(c); }
+Status tanh_shape(ShapeCtx& c) { return float_shape(c); }
+Status exp_shape(ShapeCtx& c) { return float_shape(c); }
+Status log_shape(ShapeCtx& c) { return float_shape(c); }
+Status sqrt_shape(ShapeCtx& c) { return float_shape(c); }
+Status neg_shape(ShapeCtx& c) { return signed_shape(c); }
+Status abs_shape(ShapeCtx& c) { return signed_shape(c); }
+Status erf_shape(ShapeCtx& c) { return float_shape(c); }
+Status hard_sigmoid_shape(ShapeCtx& c) { return float_shape(c); }
+Status hard_swish_shape(ShapeCtx& c) { return float_shape(c); }
+Status leaky_relu_shape(ShapeCtx& c) { return float_shape(c); }
+
+Status clip_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 3));
+  KILN_TRY(same_as_input(c, true));
+  for (size_t i = 1; i < 3; ++i) {
+    if (!c.has_input(i)) continue;
+    const char* which = i == 1 ? "min" : "max";
+    if (c.in(i).dtype != c.in(0).dtype)
+      return c.error(std::string(which) + " (input #" + std::to_string(i) + ") has dtype " +
+                     dtype_name(c.in(i).dtype) + ", expected " + dtype_name(c.in(0).dtype) + " like input #0");
+    for (ExprId d : c.in(i).shape)
+      if (!c.pool.is_const_value(d, 1))
+        return c.error(std::string(which) + " (input #" + std::to_string(i) + ") must be a scalar, got shape " +
+                       c.pool.shape_to_string(c.in(i).shape));
+  }
+  return ok_status();
+}
+
+KernelStatus relu_run(const RunCtx& c) {
+  return map_signed(c, [](auto x) { return x < 0 ? decltype(x)(0) : x; });  // NaN passes through
+}
+KernelStatus clip_run(const RunCtx& c) {
+  switch (c.in(0).dtype) {
+    case DType::kF32: return clip_typed<float>(c);
+    case DType::kI64: return clip_typed<int64_t>(c);
+    case DType::kI32: return clip_typed<int32_t>(c);
+    case DType::kBool: break;
+  }
+  return KernelStatus::kInvalidValue;
+}
+KernelStatus sigmoid_run(const RunCtx& c) { return map<float>(c, sigmoid); }
+KernelStatus tanh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::tanh(x); }); }
+KernelStatus exp_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::exp(x); }); }
+KernelStatus log_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::log(x); }); }
+KernelStatus sqrt_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::sqrt(x); }); }
+KernelStatus erf_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::erf(x); }); }
+KernelStatus neg_run(const RunCtx& c) {
+  return map_signed(c, [](auto x) { return negate(x); });
+}
+KernelStatus abs_run(const RunCtx& c) {
+  return map_signed(c, [](auto x) { return x < 0 ? negate(x) : x; });
+}
+KernelStatus hard_sigmoid_run(const RunCtx& c) {
+  float alpha = c.attrs.get_float("alpha", 0.2f), beta = c.attrs.get_float("beta", 0.5f);
+  return map<float>(c, [=](float x) { return clamp(alpha * x + beta, 0.f, 1.f); });
+}
+KernelStatus hard_swish_run(const RunCtx& c) {
+  // x * HardSigmoid(x) with alpha = 1/6, beta = 1/2.
+  return map<float>(c, [](float x) { return x * clamp(x * (1.f / 6.f) + 0.5f, 0.f, 1.f); });
+}
+KernelStatus leaky_relu_run(const RunCtx& c) {
+  float alpha = c.attrs.get_float("alpha", 0.01f);
+  return map<float>(c, [=](float x) { return x < 0.f ? alpha * x : x; });
+}
+
+}  // namespace kiln::kernels

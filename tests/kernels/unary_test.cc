@@ -1,0 +1,180 @@
+// Pointwise unary ops: hand cases, a seeded sweep against a double reference (also run in
+// oversized slots), errors, and the symbolic shape.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "bound_slot_util.h"
+
+namespace kiln::testing {
+namespace {
+
+std::vector<float> run_f32(const char* op, const Tensor& x, const core::AttrStore& attrs = core::AttrStore()) {
+  OpResult r = run_op(op, {x}, attrs);
+  EXPECT_TRUE(r.status.ok()) << r.status.message();
+  return r.outputs.empty() ? std::vector<float>{} : r.outputs[0].values<float>();
+}
+
+TEST(Unary, HandComputedActivations) {
+  Tensor x = make_tensor<float>({2, 3}, {-2, -0.5f, 0, 0.5f, 3, 6});
+  EXPECT_EQ(run_f32("Relu", x), (std::vector<float>{0, 0, 0, 0.5f, 3, 6}));
+  EXPECT_EQ(run_f32("LeakyRelu", x), (std::vector<float>{-0.02f, -0.005f, 0, 0.5f, 3, 6}));
+  EXPECT_EQ(run_f32("LeakyRelu", x, core::AttrStore().set_float("alpha", 0.5f)),
+            (std::vector<float>{-1, -0.25f, 0, 0.5f, 3, 6}));
+  // HardSigmoid: clamp(0.2 x + 0.5, 0, 1); HardSwish: x * clamp(x / 6 + 0.5, 0, 1).
+  std::vector<float> hs = run_f32("HardSigmoid", x);
+  std::vector<float> want_hs = {0.1f, 0.4f, 0.5f, 0.6f, 1, 1};
+  for (size_t i = 0; i < hs.size(); ++i) EXPECT_NEAR(hs[i], want_hs[i], 1e-6) << i;
+  std::vector<float> hw = run_f32("HardSwish", x);
+  std::vector<float> want_hw = {-2 * (1.f / 6), -0.5f * (5.f / 12), 0, 0.5f * (7.f / 12), 3, 6};
+  for (size_t i = 0; i < hw.size(); ++i) EXPECT_NEAR(hw[i], want_hw[i], 1e-6) << i;
+  std::vector<float> sg = run_f32("Sigmoid", make_tensor<float>({3}, {0, -100, 100}));
+  EXPECT_EQ(sg[0], 0.5f);
+  EXPECT_NEAR(sg[1], 3.720076e-44, 1e-45);  // exp(-100) / (1 + exp(-100)): tiny, not NaN
+  EXPECT_EQ(sg[2], 1);
+}
+
+TEST(Unary, HandComputedMath) {
+  Tensor x = make_tensor<float>({4}, {0, 1, 4, -1});
+  std::vector<float> s = run_f32("Sqrt", x);
+  EXPECT_EQ(s[0], 0);
+  EXPECT_EQ(s[2], 2);
+  EXPECT_TRUE(std::isnan(s[3]));
+  std::vector<float> l = run_f32("Log", x);
+  EXPECT_EQ(l[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(l[1], 0);
+  EXPECT_TRUE(std::isnan(l[3]));
+  EXPECT_EQ(run_f32("Exp", make_tensor<float>({1}, {0}))[0], 1);
+  EXPECT_NEAR(run_f32("Erf", make_tensor<float>({1}, {1}))[0], 0.8427007929, 1e-6);
+  EXPECT_NEAR(run_f32("Tanh", make_tensor<float>({1}, {0.5f}))[0], 0.4621171573, 1e-6);
+}
+
+TEST(Unary, IntegerNegAbsRelu) {
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  Tensor a = make_tensor<int64_t>({4}, {-3, 0, 5, lo});
+  EXPECT_EQ(run_op("Neg", {a}).outputs[0].values<int64_t>(), (std::vector<int64_t>{3, 0, -5, lo}));  // wraps
+  EXPECT_EQ(run_op("Abs", {a}).outputs[0].values<int64_t>(), (std::vector<int64_t>{3, 0, 5, lo}));
+  EXPECT_EQ(run_op("Relu", {a}).outputs[0].values<int64_t>(), (std::vector<int64_t>{0, 0, 5, 0}));
+  Tensor b = make_tensor<int32_t>({3}, {-7, 7, 0});
+  OpResult r = run_op("Abs", {b});
+  EXPECT_EQ(r.outputs[0].dtype, DType::kI32);
+  EXPECT_EQ(r.outputs[0].values<int32_t>(), (std::vector<int32_t>{7, 7, 0}));
+  EXPECT_EQ(run_op("Neg", {b}).outputs[0].values<int32_t>(), (std::vector<int32_t>{7, -7, 0}));
+  EXPECT_EQ(run_f32("Abs", make_tensor<float>({2}, {-1.5f, 2})), (std::vector<float>{1.5f, 2}));
+}
+
+TEST(Unary, ClipAttributesAndInputs) {
+  Tensor x = make_tensor<float>({5}, {-3, -1, 0, 1, 3});
+  // Opset < 11: attributes.
+  EXPECT_EQ(run_f32("Clip", x, core::AttrStore().set_float("min", -1.5f).set_float("max", 2)),
+            (std::vector<float>{-1.5f, -1, 0, 1, 2}));
+  // Opset >= 11: optional scalar inputs; either may be omitted.
+  Tensor lo = make_tensor<float>({}, {-0.5f}), hi = make_tensor<float>({}, {0.5f});
+  EXPECT_EQ(run_op("Clip", {x, lo, hi}).outputs[0].values<float>(), (std::vector<float>{-0.5f, -0.5f, 0, 0.5f, 0.5f}));
+  EXPECT_EQ(run_op("Clip", {x, absent(), hi}).outputs[0].values<float>(), (std::vector<float>{-3, -1, 0, 0.5f, 0.5f}));
+  EXPECT_EQ(run_op("Clip", {x, lo}).outputs[0].values<float>(), (std::vector<float>{-0.5f, -0.5f, 0, 1, 3}));
+  // No bounds: identity, infinities included.
+  Tensor inf = make_tensor<float>({2}, {std::numeric_limits<float>::infinity(), -1});
+  EXPECT_EQ(run_f32("Clip", inf), inf.values<float>());
+  // min > max: everything becomes max (ONNX).
+  EXPECT_EQ(run_op("Clip", {x, hi, lo}).outputs[0].values<float>(), std::vector<float>(5, -0.5f));
+  // Integer clip with i64 bounds.
+  Tensor xi = make_tensor<int64_t>({4}, {-9, -1, 4, 9});
+  Tensor li = make_tensor<int64_t>({1}, {-2}), hi_i = make_tensor<int64_t>({1}, {5});
+  EXPECT_EQ(run_op("Clip", {xi, li, hi_i}).outputs[0].values<int64_t>(), (std::vector<int64_t>{-2, -1, 4, 5}));
+}
+
+double reference(const std::string& op, double x, double alpha, double beta) {
+  if (op == "Relu") return std::max(x, 0.0);
+  if (op == "Sigmoid") return 1 / (1 + std::exp(-x));
+  if (op == "Tanh") return std::tanh(x);
+  if (op == "Exp") return std::exp(x);
+  if (op == "Log") return std::log(x);
+  if (op == "Sqrt") return std::sqrt(x);
+  if (op == "Neg") return -x;
+  if (op == "Abs") return std::abs(x);
+  if (op == "Erf") return std::erf(x);
+  if (op == "HardSigmoid") return std::clamp(alpha * x + beta, 0.0, 1.0);
+  if (op == "HardSwish") return x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
+  if (op == "LeakyRelu") return x < 0 ? alpha * x : x;
+  if (op == "Clip") return std::min(std::max(x, alpha), beta);
+  return NAN;
+}
+
+TEST(Unary, RandomShapeSweep) {
+  std::mt19937 rng(2024);
+  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg",
+                       "Abs", "Erf", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip"};
+  std::uniform_real_distribution<float> param(-1.f, 1.f);
+  for (int iter = 0; iter < 260; ++iter) {
+    std::string op = ops[iter % 13];
+    int rank = 1 + iter / 13 % 5;
+    bool positive = op == "Log" || op == "Sqrt";
+    Tensor x = random_f32(rng, random_shape(rng, rank, 6), positive ? 0.01f : -5.f, 5.f);
+    core::AttrStore attrs;
+    std::vector<Tensor> inputs = {x};
+    double alpha = op == "LeakyRelu" ? 0.01 : 0.2, beta = 0.5;
+    if (op == "Clip") {
+      alpha = param(rng) * 3, beta = alpha + std::abs(param(rng)) * 3;
+      inputs.push_back(make_tensor<float>({}, {static_cast<float>(alpha)}));
+      inputs.push_back(make_tensor<float>({}, {static_cast<float>(beta)}));
+      alpha = static_cast<float>(alpha), beta = static_cast<float>(beta);
+    } else if (iter % 2 && (op == "HardSigmoid" || op == "LeakyRelu")) {
+      alpha = static_cast<float>(param(rng)), beta = static_cast<float>(param(rng));
+      attrs.set_float("alpha", static_cast<float>(alpha)).set_float("beta", static_cast<float>(beta));
+    }
+    SlotRun s = run_op_in_slots(op.c_str(), inputs, attrs);
+    ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
+    const Tensor& y = s.exact.outputs[0];
+    ASSERT_EQ(y.shape, x.shape);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      double want = reference(op, x.at(i), alpha, beta);
+      ASSERT_NEAR(y.at(i), want, 1e-5 * (1 + std::abs(want))) << op << " at " << i;
+    }
+    EXPECT_EQ(s.kernel, kernels::KernelStatus::kOk);
+    EXPECT_TRUE(s.tails_intact) << op;
+    EXPECT_EQ(s.outputs[0].bytes, y.bytes) << op;
+  }
+}
+
+TEST(Unary, Errors) {
+  Tensor i = make_tensor<int64_t>({2}, {1, 2});
+  OpResult r = run_op("Sigmoid", {i});
+  EXPECT_NE(r.status.message().find("node 'test' (Sigmoid): input #0 has dtype i64, expected f32"), std::string::npos)
+      << r.status.message();
+  r = run_op("Abs", {make_tensor<bool>({1}, {true})});
+  EXPECT_NE(r.status.message().find("dtype bool, expected f32, i64 or i32"), std::string::npos) << r.status.message();
+  Tensor x = make_tensor<float>({2}, {1, 2});
+  r = run_op("Relu", {x, x});
+  EXPECT_NE(r.status.message().find("expects 1 inputs, got 2"), std::string::npos) << r.status.message();
+  r = run_op("Clip", {x, x});
+  EXPECT_NE(r.status.message().find("min (input #1) must be a scalar, got shape [2]"), std::string::npos)
+      << r.status.message();
+  r = run_op("Clip", {x, absent(), make_tensor<int64_t>({}, {1})});
+  EXPECT_NE(r.status.message().find("max (input #2) has dtype i64, expected f32"), std::string::npos)
+      << r.status.message();
+  r = run_op("Clip", {x, x, x, x});
+  EXPECT_NE(r.status.message().find("expects 1 to 3 inputs, got 4"), std::string::npos) << r.status.message();
+}
+
+TEST(Unary, SymbolicShape) {
+  core::ExprPool pool;
+  core::ExprId batch = pool.dim(pool.add_dim({"batch", 1, 64, 1}));
+  core::ExprId seq = pool.dim(pool.add_dim({"seq", 1, 512, 1}));
+  for (const char* name : {"Relu", "Clip", "Sigmoid", "Erf", "HardSwish", "Abs"}) {
+    core::AttrStore attrs;
+    kernels::ShapeCtx c(pool, attrs.view());
+    c.inputs.resize(1);
+    c.inputs[0].shape = {batch, pool.constant(3), pool.mul(seq, pool.constant(2))};
+    c.outputs.resize(1);
+    Status st = kernels::find_op(name)->shape(c);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.message();
+    EXPECT_EQ(pool.shape_to_string(c.out(0).shape), "[batch, 3, 2*seq]") << name;
+    EXPECT_EQ(c.out(0).dtype, DType::kF32);
+    EXPECT_TRUE(c.guards.empty());
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
