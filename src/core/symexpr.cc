@@ -32,8 +32,9 @@ bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int6
                 size_t* bad_node) {
   for (size_t i = 0; i < n; ++i) {
     const ExprNode& e = nodes[i];
-    int64_t a = e.a >= 0 && e.op != ExprOp::kDim ? out[e.a] : 0;
-    int64_t b = e.b >= 0 ? out[e.b] : 0;
+    const bool binary = e.op != ExprOp::kConst && e.op != ExprOp::kDim;
+    int64_t a = binary ? out[e.a] : 0;
+    int64_t b = binary ? out[e.b] : 0;
     switch (e.op) {
       case ExprOp::kConst: out[i] = e.value; break;
       case ExprOp::kDim: out[i] = dim_values[e.a]; break;
@@ -43,7 +44,7 @@ bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int6
       case ExprOp::kFloorDiv:
       case ExprOp::kCeilDiv:
       case ExprOp::kMod:
-        if (b == 0) {
+        if (b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min())) {
           if (bad_node) *bad_node = i;
           return false;
         }

@@ -24,6 +24,8 @@ size_t len(const flatbuffers::Vector<T>* v) {
 }
 
 Status check_method(const fb::Method* m, uint64_t constants_size) {
+  if (!m->values() || !m->exprs() || !m->inputs() || !m->outputs() || !m->instructions())
+    return bad("method '" + m->name()->str() + "' lacks a required table");
   const size_t n_dims = len(m->dims()), n_exprs = len(m->exprs()), n_values = len(m->values());
   for (size_t i = 0; i < n_dims; ++i) {
     const fb::Dim* d = m->dims()->Get(i);
@@ -53,6 +55,7 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   if (!plan) return bad("method '" + m->name()->str() + "' has no memory plan");
   for (size_t i = 0; i < n_values; ++i) {
     const fb::Value* v = m->values()->Get(i);
+    if (!v->shape() || !v->name()) return bad(where(m, "value", i) + " lacks its name or shape");
     if (static_cast<int>(v->dtype()) > static_cast<int>(fb::DType::Bool)) return bad(where(m, "value", i) + " has unknown dtype");
     if (len(v->shape()) > static_cast<size_t>(kMaxRank)) return bad(where(m, "value", i) + " has rank above 8");
     for (size_t k = 0; k < len(v->shape()); ++k)
@@ -105,6 +108,7 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
     if (!value_ok(m->outputs()->Get(i))) return bad(where(m, "output", i) + " is out of range");
   for (size_t i = 0; i < len(m->instructions()); ++i) {
     const fb::Instruction* in = m->instructions()->Get(i);
+    if (!in->inputs() || !in->outputs()) return bad(where(m, "instruction", i) + " lacks its operand lists");
     const kernels::OpDef* op = kernels::find_op(in->op()->c_str());
     if (!op || op->view) return bad(where(m, "instruction", i) + " uses unknown op '" + in->op()->str() + "'");
     for (size_t k = 0; k < len(in->inputs()); ++k)

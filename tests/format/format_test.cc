@@ -1,0 +1,171 @@
+// The .kiln format: round trip through the writer and reader, and damaged files rejected
+// with an error (never a crash).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "export/graph.h"
+#include "format/file_header.h"
+#include "kiln/method.h"
+#include "kiln/program.h"
+
+namespace kiln {
+namespace {
+
+std::vector<uint8_t> small_program() {
+  exporter::GraphBuilder g("main");
+  EXPECT_TRUE(g.add_dim("n", 1, 16, 1).ok());
+  int x = *g.add_input("x", DType::kF32, {"n", 3});
+  int w = *g.add_constant<float>("w", DType::kF32, {3}, {1.f, 2.f, 3.f});
+  int y = *g.add("Mul", "mul", {x, w});
+  int z = *g.add("Add", "add", {y, x});
+  EXPECT_TRUE(g.mark_output(z, "out").ok());
+  format::ProgramDesc d;
+  EXPECT_TRUE(g.emit(&d).ok());
+  return *format::serialize_program(d);
+}
+
+struct Aligned {
+  explicit Aligned(const std::vector<uint8_t>& b) : size(b.size()) {
+    data = static_cast<uint8_t*>(std::aligned_alloc(64, (b.size() + 63) / 64 * 64 + 64));
+    if (!b.empty()) std::memcpy(data, b.data(), b.size());
+  }
+  ~Aligned() { std::free(data); }
+  uint8_t* data;
+  size_t size;
+};
+
+// Loads, and if that works, binds and runs at a few shapes; must never crash.
+Status load_and_run(const std::vector<uint8_t>& bytes) {
+  Aligned a(bytes);
+  auto p = Program::load_buffer(a.data, a.size);
+  if (!p.ok()) return p.status();
+  for (size_t i = 0; i < (*p)->num_methods(); ++i) {
+    auto m = Method::create(**p, (*p)->method_name(i));
+    if (!m.ok()) return m.status();
+    for (const auto& shapes : {(*m)->bound_shapes()}) {
+      Status s = (*m)->bind_shapes(shapes);
+      if (!s.ok()) return s;
+      KILN_TRY((*m)->execute());
+    }
+  }
+  return ok_status();
+}
+
+TEST(Format, RoundTripKeepsTheContract) {
+  std::vector<uint8_t> bytes = small_program();
+  std::string path = ::testing::TempDir() + "/round_trip.kiln";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  auto p = Program::load(path);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ((*p)->num_methods(), 1u);
+  EXPECT_EQ((*p)->method_name(0), "main");
+  auto meta = (*p)->method_meta("main");
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->inputs[0].name, "x");
+  EXPECT_EQ(meta->inputs[0].shape_text(), "[n, 3]");
+  EXPECT_EQ(meta->dims[0].name, "n");
+  EXPECT_EQ(meta->dims[0].max, 16);
+  EXPECT_EQ(meta->outputs[0].shape_text(), "[n, 3]");
+  EXPECT_EQ(meta->constant_bytes, 12u);
+  EXPECT_EQ((*p)->constant_bytes(), 12u);
+  EXPECT_EQ(meta->instruction_ops, (std::vector<std::string>{"Mul", "Add"}));
+  // The constant segment starts 64-byte aligned in the mapping.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*p)->constant_data()) % 64, 0u);
+  auto m = Method::create(**p, "main");
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE((*m)->bind_shapes({{2, 3}}).ok());
+  for (int i = 0; i < 6; ++i) (*m)->input(0).as<float>()[i] = 1.f;
+  ASSERT_TRUE((*m)->execute().ok());
+  EXPECT_EQ((*m)->output(0).as<float>()[2], 4.f);
+}
+
+TEST(Format, MissingAndEmptyFiles) {
+  auto p = Program::load("/nonexistent/model.kiln");
+  EXPECT_EQ(p.status().code(), Code::kIoError);
+  EXPECT_NE(p.status().message().find("cannot open program '/nonexistent/model.kiln'"), std::string::npos);
+  std::string path = ::testing::TempDir() + "/empty.kiln";
+  std::fclose(std::fopen(path.c_str(), "wb"));
+  EXPECT_EQ(Program::load(path).status().code(), Code::kDataLoss);
+}
+
+TEST(Format, EveryTruncationIsRejected) {
+  std::vector<uint8_t> bytes = small_program();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
+    Status s = load_and_run(cut);
+    ASSERT_FALSE(s.ok()) << "truncated to " << n << " bytes was accepted";
+    ASSERT_EQ(s.code(), Code::kDataLoss) << s.message();
+  }
+}
+
+TEST(Format, BadMagicAndVersion) {
+  std::vector<uint8_t> bytes = small_program();
+  bytes[0] = 'X';
+  EXPECT_NE(load_and_run(bytes).message().find("bad magic"), std::string::npos);
+  bytes = small_program();
+  uint32_t v = 99;
+  std::memcpy(bytes.data() + 8, &v, 4);
+  EXPECT_NE(load_and_run(bytes).message().find("unsupported .kiln format version 99"), std::string::npos);
+}
+
+TEST(Format, RandomCorruptionNeverCrashes) {
+  std::vector<uint8_t> good = small_program();
+  std::mt19937 rng(42);
+  int rejected = 0;
+  for (int it = 0; it < 3000; ++it) {
+    std::vector<uint8_t> bytes = good;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+    Status s = load_and_run(bytes);  // must return, ok or not
+    if (!s.ok()) ++rejected;
+  }
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(Format, SemanticPassCatchesOutOfRangeIndices) {
+  // A program whose instruction reads value 99: the verifier accepts it, the semantic pass not.
+  format::ProgramDesc d;
+  format::MethodDesc m;
+  m.exprs.push_back(core::ExprNode{core::ExprOp::kConst, -1, -1, 4});
+  format::ValueDesc in;
+  in.name = "x";
+  in.shape = {0};
+  in.storage = format::Storage::kInput;
+  in.nbytes = 16;
+  m.values.push_back(in);
+  format::ValueDesc out = in;
+  out.name = "y";
+  out.storage = format::Storage::kOutput;
+  out.offset = 64;
+  m.values.push_back(out);
+  m.inputs = {0};
+  m.outputs = {1};
+  format::InstructionDesc ins;
+  ins.op = "Relu";
+  ins.inputs = {99};
+  ins.outputs = {1};
+  m.instructions.push_back(ins);
+  m.arena_bytes = 128;
+  d.methods.push_back(m);
+  Status s = load_and_run(*format::serialize_program(d));
+  EXPECT_EQ(s.message(), "damaged program: method 'forward' instruction #0 reads a value out of range");
+  d.methods[0].instructions[0].inputs = {0};
+  d.methods[0].instructions[0].op = "NoSuchOp";
+  s = load_and_run(*format::serialize_program(d));
+  EXPECT_EQ(s.message(), "damaged program: method 'forward' instruction #0 uses unknown op 'NoSuchOp'");
+  d.methods[0].instructions[0].op = "Relu";
+  d.methods[0].values[1].offset = 120;
+  s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("lies outside the arena"), std::string::npos) << s.message();
+  d.methods[0].values[1].offset = 64;
+  EXPECT_TRUE(load_and_run(*format::serialize_program(d)).ok());
+}
+
+}  // namespace
+}  // namespace kiln

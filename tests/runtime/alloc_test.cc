@@ -1,0 +1,87 @@
+// execute() performs zero heap allocations: counted by replacing global operator new.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "export/graph.h"
+#include "kiln/method.h"
+#include "kiln/program.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocs{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (g_counting) ++g_allocs;
+  void* p = std::malloc(n ? n : 1);
+  if (!p) std::abort();
+  return p;
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  if (g_counting) ++g_allocs;
+  return std::malloc(n ? n : 1);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  if (g_counting) ++g_allocs;
+  void* p = std::aligned_alloc(static_cast<size_t>(a), (n + static_cast<size_t>(a) - 1) / static_cast<size_t>(a) * static_cast<size_t>(a));
+  if (!p) std::abort();
+  return p;
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace kiln {
+namespace {
+
+long count_allocs(const std::function<void()>& fn) {
+  g_allocs = 0;
+  g_counting = true;
+  fn();
+  g_counting = false;
+  return g_allocs;
+}
+
+TEST(Allocations, HookCountsAllocations) {
+  long n = count_allocs([] {
+    int* volatile p = new int(3);
+    delete p;
+  });
+  EXPECT_EQ(n, 1);
+}
+
+TEST(Allocations, ExecuteAllocatesNothing) {
+  exporter::GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("batch", 1, 16).ok());
+  int x = *g.add_input("x", DType::kF32, {"batch", 8});
+  int w = *g.add_constant<float>("w", DType::kF32, {8}, std::vector<float>(8, 0.5f));
+  int h = *g.add("Mul", "mul", {x, w});
+  int y = *g.add("Sub", "sub", {h, x});
+  ASSERT_TRUE(g.mark_output(y, "y").ok());
+  format::ProgramDesc d;
+  ASSERT_TRUE(g.emit(&d).ok());
+  std::vector<uint8_t> bytes = *format::serialize_program(d);
+  void* buf = std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64);
+  std::memcpy(buf, bytes.data(), bytes.size());
+  auto p = Program::load_buffer(buf, bytes.size());
+  ASSERT_TRUE(p.ok());
+  auto m = Method::create(**p, "forward");
+  ASSERT_TRUE(m.ok());
+  for (int64_t batch : {16, 3, 1}) {
+    ASSERT_TRUE((*m)->bind_shapes({{batch, 8}}).ok());
+    long n = count_allocs([&] { ASSERT_TRUE((*m)->execute().ok()); });
+    EXPECT_EQ(n, 0) << "execute allocated at batch " << batch;
+    EXPECT_EQ((*m)->output(0).dims[0], batch);
+  }
+  std::free(buf);
+}
+
+}  // namespace
+}  // namespace kiln
