@@ -6,7 +6,8 @@
 
 #include "bound_slot_util.h"
 #include "op_test_util.h"
-#include "sym_shape_util.h"
+#include "guard_text_util.h"
+#include "sym_test_util.h"
 
 namespace kiln::testing {
 namespace {
@@ -237,69 +238,81 @@ TEST(Conv, Errors) {
 
 class ConvSymbolic : public ::testing::Test {
  protected:
-  void SetUp() override {
-    batch = pool.dim(pool.add_dim({"batch", 1, 8, 1}));
-    h = pool.dim(pool.add_dim({"H", 1, 512, 1}));
-    w = pool.dim(pool.add_dim({"W", 1, 512, 1}));
-  }
-  using ExprId = core::ExprId;
   ExprId k(int64_t v) { return pool.constant(v); }
+  /// Shape inference over f32 inputs of the given symbolic shapes.
+  SymResult conv(std::vector<std::vector<ExprId>> shapes, const AttrStore& a = AttrStore()) {
+    std::vector<kernels::SymTensor> in;
+    for (auto& s : shapes) in.push_back(sym_input(DType::kF32, s));
+    return infer(pool, "Conv", in, a);
+  }
   core::ExprPool pool;
-  ExprId batch = core::kNoExpr, h = core::kNoExpr, w = core::kNoExpr;
+  ExprId batch = pool.dim(pool.add_dim({"batch", 1, 8, 1}));
+  ExprId h = pool.dim(pool.add_dim({"H", 1, 512, 1}));
+  ExprId w = pool.dim(pool.add_dim({"W", 1, 512, 1}));
 };
 
 TEST_F(ConvSymbolic, StridedPaddedConvIsCeilDiv) {
   AttrStore a;
   a.set_ints("pads", {1, 1, 1, 1}).set_ints("strides", {2, 2}).set_ints("kernel_shape", {3, 3});
-  SymResult r = infer_shapes("Conv", pool, {{batch, k(3), h, w}, {k(16), k(3), k(3), k(3)}, {k(16)}}, a);
+  SymResult r = conv({{batch, k(3), h, w}, {k(16), k(3), k(3), k(3)}, {k(16)}}, a);
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(pool.shape_to_string(r.outputs[0].shape), "[batch, 16, ceildiv(H,2), ceildiv(W,2)]");
-  EXPECT_EQ(guards_to_string(pool, r), "");  // ceildiv(H,2) >= 1 holds for every H >= 1
+  EXPECT_EQ(guards_text(pool, r), "");  // ceildiv(H,2) >= 1 holds for every H >= 1
 
-  SymResult same = infer_shapes("Conv", pool, {{batch, k(3), h, w}, {k(16), k(3), k(5), k(5)}},
+  SymResult same = conv({{batch, k(3), h, w}, {k(16), k(3), k(5), k(5)}},
                                 AttrStore().set_str("auto_pad", "SAME_LOWER").set_ints("strides", {2, 2}));
   ASSERT_TRUE(same.status.ok()) << same.status.message();
   EXPECT_EQ(pool.shape_to_string(same.outputs[0].shape), "[batch, 16, ceildiv(H,2), ceildiv(W,2)]");
 }
 
 TEST_F(ConvSymbolic, ValidConvGuardsTheOutputSize) {
-  SymResult r = infer_shapes("Conv", pool, {{batch, k(3), h, w}, {k(8), k(3), k(3), k(3)}});
+  SymResult r = conv({{batch, k(3), h, w}, {k(8), k(3), k(3), k(3)}});
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(pool.shape_to_string(r.outputs[0].shape), "[batch, 8, H - 2, W - 2]");
-  EXPECT_EQ(guards_to_string(pool, r), "H - 2 >= 1; W - 2 >= 1");
-  EXPECT_EQ(r.guards[0].node_name, "sym");
+  EXPECT_EQ(guards_text(pool, r), "H - 2 >= 1; W - 2 >= 1");
+  EXPECT_EQ(r.guards[0].node_name, "test");
   EXPECT_EQ(r.guards[0].op_type, "Conv");
 
-  // 1-D, dilated and strided: the guard's expression stays exact.
-  SymResult d = infer_shapes("Conv", pool, {{batch, k(2), h}, {k(4), k(2), k(3)}},
+  // 1-D, dilated and strided: floordiv(H - 5,3) + 1, in the pool's normal form.
+  SymResult d = conv({{batch, k(2), h}, {k(4), k(2), k(3)}},
                              AttrStore().set_ints("dilations", {2}).set_ints("strides", {3}));
   ASSERT_TRUE(d.status.ok()) << d.status.message();
-  EXPECT_EQ(pool.shape_to_string(d.outputs[0].shape), "[batch, 4, floordiv(H - 2,3)]");
-  EXPECT_EQ(guards_to_string(pool, d), "floordiv(H - 2,3) >= 1");
+  EXPECT_EQ(pool.shape_to_string(d.outputs[0].shape), "[batch, 4, floordiv(H + 1,3) - 1]");
+  EXPECT_EQ(guards_text(pool, d), "floordiv(H + 1,3) - 1 >= 1");
 }
 
 TEST_F(ConvSymbolic, SymbolicChannelsAreGuarded) {
   ExprId c = pool.dim(pool.add_dim({"C", 1, 64, 1}));
-  SymResult r = infer_shapes("Conv", pool, {{batch, c, h, w}, {k(16), k(4), k(1), k(1)}},
+  SymResult r = conv({{batch, c, h, w}, {k(16), k(4), k(1), k(1)}},
                              AttrStore().set_int("group", 2));
   ASSERT_TRUE(r.status.ok()) << r.status.message();
-  EXPECT_EQ(guards_to_string(pool, r), "C == 8");
+  EXPECT_EQ(guards_text(pool, r), "C == 8");
   EXPECT_EQ(pool.shape_to_string(r.outputs[0].shape), "[batch, 16, H, W]");
 }
 
-TEST_F(ConvSymbolic, EvaluatedShapesMatchConcreteRuns) {
-  // What bind computes from the stored expressions equals what a concrete run infers.
+TEST_F(ConvSymbolic, BindThenExecuteBelowTheBound) {
+  // Bind evaluates the stored expressions at the actual dims; the kernel then runs on buffers
+  // of exactly those sizes. Both must agree with the reference at every size, not only 512.
   AttrStore a;
   a.set_ints("pads", {2, 0, 1, 1}).set_ints("strides", {2, 3}).set_ints("dilations", {1, 2});
-  SymResult r = infer_shapes("Conv", pool, {{batch, k(2), h, w}, {k(3), k(2), k(3), k(2)}}, a);
+  SymResult r = conv({{batch, k(2), h, w}, {k(3), k(2), k(3), k(2)}}, a);
   ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(guards_text(pool, r), "floordiv(W + 1,3) >= 1");
   std::mt19937 rng(5);
   for (int it = 0; it < 20; ++it) {
     int64_t hv = 1 + rng() % 40, wv = 2 + rng() % 40;
-    std::vector<int64_t> sym = eval_shape(pool, r.outputs[0].shape, {2, hv, wv});
-    OpResult c = run_op("Conv", {random_f32(rng, {2, 2, hv, wv}), random_f32(rng, {3, 2, 3, 2})}, a);
-    ASSERT_TRUE(c.status.ok()) << c.status.message();
-    EXPECT_EQ(sym, c.outputs[0].shape) << "H=" << hv << " W=" << wv;
+    ConvCase cc;
+    cc.n = 2, cc.c = 2, cc.m = 3;
+    cc.in = {hv, wv}, cc.k = {3, 2}, cc.s = {2, 3}, cc.d = {1, 2}, cc.pads = {2, 0, 1, 1};
+    Tensor x = random_f32(rng, {2, 2, hv, wv}), wt = random_f32(rng, {3, 2, 3, 2});
+    std::vector<int64_t> want_shape;
+    std::vector<double> want = reference_conv(cc, x, wt, nullptr, &want_shape);
+    std::vector<Tensor> out(1);
+    out[0].shape = eval_shape(pool, r.outputs[0].shape, {2, hv, wv});
+    ASSERT_EQ(out[0].shape, want_shape) << "H=" << hv << " W=" << wv;
+    ASSERT_EQ(run_kernel("Conv", {x, wt}, &out, a), kernels::KernelStatus::kOk);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(out[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << "H=" << hv << " W=" << wv;
   }
 }
 

@@ -138,6 +138,39 @@ TEST(Unary, RandomShapeSweep) {
   }
 }
 
+TEST(Unary, IntegerSweep) {
+  std::mt19937 rng(5);
+  const char* ops[] = {"Neg", "Abs", "Relu", "Clip"};
+  std::uniform_int_distribution<int64_t> val(-1000, 1000);
+  for (int iter = 0; iter < 80; ++iter) {
+    std::string op = ops[iter % 4];
+    std::vector<int64_t> shape = random_shape(rng, 1 + iter / 4 % 5, 5);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<int64_t> v(n);
+    for (auto& e : v) e = val(rng);
+    int64_t lo = val(rng) / 2, hi = lo + std::abs(val(rng));
+    bool wide = iter % 2 == 0;  // alternate i64 and i32
+    std::vector<Tensor> inputs;
+    if (wide) {
+      inputs = {make_tensor<int64_t>(shape, v), make_tensor<int64_t>({}, {lo}), make_tensor<int64_t>({}, {hi})};
+    } else {
+      std::vector<int32_t> w(v.begin(), v.end());
+      inputs = {make_tensor<int32_t>(shape, w), make_tensor<int32_t>({}, {static_cast<int32_t>(lo)}),
+                make_tensor<int32_t>({}, {static_cast<int32_t>(hi)})};
+    }
+    if (op != "Clip") inputs.resize(1);
+    SlotRun s = run_op_in_slots(op.c_str(), inputs);
+    ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
+    const Tensor& y = s.exact.outputs[0];
+    ASSERT_EQ(y.dtype, inputs[0].dtype);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(y.at(i), reference(op, static_cast<double>(v[i]), lo, hi)) << op << " at " << i;
+    EXPECT_TRUE(s.tails_intact);
+    EXPECT_EQ(s.outputs[0].bytes, y.bytes);
+  }
+}
+
 TEST(Unary, Errors) {
   Tensor i = make_tensor<int64_t>({2}, {1, 2});
   OpResult r = run_op("Sigmoid", {i});

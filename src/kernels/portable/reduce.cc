@@ -17,7 +17,12 @@ enum class Red { kSum, kMean, kMax };
 
 /// Axes requested by the node as written (not normalized); false if input #1 is not constant.
 bool requested_axes(ShapeCtx& c, std::vector<int64_t>* axes) {
-  if (c.has_input(1)) return c.const_ints(1, axes);
+  axes->clear();
+  if (c.has_input(1)) {
+    for (ExprId d : c.in(1).shape)
+      if (c.pool.is_const_value(d, 0)) return true;  // an empty tensor may carry no data pointer
+    return c.const_ints(1, axes);
+  }
   const int64_t* p = c.attrs.ints("axes");
   axes->assign(p, p + c.attrs.ints_size("axes"));
   return true;

@@ -66,6 +66,63 @@ Result<ExprId> from_end(ShapeCtx& c, ExprId v, ExprId d, const char* what) {
   return negative ? p.add(v, d) : v;
 }
 
+/// min/max that also decide when a - b is a known constant (e.g. min(D - 1, D) = D - 1).
+ExprId min_of(core::ExprPool& p, ExprId a, ExprId b) {
+  ExprId diff = p.sub(a, b);
+  if (p.is_const(diff)) return p.const_value(diff) <= 0 ? a : b;
+  return p.min(a, b);
+}
+ExprId max_of(core::ExprPool& p, ExprId a, ExprId b) {
+  ExprId diff = p.sub(a, b);
+  if (p.is_const(diff)) return p.const_value(diff) >= 0 ? a : b;
+  return p.max(a, b);
+}
+
+/// a - b with the subtraction pushed through min/max nodes, using
+/// x - max(y, z) = min(x - y, x - z) and friends, so that e.g. D - max(D - 3, 0) reads
+/// min(3, D). `depth` bounds the expansion.
+ExprId sub_through(core::ExprPool& p, ExprId a, ExprId b, int depth = 0) {
+  if (depth < 4) {
+    const core::ExprNode na = p.node(a), nb = p.node(b);  // copies: the pool may grow
+    if (nb.op == core::ExprOp::kMax)
+      return min_of(p, sub_through(p, a, nb.a, depth + 1), sub_through(p, a, nb.b, depth + 1));
+    if (nb.op == core::ExprOp::kMin)
+      return max_of(p, sub_through(p, a, nb.a, depth + 1), sub_through(p, a, nb.b, depth + 1));
+    if (na.op == core::ExprOp::kMin)
+      return min_of(p, sub_through(p, na.a, b, depth + 1), sub_through(p, na.b, b, depth + 1));
+    if (na.op == core::ExprOp::kMax)
+      return max_of(p, sub_through(p, na.a, b, depth + 1), sub_through(p, na.b, b, depth + 1));
+  }
+  return p.sub(a, b);
+}
+
+/// ceildiv(x, k) for k > 0, pushed through min/max (it is monotone).
+ExprId ceil_through(core::ExprPool& p, ExprId x, int64_t k) {
+  const core::ExprNode n = p.node(x);
+  if (n.op == core::ExprOp::kMin) return min_of(p, ceil_through(p, n.a, k), ceil_through(p, n.b, k));
+  if (n.op == core::ExprOp::kMax) return max_of(p, ceil_through(p, n.a, k), ceil_through(p, n.b, k));
+  return p.ceildiv(x, p.constant(k));
+}
+
+/// Output size of one sliced axis of size d, given start b and end e already counted from
+/// the end (see from_end). Only the clamps that can change max(0, size) are applied: with
+/// step > 0, a start above d or an end below 0 already gives a size <= 0; with step < 0,
+/// an end above d - 1 does.
+ExprId slice_size(core::ExprPool& p, ExprId b, ExprId e, ExprId d, int64_t step) {
+  ExprId size;
+  if (step > 0) {
+    b = max_of(p, b, p.constant(0));
+    e = min_of(p, e, d);
+    size = ceil_through(p, sub_through(p, e, b), step);
+  } else {
+    b = max_of(p, min_of(p, b, p.sub(d, p.constant(1))), p.constant(0));
+    e = max_of(p, e, p.constant(-1));
+    size = ceil_through(p, sub_through(p, b, e), -step);
+    if (p.range(d).lo <= 0) size = min_of(p, size, d);  // an empty axis has no start to clamp to
+  }
+  return max_of(p, size, p.constant(0));
+}
+
 /// Reads element k of an i64 or i32 tensor.
 int64_t read_int(const TensorView& t, int64_t k) {
   return t.dtype == DType::kI32 ? t.as<int32_t>()[k] : t.as<int64_t>()[k];
@@ -99,20 +156,7 @@ Status slice_shape(ShapeCtx& c) {
     step = std::clamp(step, -cap, cap);
     KILN_ASSIGN_OR_RETURN(ExprId b, from_end(c, s.starts[j], d, "start"));
     KILN_ASSIGN_OR_RETURN(ExprId e, from_end(c, s.ends[j], d, "end"));
-    // Only the clamps that can change max(0, size) are applied, so shapes stay readable:
-    // with step > 0 a start above d or an end below 0 already gives a size <= 0.
-    ExprId size;
-    if (step > 0) {
-      b = p.max(b, p.constant(0));
-      e = p.min(e, d);
-      size = p.ceildiv(p.sub(e, b), p.constant(step));
-    } else {
-      b = p.max(p.min(b, p.sub(d, p.constant(1))), p.constant(0));
-      e = p.max(e, p.constant(-1));
-      size = p.ceildiv(p.sub(b, e), p.constant(-step));
-      if (p.range(d).lo <= 0) size = p.min(size, d);  // an empty axis has no start to clamp to
-    }
-    out[k] = p.max(size, p.constant(0));
+    out[k] = slice_size(p, b, e, d, step);
   }
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape = std::move(out);

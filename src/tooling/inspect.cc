@@ -1,0 +1,148 @@
+#include "tooling/inspect.h"
+
+#include <map>
+#include <sstream>
+
+#include "kiln/method.h"
+
+namespace kiln::tooling {
+
+namespace {
+
+std::string dim_range(const DimSpec& d) {
+  std::string s = "[" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
+  if (d.step > 1) s += " step " + std::to_string(d.step);
+  return s;
+}
+
+// For each dim, the input axes that carry it ("'ids' dim 1").
+std::vector<std::vector<std::string>> dim_uses(const MethodMeta& m) {
+  std::vector<std::vector<std::string>> uses(m.dims.size());
+  for (const TensorSpec& t : m.inputs)
+    for (size_t k = 0; k < t.axes.size(); ++k)
+      if (t.axes[k].dim >= 0) uses[t.axes[k].dim].push_back("'" + t.name + "' dim " + std::to_string(k));
+  return uses;
+}
+
+std::map<std::string, int> op_counts(const MethodMeta& m) {
+  std::map<std::string, int> counts;
+  for (const std::string& op : m.instruction_ops) ++counts[op];
+  return counts;
+}
+
+double ratio(const MethodMeta& m) {
+  return m.lower_bound_bytes ? static_cast<double>(m.arena_bytes) / static_cast<double>(m.lower_bound_bytes) : 1.0;
+}
+
+}  // namespace
+
+std::string inspect_text(const Program& program, const std::string& path) {
+  std::ostringstream o;
+  o << "program " << path << ": " << program.num_methods() << " method(s), " << program.constant_bytes()
+    << " constant bytes\n";
+  for (size_t i = 0; i < program.num_methods(); ++i) {
+    Result<MethodMeta> r = program.method_meta(program.method_name(i));
+    if (!r.ok()) continue;
+    const MethodMeta& m = *r;
+    o << "\nmethod '" << m.name << "'\n";
+    o << "  dims:" << (m.dims.empty() ? " none (fully static)" : "") << "\n";
+    std::vector<std::vector<std::string>> uses = dim_uses(m);
+    for (size_t d = 0; d < m.dims.size(); ++d) o << "    " << m.dims[d].name << " in " << dim_range(m.dims[d]) << "\n";
+    o << "  inputs:\n";
+    for (size_t k = 0; k < m.inputs.size(); ++k)
+      o << "    #" << k << " '" << m.inputs[k].name << "' " << dtype_name(m.inputs[k].dtype) << " " << m.inputs[k].shape_text()
+        << "\n";
+    o << "  outputs:\n";
+    for (size_t k = 0; k < m.outputs.size(); ++k)
+      o << "    #" << k << " '" << m.outputs[k].name << "' " << dtype_name(m.outputs[k].dtype) << " "
+        << m.outputs[k].shape_text() << "\n";
+    bool any_eq = false;
+    for (size_t d = 0; d < m.dims.size(); ++d) {
+      if (uses[d].size() < 2) continue;
+      if (!any_eq) o << "  equalities:\n";
+      any_eq = true;
+      o << "    " << m.dims[d].name << ":";
+      for (size_t u = 0; u < uses[d].size(); ++u) o << (u ? " ==" : "") << " " << uses[d][u];
+      o << "\n";
+    }
+    o << "  guards:" << (m.guards.empty() ? " none" : "") << "\n";
+    for (const GuardSpec& g : m.guards)
+      o << "    " << g.text << "  (node '" << g.node_name << "' (" << g.op_type << ")" << (g.context.empty() ? "" : " " + g.context)
+        << ")\n";
+    o << "  memory: arena " << m.arena_bytes << " bytes at the bound, lower bound " << m.lower_bound_bytes << " bytes ("
+      << std::fixed;
+    o.precision(3);
+    o << ratio(m) << "x, " << m.plan_strategy << ")\n";
+    o.unsetf(std::ios::floatfield);
+    o << "  constants: " << m.constant_bytes << " bytes\n";
+    o << "  instructions: " << m.instruction_ops.size();
+    std::map<std::string, int> counts = op_counts(m);
+    std::string sep = " (";
+    for (const auto& [op, n] : counts) {
+      o << sep << op << " " << n;
+      sep = ", ";
+    }
+    o << (counts.empty() ? "" : ")") << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::json inspect_json(const Program& program, const std::string& path) {
+  using nlohmann::json;
+  json j;
+  j["path"] = path;
+  j["constant_bytes"] = program.constant_bytes();
+  j["methods"] = json::array();
+  auto tensor = [](const TensorSpec& t, const MethodMeta& m) {
+    json a = json::array();
+    for (const AxisSpec& ax : t.axes) {
+      if (ax.size >= 0) {
+        a.push_back(ax.size);
+      } else if (ax.dim >= 0) {
+        const DimSpec& d = m.dims[ax.dim];
+        a.push_back(json{{"dim", d.name}, {"min", d.min}, {"max", d.max}, {"step", d.step}});
+      } else {
+        a.push_back(json{{"expr", ax.text}});
+      }
+    }
+    json o{{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", a}, {"shape_text", t.shape_text()}};
+    if (!t.example_shape.empty()) o["example_shape"] = t.example_shape;
+    return o;
+  };
+  for (size_t i = 0; i < program.num_methods(); ++i) {
+    Result<MethodMeta> r = program.method_meta(program.method_name(i));
+    if (!r.ok()) continue;
+    const MethodMeta& m = *r;
+    json jm;
+    jm["name"] = m.name;
+    jm["dims"] = json::array();
+    std::vector<std::vector<std::string>> uses = dim_uses(m);
+    for (size_t d = 0; d < m.dims.size(); ++d)
+      jm["dims"].push_back(json{{"name", m.dims[d].name}, {"min", m.dims[d].min}, {"max", m.dims[d].max},
+                                {"step", m.dims[d].step}, {"used_by", uses[d]}});
+    jm["inputs"] = json::array();
+    for (const TensorSpec& t : m.inputs) jm["inputs"].push_back(tensor(t, m));
+    jm["outputs"] = json::array();
+    for (const TensorSpec& t : m.outputs) jm["outputs"].push_back(tensor(t, m));
+    jm["guards"] = json::array();
+    for (const GuardSpec& g : m.guards)
+      jm["guards"].push_back(json{{"text", g.text}, {"node", g.node_name}, {"op", g.op_type}, {"context", g.context}});
+    jm["arena_bytes"] = m.arena_bytes;
+    jm["lower_bound_bytes"] = m.lower_bound_bytes;
+    jm["arena_over_lower_bound"] = ratio(m);
+    jm["plan_strategy"] = m.plan_strategy;
+    jm["constant_bytes"] = m.constant_bytes;
+    jm["num_instructions"] = m.instruction_ops.size();
+    jm["instructions_by_op"] = op_counts(m);
+    j["methods"].push_back(jm);
+  }
+  return j;
+}
+
+Status check_shapes(const Program& program, const std::string& method,
+                    const std::vector<std::vector<int64_t>>& shapes) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, Method::create(program, method));
+  return m->bind_shapes(shapes);
+}
+
+}  // namespace kiln::tooling

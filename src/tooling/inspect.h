@@ -1,0 +1,23 @@
+#pragma once
+// kiln inspect / kiln check: read a program's contract without running it.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/program.h"
+#include "kiln/status.h"
+
+namespace kiln::tooling {
+
+/// Human-readable report: methods, signatures with dims and ranges, equalities, guards,
+/// arena vs lower bound, constants, instructions by op.
+std::string inspect_text(const Program& program, const std::string& path);
+/// The same as JSON (stable keys, for scripts).
+nlohmann::json inspect_json(const Program& program, const std::string& path);
+/// Whether `shapes` satisfy the method's contract; the Status explains why not.
+Status check_shapes(const Program& program, const std::string& method,
+                    const std::vector<std::vector<int64_t>>& shapes);
+
+}  // namespace kiln::tooling

@@ -1,0 +1,118 @@
+#include "tooling/npy.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::tooling {
+
+namespace {
+
+const char* descr_of(DType t) {
+  switch (t) {
+    case DType::kF32: return "<f4";
+    case DType::kI64: return "<i8";
+    case DType::kI32: return "<i4";
+    case DType::kBool: return "|b1";
+  }
+  return "";
+}
+
+// Value of key 'k' in the header dict, as raw text up to the next top-level comma.
+bool header_field(const std::string& h, const std::string& key, std::string* out) {
+  size_t p = h.find("'" + key + "'");
+  if (p == std::string::npos) return false;
+  p = h.find(':', p);
+  if (p == std::string::npos) return false;
+  ++p;
+  while (p < h.size() && h[p] == ' ') ++p;
+  size_t e = p;
+  if (e < h.size() && h[e] == '(') {
+    e = h.find(')', e);
+    if (e == std::string::npos) return false;
+    ++e;
+  } else {
+    while (e < h.size() && h[e] != ',' && h[e] != '}') ++e;
+  }
+  *out = h.substr(p, e - p);
+  return true;
+}
+
+}  // namespace
+
+Result<NpyArray> read_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open '" + path + "'");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto bad = [&](const std::string& why) { return invalid_argument("'" + path + "' is not a usable .npy file: " + why); };
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return bad("missing the \\x93NUMPY magic");
+  uint8_t major = static_cast<uint8_t>(bytes[6]);
+  size_t header_len, start;
+  if (major == 1) {
+    header_len = static_cast<uint8_t>(bytes[8]) | static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8;
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return bad("truncated header");
+    uint32_t n;
+    std::memcpy(&n, bytes.data() + 8, 4);
+    header_len = n;
+    start = 12;
+  } else {
+    return bad("unknown format version " + std::to_string(major));
+  }
+  if (bytes.size() < start + header_len) return bad("truncated header");
+  std::string h = bytes.substr(start, header_len);
+  std::string descr, order, shape;
+  if (!header_field(h, "descr", &descr) || !header_field(h, "fortran_order", &order) || !header_field(h, "shape", &shape))
+    return bad("header lacks descr, fortran_order or shape");
+  if (order.find("True") != std::string::npos) return bad("Fortran order is not supported; save with np.ascontiguousarray");
+  NpyArray a;
+  if (descr.find("<f4") != std::string::npos) a.dtype = DType::kF32;
+  else if (descr.find("<i8") != std::string::npos) a.dtype = DType::kI64;
+  else if (descr.find("<i4") != std::string::npos) a.dtype = DType::kI32;
+  else if (descr.find("|b1") != std::string::npos) a.dtype = DType::kBool;
+  else return bad("dtype " + descr + " is not one of float32, int64, int32, bool (little-endian)");
+  std::string dims = shape.substr(1, shape.size() - 2);
+  std::stringstream ss(dims);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    size_t b = tok.find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    try {
+      a.shape.push_back(std::stoll(tok.substr(b)));
+    } catch (...) {
+      return bad("bad shape " + shape);
+    }
+  }
+  int64_t numel = 1;
+  for (int64_t d : a.shape) numel *= d;
+  size_t need = static_cast<size_t>(numel) * dtype_size(a.dtype);
+  size_t data_start = start + header_len;
+  if (bytes.size() - data_start < need)
+    return bad("holds " + std::to_string(bytes.size() - data_start) + " data bytes but its shape needs " + std::to_string(need));
+  a.data.assign(bytes.begin() + static_cast<long>(data_start), bytes.begin() + static_cast<long>(data_start + need));
+  return a;
+}
+
+Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape, const void* data) {
+  std::string s = "(";
+  for (size_t k = 0; k < shape.size(); ++k) s += std::to_string(shape[k]) + (shape.size() == 1 || k + 1 < shape.size() ? "," : "");
+  s += ")";
+  std::string h = "{'descr': '" + std::string(descr_of(dtype)) + "', 'fortran_order': False, 'shape': " + s + ", }";
+  size_t total = 10 + h.size() + 1;
+  h += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open '" + path + "' for writing");
+  uint16_t len = static_cast<uint16_t>(h.size());
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.put(static_cast<char>(len & 0xff));
+  f.put(static_cast<char>(len >> 8));
+  f << h;
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(static_cast<size_t>(numel) * dtype_size(dtype)));
+  if (!f) return io_error("short write to '" + path + "'");
+  return ok_status();
+}
+
+}  // namespace kiln::tooling

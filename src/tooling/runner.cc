@@ -1,0 +1,322 @@
+#include "tooling/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "kiln/method.h"
+#include "kiln/program.h"
+#include "tooling/npy.h"
+
+namespace kiln::tooling {
+
+Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text) {
+  std::vector<std::vector<int64_t>> shapes;
+  std::stringstream ss(text);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    std::vector<int64_t> shape;
+    if (tok != "scalar") {
+      std::stringstream ds(tok);
+      std::string d;
+      while (std::getline(ds, d, 'x')) {
+        if (d.empty() || d.size() > 15 || d.find_first_not_of("0123456789") != std::string::npos)
+          return invalid_argument("cannot parse shape '" + tok + "' in '" + text +
+                                  "': write sizes joined by 'x' and shapes separated by ',' (e.g. 1x3x224x224,1x4)");
+        shape.push_back(std::stoll(d));
+      }
+    }
+    shapes.push_back(std::move(shape));
+  }
+  if (shapes.empty()) return invalid_argument("no shapes in '" + text + "'");
+  return shapes;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return "scalar";
+  std::string s;
+  for (size_t k = 0; k < shape.size(); ++k) s += (k ? "x" : "") + std::to_string(shape[k]);
+  return s;
+}
+
+namespace {
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+/// One input as the host prepared it: at the bound (ones or a raw file) or as an .npy array.
+struct HostInput {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  ///< bound shape, or the .npy file's shape
+  std::vector<uint8_t> bytes;
+  bool has_own_shape = false;  ///< .npy
+  std::string source = "ones";
+};
+
+struct Request {
+  std::string input_shapes;
+  std::vector<std::string> inputs;
+  std::string output_file;
+  std::string print_output;
+};
+
+class Runner {
+ public:
+  Runner(const RunnerOptions& o, std::ostream& out) : opts_(o), out_(out) {}
+
+  Status init() {
+    KILN_ASSIGN_OR_RETURN(program_, Program::load(opts_.model_path));
+    KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name));
+    return prepare_inputs(opts_.inputs, &host_);
+  }
+
+  /// Inputs at the bound: ones, or the files' contents.
+  Status prepare_inputs(const std::vector<std::string>& files, std::vector<HostInput>* host) const {
+    const MethodMeta& meta = method_->meta();
+    if (files.size() > meta.inputs.size())
+      return invalid_argument(std::to_string(files.size()) + " input files given but method '" + meta.name + "' takes " +
+                              std::to_string(meta.inputs.size()) + " inputs");
+    std::vector<std::vector<int64_t>> bound = method_->bound_shapes();
+    host->assign(meta.inputs.size(), HostInput{});
+    for (size_t i = 0; i < meta.inputs.size(); ++i) {
+      HostInput& h = (*host)[i];
+      h.dtype = meta.inputs[i].dtype;
+      h.shape = bound[i];
+      std::string file = i < files.size() ? files[i] : "";
+      if (file.empty()) {
+        h.bytes.assign(static_cast<size_t>(numel(h.shape)) * dtype_size(h.dtype), 0);
+        fill_ones(&h);
+        continue;
+      }
+      h.source = file;
+      if (file.size() > 4 && file.compare(file.size() - 4, 4, ".npy") == 0) {
+        KILN_ASSIGN_OR_RETURN(NpyArray a, read_npy(file));
+        if (a.dtype != h.dtype)
+          return invalid_argument("input '" + meta.inputs[i].name + "' (#" + std::to_string(i) + "): '" + file + "' holds " +
+                                  dtype_name(a.dtype) + " but the program expects " + dtype_name(h.dtype));
+        h.shape = a.shape;
+        h.bytes = std::move(a.data);
+        h.has_own_shape = true;
+      } else {
+        std::ifstream f(file, std::ios::binary);
+        if (!f) return io_error("cannot open input file '" + file + "'");
+        h.bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+      }
+    }
+    return ok_status();
+  }
+
+  static void fill_ones(HostInput* h) {
+    size_t n = h->bytes.size() / dtype_size(h->dtype);
+    for (size_t k = 0; k < n; ++k) {
+      switch (h->dtype) {
+        case DType::kF32: reinterpret_cast<float*>(h->bytes.data())[k] = 1.f; break;
+        case DType::kI64: reinterpret_cast<int64_t*>(h->bytes.data())[k] = 1; break;
+        case DType::kI32: reinterpret_cast<int32_t*>(h->bytes.data())[k] = 1; break;
+        case DType::kBool: h->bytes[k] = 1; break;
+      }
+    }
+  }
+
+  /// Resizes the prepared inputs to `shapes_text` (empty: bound or .npy shapes), checks
+  /// the contract and copies the leading bytes into the method. Both the normal and the
+  /// server path call this.
+  Status resize_inputs(const std::vector<HostInput>& host, const std::string& shapes_text) {
+    const MethodMeta& meta = method_->meta();
+    std::vector<std::vector<int64_t>> shapes;
+    if (!shapes_text.empty()) {
+      KILN_ASSIGN_OR_RETURN(shapes, parse_shapes(shapes_text));
+      if (shapes.size() != meta.inputs.size())
+        return invalid_argument("--input_shapes gives " + std::to_string(shapes.size()) + " shapes but method '" + meta.name +
+                                "' takes " + std::to_string(meta.inputs.size()) + " inputs");
+    }
+    std::vector<TensorView> views(host.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      const HostInput& h = host[i];
+      std::vector<int64_t> shape = shapes.empty() ? h.shape : shapes[i];
+      std::string label = "input '" + meta.inputs[i].name + "' (#" + std::to_string(i) + ")";
+      if (h.has_own_shape && shape != h.shape)
+        return invalid_argument(label + ": --input_shapes asks for " + shape_string(shape) + " but '" + h.source +
+                                "' has shape " + shape_string(h.shape) + "; .npy inputs carry their own shape");
+      if (shape.size() > static_cast<size_t>(kMaxRank))
+        return invalid_argument(label + " has rank " + std::to_string(shape.size()) + ", above the maximum 8");
+      size_t need = static_cast<size_t>(numel(shape)) * dtype_size(h.dtype);
+      if (h.bytes.size() < need)
+        return invalid_argument(label + ": '" + h.source + "' has " + std::to_string(h.bytes.size()) + " bytes but shape " +
+                                shape_string(shape) + " needs " + std::to_string(need) +
+                                "; give a bound-sized or exactly sized file");
+      views[i].dtype = h.dtype;
+      views[i].rank = static_cast<int32_t>(shape.size());
+      for (size_t k = 0; k < shape.size(); ++k) views[i].dims[k] = shape[k];
+      views[i].data = const_cast<uint8_t*>(h.bytes.data());
+    }
+    return method_->set_inputs(views.data(), views.size());
+  }
+
+  Status run(const Request& r) {
+    std::vector<HostInput> own;
+    const std::vector<HostInput>* host = &host_;
+    if (!r.inputs.empty()) {
+      KILN_TRY(prepare_inputs(r.inputs, &own));
+      host = &own;
+    }
+    KILN_TRY(resize_inputs(*host, r.input_shapes));
+    int n = std::max(1, opts_.num_executions);
+    for (int it = 0; it < n; ++it) {
+      auto t0 = std::chrono::steady_clock::now();
+      KILN_TRY(method_->execute());
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      out_ << "Iteration " << (it + 1) << " of " << n << ": " << std::fixed << std::setprecision(3) << ms << " ms\n";
+    }
+    out_.unsetf(std::ios::floatfield);
+    KILN_TRY(write_outputs(r.output_file));
+    print_outputs(r.print_output);
+    return ok_status();
+  }
+
+  Status write_outputs(const std::string& prefix) const {
+    if (prefix.empty()) return ok_status();
+    for (size_t i = 0; i < method_->num_outputs(); ++i) {
+      const TensorView& t = method_->output(i);
+      std::vector<int64_t> shape(t.dims, t.dims + t.rank);
+      if (opts_.output_format == "npy") {
+        KILN_TRY(write_npy(prefix + "-" + std::to_string(i) + ".npy", t.dtype, shape, t.data));
+      } else {
+        std::string path = prefix + "-" + std::to_string(i) + ".bin";
+        std::ofstream f(path, std::ios::binary);
+        f.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes()));
+        if (!f) return io_error("cannot write '" + path + "'");
+      }
+    }
+    return ok_status();
+  }
+
+  static double element(const TensorView& t, int64_t k) {
+    switch (t.dtype) {
+      case DType::kF32: return t.as<float>()[k];
+      case DType::kI64: return static_cast<double>(t.as<int64_t>()[k]);
+      case DType::kI32: return t.as<int32_t>()[k];
+      case DType::kBool: return static_cast<const uint8_t*>(t.data)[k];
+    }
+    return 0;
+  }
+
+  void print_outputs(const std::string& mode) const {
+    if (mode == "none") return;
+    const MethodMeta& meta = method_->meta();
+    for (size_t i = 0; i < method_->num_outputs(); ++i) {
+      const TensorView& t = method_->output(i);
+      std::vector<int64_t> shape(t.dims, t.dims + t.rank);
+      int64_t n = t.numel();
+      out_ << "Output " << i << " '" << meta.outputs[i].name << "': " << dtype_name(t.dtype) << " " << shape_string(shape);
+      if (n > 0) {
+        double lo = element(t, 0), hi = lo, sum = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          double v = element(t, k);
+          lo = std::min(lo, v), hi = std::max(hi, v), sum += v;
+        }
+        out_ << " min " << lo << " max " << hi << " mean " << sum / static_cast<double>(n);
+      }
+      out_ << "\n";
+      int64_t shown = mode == "all" ? n : std::min<int64_t>(n, 8);
+      if (shown == 0) continue;
+      out_ << "  [";
+      for (int64_t k = 0; k < shown; ++k) out_ << (k ? ", " : "") << std::setprecision(7) << element(t, k);
+      out_ << (shown < n ? ", ...]\n" : "]\n");
+    }
+  }
+
+  const std::vector<HostInput>& host() const { return host_; }
+
+ private:
+  const RunnerOptions& opts_;
+  std::ostream& out_;
+  std::unique_ptr<Program> program_;
+  std::unique_ptr<Method> method_;
+  std::vector<HostInput> host_;
+};
+
+Result<Request> parse_request(const std::string& line, const RunnerOptions& defaults) {
+  Request r;
+  r.output_file = defaults.output_file;
+  r.print_output = defaults.print_output;
+  std::stringstream ss(line);
+  std::string tok;
+  while (ss >> tok) {
+    auto eq = tok.find('=');
+    std::string key = tok.substr(0, eq), val = eq == std::string::npos ? "" : tok.substr(eq + 1);
+    if (key == "--input_shapes") {
+      r.input_shapes = val;
+    } else if (key == "--inputs") {
+      std::stringstream fs(val);
+      std::string f;
+      while (std::getline(fs, f, ',')) r.inputs.push_back(f);
+    } else if (key == "--output_file") {
+      r.output_file = val;
+    } else if (key == "--print_output") {
+      r.print_output = val;
+    } else {
+      return invalid_argument("unknown request field '" + key +
+                              "'; a request line takes --input_shapes=, --inputs=, --output_file=, --print_output=");
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+int run_runner(const RunnerOptions& opts, std::istream& in, std::ostream& out, std::ostream& err) {
+  if (opts.output_format != "bin" && opts.output_format != "npy") {
+    err << "error: --output_format must be bin or npy, got '" << opts.output_format << "'\n";
+    return 1;
+  }
+  if (opts.print_output != "none" && opts.print_output != "summary" && opts.print_output != "all") {
+    err << "error: --print_output must be none, summary or all, got '" << opts.print_output << "'\n";
+    return 1;
+  }
+  Runner runner(opts, out);
+  Status s = runner.init();
+  if (!s.ok()) {
+    err << "error: " << s.message() << "\n";
+    return 1;
+  }
+  if (!opts.server_mode) {
+    Request r;
+    r.input_shapes = opts.input_shapes;
+    r.output_file = opts.output_file;
+    r.print_output = opts.print_output;
+    s = runner.run(r);
+    if (!s.ok()) {
+      err << "error: " << s.message() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  out << "server ready: one request per line (--input_shapes=... --inputs=... --output_file=...), 'quit' to stop\n"
+      << std::flush;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line == "quit" || line == "exit") break;
+    ++n;
+    Result<Request> r = parse_request(line, opts);
+    Status st = r.ok() ? runner.run(*r) : r.status();
+    if (st.ok()) {
+      out << "request " << n << ": ok\n";
+    } else {
+      out << "request " << n << ": error: " << st.message() << "\n";
+    }
+    out << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace kiln::tooling
