@@ -148,17 +148,24 @@ class Runner {
                                 "' has shape " + shape_string(h.shape) + "; .npy inputs carry their own shape");
       if (shape.size() > static_cast<size_t>(kMaxRank))
         return invalid_argument(label + " has rank " + std::to_string(shape.size()) + ", above the maximum 8");
-      size_t need = static_cast<size_t>(numel(shape)) * dtype_size(h.dtype);
-      if (h.bytes.size() < need)
-        return invalid_argument(label + ": '" + h.source + "' has " + std::to_string(h.bytes.size()) + " bytes but shape " +
-                                shape_string(shape) + " needs " + std::to_string(need) +
-                                "; give a bound-sized or exactly sized file");
       views[i].dtype = h.dtype;
       views[i].rank = static_cast<int32_t>(shape.size());
       for (size_t k = 0; k < shape.size(); ++k) views[i].dims[k] = shape[k];
-      views[i].data = const_cast<uint8_t*>(h.bytes.data());
     }
-    return method_->set_inputs(views.data(), views.size());
+    // The contract first (its message is the one a user can act on), then the bytes.
+    KILN_TRY(method_->bind(views.data(), views.size()));
+    for (size_t i = 0; i < host.size(); ++i) {
+      const HostInput& h = host[i];
+      TensorView& dst = method_->input(i);
+      size_t need = dst.nbytes();
+      if (h.bytes.size() < need)
+        return invalid_argument("input '" + meta.inputs[i].name + "' (#" + std::to_string(i) + "): '" + h.source + "' has " +
+                                std::to_string(h.bytes.size()) + " bytes but shape " +
+                                shape_string(std::vector<int64_t>(dst.dims, dst.dims + dst.rank)) + " needs " +
+                                std::to_string(need) + "; give a bound-sized or exactly sized file");
+      if (need) std::memcpy(dst.data, h.bytes.data(), need);
+    }
+    return ok_status();
   }
 
   Status run(const Request& r) {

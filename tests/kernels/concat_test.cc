@@ -27,8 +27,7 @@ void expect_concat(const Tensor& out, const std::vector<Tensor>& ins, int64_t ax
     Shape is = strides_of(ins[which].shape);
     int64_t src = 0;
     for (size_t k = 0; k < shape.size(); ++k) src += idx[k] * is[k];
-    ASSERT_EQ(std::memcmp(out.bytes.data() + i * es, ins[which].bytes.data() + src * es, es), 0)
-        << what << " at " << i;
+    ASSERT_EQ(std::memcmp(out.bytes.data() + i * es, ins[which].bytes.data() + src * es, es), 0) << what << " at " << i;
   }
 }
 
@@ -84,12 +83,15 @@ TEST(Concat, Errors) {
                        "along axis 0"));
   EXPECT_TRUE(run_op("Concat", {a, b}, axis_attr(1)).status.ok());
   Tensor c = make_tensor<int64_t>({2, 3}, std::vector<int64_t>(6, 0));
-  EXPECT_TRUE(has_text(run_op("Concat", {a, c}, axis_attr(0)).status, "input #1 [2, 3] has dtype i64 but input #0 has f32"));
+  EXPECT_TRUE(
+      has_text(run_op("Concat", {a, c}, axis_attr(0)).status, "input #1 [2, 3] has dtype i64 but input #0 has f32"));
   Tensor d = make_tensor<float>({6}, std::vector<float>(6, 0));
-  EXPECT_TRUE(has_text(run_op("Concat", {a, d}, axis_attr(0)).status, "input #1 [6] has rank 1 but input #0 [2, 3] has rank 2"));
+  EXPECT_TRUE(has_text(run_op("Concat", {a, d}, axis_attr(0)).status,
+                       "input #1 [6] has rank 1 but input #0 [2, 3] has rank 2"));
   EXPECT_TRUE(has_text(run_op("Concat", {a, a}, axis_attr(2)).status, "axis 2 is out of range for rank 2"));
   EXPECT_TRUE(has_text(run_op("Concat", {a, a}).status, "needs the axis attribute"));
-  EXPECT_TRUE(has_text(run_op("Concat", {}, axis_attr(0)).status, "node 'test' (Concat): expects at least 1 input, got 0"));
+  EXPECT_TRUE(
+      has_text(run_op("Concat", {}, axis_attr(0)).status, "node 'test' (Concat): expects at least 1 input, got 0"));
   EXPECT_TRUE(has_text(run_op("Concat", {a, absent()}, axis_attr(0)).status, "input #1 is required but missing"));
 }
 

@@ -12,7 +12,8 @@ using Shape = std::vector<int64_t>;
 core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// For each output element, the data element it copies.
-std::vector<int64_t> reference(const Shape& data, const Shape& idx_shape, const std::vector<int64_t>& idx, int64_t axis) {
+std::vector<int64_t> reference(const Shape& data, const Shape& idx_shape, const std::vector<int64_t>& idx,
+                               int64_t axis) {
   Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), idx_shape.begin(), idx_shape.end());
   out.insert(out.end(), data.begin() + axis + 1, data.end());
@@ -105,10 +106,12 @@ TEST(Gather, Errors) {
     out[0].dtype = DType::kF32;
     out[0].shape = {2, 2};
     EXPECT_EQ(run_kernel("Gather", {data, make_tensor<int64_t>({2}, {0, bad})}, &out),
-              kernels::KernelStatus::kIndexOutOfRange) << bad;
+              kernels::KernelStatus::kIndexOutOfRange)
+        << bad;
     out[0].shape = {2, 2};
     EXPECT_EQ(run_kernel("Gather", {data, make_tensor<int32_t>({2}, {static_cast<int32_t>(bad), 0})}, &out),
-              kernels::KernelStatus::kIndexOutOfRange) << bad;
+              kernels::KernelStatus::kIndexOutOfRange)
+        << bad;
   }
 }
 
@@ -116,14 +119,16 @@ TEST(GatherSymbolic, ShapesGuardsAndRunsBelowTheBound) {
   SymPool s;
   core::ExprPool& p = s.pool;
   // Embedding lookup: runtime token ids index a constant table.
-  SymResult r = infer(p, "Gather", {sym_input(DType::kF32, {s.c(50), s.c(4)}), sym_input(DType::kI64, {s.batch, s.seq})});
+  SymResult r =
+      infer(p, "Gather", {sym_input(DType::kF32, {s.c(50), s.c(4)}), sym_input(DType::kI64, {s.batch, s.seq})});
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.shape, "[batch, seq, 4]");
   EXPECT_TRUE(r.guards.empty());
 
   // A constant index on a symbolic axis needs the axis to be long enough.
   Tensor five = make_tensor<int64_t>({1}, {5});
-  SymResult g = infer(p, "Gather", {sym_input(DType::kI32, {s.batch, s.seq, s.c(8)}), const_input(p, five)}, axis_attr(1));
+  SymResult g =
+      infer(p, "Gather", {sym_input(DType::kI32, {s.batch, s.seq, s.c(8)}), const_input(p, five)}, axis_attr(1));
   ASSERT_TRUE(g.status.ok()) << g.status.message();
   EXPECT_EQ(g.shape, "[batch, 1, 8]");
   ASSERT_EQ(g.guards.size(), 1u);

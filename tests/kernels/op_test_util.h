@@ -53,7 +53,7 @@ Tensor make_tensor(std::vector<int64_t> shape, const std::vector<T>& values) {
   t.bytes.resize(values.size() * dtype_size(t.dtype));
   if constexpr (std::is_same_v<T, bool>) {
     for (size_t i = 0; i < values.size(); ++i) t.bytes[i] = values[i] ? 1 : 0;
-  } else {
+  } else if (!values.empty()) {
     std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   }
   return t;

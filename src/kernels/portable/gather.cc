@@ -33,7 +33,8 @@ Status gather_shape(ShapeCtx& c) {
       hi = std::max(hi, v);
     }
     const std::string axis_str = " on axis " + std::to_string(axis) + " of " + p.shape_to_string(data.shape);
-    if (hi >= 0) KILN_TRY(c.require_ge(data.shape[axis], p.constant(hi + 1), "for index " + std::to_string(hi) + axis_str));
+    if (hi >= 0)
+      KILN_TRY(c.require_ge(data.shape[axis], p.constant(hi + 1), "for index " + std::to_string(hi) + axis_str));
     if (lo < 0) KILN_TRY(c.require_ge(data.shape[axis], p.constant(-lo), "for index " + std::to_string(lo) + axis_str));
   }
 

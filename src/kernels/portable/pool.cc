@@ -59,7 +59,7 @@ struct PoolGeometry {
   int64_t planes, in_h, in_w, out_h, out_w, k_h, k_w;
   Window win;
 
-  PoolGeometry(const RunCtx& c) {
+  explicit PoolGeometry(const RunCtx& c) {
     const TensorView& x = c.in(0);
     const TensorView& y = c.out(0);
     int nsp = x.rank - 2;

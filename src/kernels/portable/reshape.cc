@@ -1,6 +1,7 @@
 // Reshape (view): input 0 reinterpreted with the shape held by input 1. The shape's
 // elements may be symbolic (a folded Shape computation), e.g. [4*batch, -1].
 #include "kernels/kernel.h"
+#include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
 
@@ -24,7 +25,7 @@ Status reshape_shape(ShapeCtx& c) {
     return c.error(std::string("shape input #1 has dtype ") + dtype_name(c.in(1).dtype) + ", expected i64");
   if (c.rank(1) != 1) return c.error("shape input #1 must be 1-D, got rank " + std::to_string(c.rank(1)));
   std::vector<ExprId> spec;
-  if (!c.int_values(1, &spec))
+  if (!known_ints(c, 1, &spec))
     return c.error("shape input #1 is not known at export; it must be a constant or computed from input shapes");
   const std::string spec_str = p.shape_to_string(spec);
   if (spec.size() > static_cast<size_t>(kMaxRank))

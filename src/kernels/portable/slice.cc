@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/int_input.h"
 #include "kernels/portable/strided_copy.h"
 
 namespace kiln::kernels {
@@ -25,15 +26,16 @@ Status read_spec(ShapeCtx& c, SliceSpec* s) {
   if (c.num_inputs() == 1) {  // before opset 10: attributes
     if (!c.attrs.has("starts") || !c.attrs.has("ends"))
       return c.error("needs starts and ends (attributes before opset 10, inputs #1 and #2 from opset 10)");
-    for (uint32_t k = 0; k < c.attrs.ints_size("starts"); ++k) s->starts.push_back(p.constant(c.attrs.ints("starts")[k]));
+    for (uint32_t k = 0; k < c.attrs.ints_size("starts"); ++k)
+      s->starts.push_back(p.constant(c.attrs.ints("starts")[k]));
     for (uint32_t k = 0; k < c.attrs.ints_size("ends"); ++k) s->ends.push_back(p.constant(c.attrs.ints("ends")[k]));
     s->axes.assign(c.attrs.ints("axes"), c.attrs.ints("axes") + c.attrs.ints_size("axes"));
   } else {
     KILN_TRY(c.expect_inputs(3, 5));
-    if (!c.int_values(1, &s->starts)) return c.error("starts input #1 must be a constant or computed from shapes");
-    if (!c.int_values(2, &s->ends)) return c.error("ends input #2 must be a constant or computed from shapes");
-    if (c.has_input(3) && !c.const_ints(3, &s->axes)) return c.error("axes input #3 must be a constant");
-    if (c.has_input(4) && !c.const_ints(4, &s->steps)) return c.error("steps input #4 must be a constant");
+    if (!known_ints(c, 1, &s->starts)) return c.error("starts input #1 must be a constant or computed from shapes");
+    if (!known_ints(c, 2, &s->ends)) return c.error("ends input #2 must be a constant or computed from shapes");
+    if (c.has_input(3) && !known_const_ints(c, 3, &s->axes)) return c.error("axes input #3 must be a constant");
+    if (c.has_input(4) && !known_const_ints(c, 4, &s->steps)) return c.error("steps input #4 must be a constant");
   }
   const size_t n = s->starts.size();
   if (!c.has_input(3) && s->axes.empty())
@@ -213,6 +215,7 @@ KernelStatus slice_run(const RunCtx& c) {
       dims[axis] = b > e ? (b - e - 1) / -st + 1 : 0;
     }
     start[axis] = b;
+    if (dims[axis] <= 1) step[axis] = 1;  // |step| may be huge; with one element it is unused
   }
   int64_t strides[kMaxRank], in_strides[kMaxRank];
   row_major_strides(x, in_strides);

@@ -1,8 +1,10 @@
 // Squeeze (view): removes size-1 axes, listed by the `axes` attribute (before opset 13) or
-// constant input #1 (opset 13); without axes, every axis whose size is the constant 1.
+// constant input #1 (opset 13); without axes (or with an empty list), every axis whose
+// size is the constant 1.
 #include <algorithm>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
 
@@ -11,17 +13,14 @@ Status squeeze_shape(ShapeCtx& c) {
   core::ExprPool& p = c.pool;
   const std::vector<ExprId>& in = c.in(0).shape;
   const int64_t rank = c.rank(0);
-  std::vector<int64_t> axes;
-  bool given = false;
+  std::vector<int64_t> axes;  // empty: squeeze every constant 1
   if (c.attrs.has("axes")) {
     axes.assign(c.attrs.ints("axes"), c.attrs.ints("axes") + c.attrs.ints_size("axes"));
-    given = true;
   } else if (c.has_input(1)) {
-    if (!c.const_ints(1, &axes)) return c.error("axes input #1 must be a constant");
-    given = true;
+    if (!known_const_ints(c, 1, &axes)) return c.error("axes input #1 must be a constant");
   }
   std::vector<bool> drop(rank, false);
-  if (!given) {  // a symbolic dim stays even when it is 1 at bind: the output rank is fixed here
+  if (axes.empty()) {  // a symbolic dim stays even when it is 1 at bind: the output rank is fixed here
     for (int64_t k = 0; k < rank; ++k) drop[k] = p.is_const_value(in[k], 1);
   }
   if (rank == 0 && !axes.empty()) return c.error("cannot squeeze a scalar (rank 0)");
@@ -31,7 +30,8 @@ Status squeeze_shape(ShapeCtx& c) {
     if (p.is_const(in[k]) && p.const_value(in[k]) != 1)
       return c.error("cannot squeeze axis " + std::to_string(a) + " of " + p.shape_to_string(in) + ": its size is " +
                      std::to_string(p.const_value(in[k])) + ", not 1");
-    KILN_TRY(c.require_eq(in[k], p.constant(1), "to squeeze axis " + std::to_string(a) + " of " + p.shape_to_string(in)));
+    KILN_TRY(
+        c.require_eq(in[k], p.constant(1), "to squeeze axis " + std::to_string(a) + " of " + p.shape_to_string(in)));
     drop[k] = true;
   }
   c.out(0).dtype = c.in(0).dtype;

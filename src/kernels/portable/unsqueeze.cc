@@ -1,6 +1,7 @@
 // Unsqueeze (view): inserts size-1 axes at the positions listed by the `axes` attribute
 // (before opset 13) or constant input #1 (opset 13); positions index the output.
 #include "kernels/kernel.h"
+#include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
 
@@ -10,7 +11,7 @@ Status unsqueeze_shape(ShapeCtx& c) {
   if (c.attrs.has("axes")) {
     axes.assign(c.attrs.ints("axes"), c.attrs.ints("axes") + c.attrs.ints_size("axes"));
   } else if (c.has_input(1)) {
-    if (!c.const_ints(1, &axes)) return c.error("axes input #1 must be a constant");
+    if (!known_const_ints(c, 1, &axes)) return c.error("axes input #1 must be a constant");
   } else {
     return c.error("needs axes (the attribute before opset 13, input #1 from opset 13)");
   }

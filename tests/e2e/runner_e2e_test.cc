@@ -1,0 +1,266 @@
+// kiln_runner end to end: the bundled MLP (dynamic batch) and CNN (dynamic batch, H, W) at
+// the bound and far below it, against a double-precision reference written here; .bin
+// inputs bound-sized and exact-sized; .npy; server mode with a bad request in the middle.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "e2e_util.h"
+#include "tooling/examples.h"
+#include "tooling/npy.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::testing {
+namespace {
+
+using tooling::ExampleModel;
+
+std::string write_example(const ExampleModel& m, const std::string& name) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  EXPECT_TRUE(format::write_program_file(m.program, path).ok());
+  return path;
+}
+
+// ---- independent references (double precision) ----------------------------------------
+
+std::vector<double> mlp_reference(const ExampleModel& m, const std::vector<float>& x, int64_t batch) {
+  const auto& w1 = m.weights.at("w1");
+  const auto& b1 = m.weights.at("b1");
+  const auto& w2 = m.weights.at("w2");
+  const auto& b2 = m.weights.at("b2");
+  std::vector<double> out(batch * 10);
+  for (int64_t n = 0; n < batch; ++n) {
+    double h[32];
+    for (int j = 0; j < 32; ++j) {
+      double s = b1[j];
+      for (int i = 0; i < 16; ++i) s += static_cast<double>(x[n * 16 + i]) * w1[i * 32 + j];
+      h[j] = s > 0 ? s : 0;
+    }
+    double z[10], mx = -1e300, sum = 0;
+    for (int j = 0; j < 10; ++j) {
+      z[j] = b2[j];
+      for (int i = 0; i < 32; ++i) z[j] += h[i] * w2[i * 10 + j];
+      mx = std::max(mx, z[j]);
+    }
+    for (int j = 0; j < 10; ++j) sum += std::exp(z[j] - mx);
+    for (int j = 0; j < 10; ++j) out[n * 10 + j] = std::exp(z[j] - mx) / sum;
+  }
+  return out;
+}
+
+// NCHW conv with zero padding, square kernel k, stride s, pad p.
+std::vector<double> conv_ref(const std::vector<double>& x, int64_t n, int64_t c, int64_t h, int64_t w,
+                             const std::vector<float>& wt, const std::vector<float>& bias, int64_t oc, int64_t k,
+                             int64_t s, int64_t p, int64_t* oh, int64_t* ow) {
+  *oh = (h + 2 * p - k) / s + 1;
+  *ow = (w + 2 * p - k) / s + 1;
+  std::vector<double> y(n * oc * *oh * *ow);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < oc; ++o)
+      for (int64_t i = 0; i < *oh; ++i)
+        for (int64_t j = 0; j < *ow; ++j) {
+          double acc = bias[o];
+          for (int64_t ci = 0; ci < c; ++ci)
+            for (int64_t u = 0; u < k; ++u)
+              for (int64_t v = 0; v < k; ++v) {
+                int64_t yy = i * s - p + u, xx = j * s - p + v;
+                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                acc += x[((b * c + ci) * h + yy) * w + xx] * wt[((o * c + ci) * k + u) * k + v];
+              }
+          y[((b * oc + o) * *oh + i) * *ow + j] = acc;
+        }
+  return y;
+}
+
+std::vector<double> cnn_reference(const ExampleModel& m, const std::vector<float>& xf, int64_t n, int64_t h, int64_t w) {
+  std::vector<double> x(xf.begin(), xf.end());
+  int64_t h1, w1;
+  std::vector<double> a = conv_ref(x, n, 3, h, w, m.weights.at("conv1.weight"), m.weights.at("conv1.bias"), 8, 3, 2, 1, &h1, &w1);
+  for (double& v : a) v = std::max(v, 0.0);
+  // MaxPool 2x2 stride 2, ceil mode: windows clipped at the edge.
+  int64_t h2 = (h1 - 2 + 1) / 2 + 1, w2 = (w1 - 2 + 1) / 2 + 1;
+  if ((h2 - 1) * 2 >= h1) --h2;
+  if ((w2 - 1) * 2 >= w1) --w2;
+  std::vector<double> pooled(n * 8 * h2 * w2);
+  for (int64_t b = 0; b < n * 8; ++b)
+    for (int64_t i = 0; i < h2; ++i)
+      for (int64_t j = 0; j < w2; ++j) {
+        double mx = -1e300;
+        for (int64_t u = 0; u < 2; ++u)
+          for (int64_t v = 0; v < 2; ++v)
+            if (i * 2 + u < h1 && j * 2 + v < w1) mx = std::max(mx, a[(b * h1 + i * 2 + u) * w1 + j * 2 + v]);
+        pooled[(b * h2 + i) * w2 + j] = mx;
+      }
+  int64_t h3, w3;
+  std::vector<double> c2 = conv_ref(pooled, n, 8, h2, w2, m.weights.at("conv2.weight"), m.weights.at("conv2.bias"), 16, 3, 1, 1, &h3, &w3);
+  std::vector<double> out(n * 10);
+  const auto& fw = m.weights.at("fc.weight");
+  const auto& fb = m.weights.at("fc.bias");
+  for (int64_t b = 0; b < n; ++b) {
+    double g[16];
+    for (int64_t ch = 0; ch < 16; ++ch) {
+      double s = 0;
+      for (int64_t k = 0; k < h3 * w3; ++k) s += std::max(c2[(b * 16 + ch) * h3 * w3 + k], 0.0);
+      g[ch] = s / static_cast<double>(h3 * w3);
+    }
+    for (int64_t o = 0; o < 10; ++o) {
+      double s = fb[o];
+      for (int64_t ch = 0; ch < 16; ++ch) s += g[ch] * fw[o * 16 + ch];
+      out[b * 10 + o] = s;
+    }
+  }
+  return out;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at " << i;
+}
+
+std::vector<float> random_input(size_t n, uint32_t seed) { return tooling::example_weights(seed, n, 1.0f); }
+
+// ---- MLP -----------------------------------------------------------------------------
+
+class MlpE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = tooling::make_mlp_example();
+    ASSERT_TRUE(m.ok());
+    model_ = std::move(*m);
+    path_ = write_example(model_, "mlp.kiln");
+  }
+  ExampleModel model_;
+  std::string path_;
+};
+
+TEST_F(MlpE2E, NpyInputsAtTheBoundAndFarBelow) {
+  for (int64_t batch : {64, 17, 3, 1}) {
+    std::vector<float> x = random_input(batch * 16, static_cast<uint32_t>(batch));
+    std::string in = ::testing::TempDir() + "/mlp_x.npy", out = ::testing::TempDir() + "/mlp_out";
+    ASSERT_TRUE(tooling::write_npy(in, DType::kF32, {batch, 16}, x.data()).ok());
+    CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + in +
+                                  " --output_file=" + out + " --output_format=npy --print_output=summary");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("Iteration 1 of 1: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Output 0 'probs': f32 " + std::to_string(batch) + "x10"), std::string::npos) << r.output;
+    auto y = tooling::read_npy(out + "-0.npy");
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(y->shape, (std::vector<int64_t>{batch, 10}));
+    std::vector<float> got(reinterpret_cast<float*>(y->data.data()), reinterpret_cast<float*>(y->data.data()) + batch * 10);
+    expect_close(got, mlp_reference(model_, x, batch), 1e-5, "batch " + std::to_string(batch));
+  }
+}
+
+TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
+  std::vector<float> bound = random_input(64 * 16, 99);
+  std::string bound_path = ::testing::TempDir() + "/x_bound.bin", out = ::testing::TempDir() + "/mlp_bin";
+  write_floats(bound_path, bound);
+  // Bound-sized file, smaller shape: the leading 5x16 values are used.
+  CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + bound_path +
+                                " --input_shapes=5x16 --output_file=" + out + " --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<float> lead(bound.begin(), bound.begin() + 5 * 16);
+  expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "bound-sized bin");
+  // Exactly sized file.
+  std::string exact_path = ::testing::TempDir() + "/x_exact.bin";
+  write_floats(exact_path, lead);
+  r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path +
+                  " --input_shapes=5x16 --output_file=" + out + " --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "exact bin");
+  // Too small a file is a clear error.
+  r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path + " --input_shapes=6x16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("error: input 'x' (#0): '" + exact_path + "' has 320 bytes but shape 6x16 needs 384; give a "
+                          "bound-sized or exactly sized file"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(MlpE2E, NoInputShapesMeansTheBound) {
+  CommandResult a = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --print_output=all");
+  CommandResult b = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --input_shapes=64x16 --print_output=all");
+  ASSERT_EQ(a.exit_code, 0);
+  auto strip = [](std::string s) { return s.substr(s.find("Output 0")); };
+  EXPECT_EQ(strip(a.output), strip(b.output));
+  EXPECT_NE(a.output.find("64x10"), std::string::npos);
+}
+
+TEST_F(MlpE2E, ContractErrorsExitNonZero) {
+  CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --input_shapes=65x16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("error: bind: input 'x' (#0) dim 0 ('batch') is 65, outside its range [1, 64]"), std::string::npos)
+      << r.output;
+  r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --input_shapes=2x17");
+  EXPECT_NE(r.output.find("dim 1 is 17 but the program fixed it to 16 (exported from example shape 8x16)"), std::string::npos)
+      << r.output;
+  r = run_command(bin("kiln_runner") + " --model_path=/nonexistent.kiln");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("cannot open program '/nonexistent.kiln'"), std::string::npos) << r.output;
+}
+
+TEST_F(MlpE2E, ServerModeKeepsServingAfterABadRequest) {
+  std::string p1 = ::testing::TempDir() + "/srv1", p3 = ::testing::TempDir() + "/srv3";
+  std::string requests = "--input_shapes=1x16 --output_file=" + p1 + "\n" + "--input_shapes=100x16\n" +
+                         "--bogus=1\n" + "--input_shapes=7x16 --output_file=" + p3 + "\nquit\n";
+  CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --server_mode --print_output=none", requests);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("request 1: ok"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("request 2: error: bind: input 'x' (#0) dim 0 ('batch') is 100, outside its range [1, 64]"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("request 3: error: unknown request field '--bogus'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("request 4: ok"), std::string::npos) << r.output;
+  std::vector<float> ones(7 * 16, 1.0f);
+  expect_close(read_floats(p1 + "-0.bin"), mlp_reference(model_, ones, 1), 1e-5, "server request 1");
+  expect_close(read_floats(p3 + "-0.bin"), mlp_reference(model_, ones, 7), 1e-5, "server request 4");
+}
+
+// ---- CNN -----------------------------------------------------------------------------
+
+TEST(CnnE2E, DynamicHeightAndWidthFarBelowTheBound) {
+  auto m = tooling::make_cnn_example();
+  ASSERT_TRUE(m.ok());
+  std::string path = write_example(*m, "cnn.kiln");
+  struct Case { int64_t n, h, w; };
+  for (Case c : {Case{4, 64, 64}, Case{1, 1, 1}, Case{1, 3, 3}, Case{2, 17, 17}, Case{1, 17, 5}, Case{3, 64, 1}, Case{1, 2, 33}}) {
+    std::vector<float> x = random_input(static_cast<size_t>(c.n * 3 * c.h * c.w), static_cast<uint32_t>(c.h * 100 + c.w));
+    std::string in = ::testing::TempDir() + "/cnn_x.npy", out = ::testing::TempDir() + "/cnn_out";
+    ASSERT_TRUE(tooling::write_npy(in, DType::kF32, {c.n, 3, c.h, c.w}, x.data()).ok());
+    CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path + " --inputs=" + in + " --output_file=" + out +
+                                  " --print_output=none");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::string what = std::to_string(c.n) + "x3x" + std::to_string(c.h) + "x" + std::to_string(c.w);
+    expect_close(read_floats(out + "-0.bin"), cnn_reference(*m, x, c.n, c.h, c.w), 1e-4, what);
+  }
+}
+
+TEST(CnnE2E, InspectAndCheck) {
+  auto m = tooling::make_cnn_example();
+  ASSERT_TRUE(m.ok());
+  std::string path = write_example(*m, "cnn_inspect.kiln");
+  CommandResult r = run_command(bin("kiln") + " inspect " + path + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  auto& meth = j["methods"][0];
+  EXPECT_EQ(meth["inputs"][0]["shape_text"], "[batch, 3, H, W]");
+  EXPECT_EQ(meth["inputs"][0]["shape"][2]["dim"], "H");
+  EXPECT_EQ(meth["inputs"][0]["shape"][2]["max"], 64);
+  EXPECT_EQ(meth["outputs"][0]["shape_text"], "[batch, 10]");
+  EXPECT_GE(meth["arena_bytes"].get<uint64_t>(), meth["lower_bound_bytes"].get<uint64_t>());
+  EXPECT_EQ(meth["instructions_by_op"]["Conv"], 2);
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x17x17");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x65x17");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("no: bind: input 'pixels' (#0) dim 2 ('H') is 65, outside its range [1, 64]"), std::string::npos)
+      << r.output;
+  r = run_command(bin("kiln") + " inspect " + path);
+  EXPECT_NE(r.output.find("'pixels' f32 [batch, 3, H, W]"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kiln::testing
