@@ -82,7 +82,7 @@ std::string fmt(const ExprNode* nodes, const std::vector<std::string>& names, Ex
       return sub(x, 1) + " + " + sub(c, 2);
     }
     case ExprOp::kSub: *prec = 1; return sub(e.a, 1) + " - " + sub(e.b, 2);
-    case ExprOp::kMul: *prec = 2; return sub(e.a, 2) + "*" + sub(e.b, 3);
+    case ExprOp::kMul: *prec = 2; return sub(e.a, 2) + "*" + sub(e.b, 2);  // associative
     case ExprOp::kMod: *prec = 2; return sub(e.a, 3) + " % " + sub(e.b, 3);
     case ExprOp::kFloorDiv: *prec = 3; return "floordiv(" + sub(e.a, 0) + "," + sub(e.b, 0) + ")";
     case ExprOp::kCeilDiv: *prec = 3; return "ceildiv(" + sub(e.a, 0) + "," + sub(e.b, 0) + ")";

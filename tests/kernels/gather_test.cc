@@ -108,7 +108,6 @@ TEST(Gather, Errors) {
     EXPECT_EQ(run_kernel("Gather", {data, make_tensor<int64_t>({2}, {0, bad})}, &out),
               kernels::KernelStatus::kIndexOutOfRange)
         << bad;
-    out[0].shape = {2, 2};
     EXPECT_EQ(run_kernel("Gather", {data, make_tensor<int32_t>({2}, {static_cast<int32_t>(bad), 0})}, &out),
               kernels::KernelStatus::kIndexOutOfRange)
         << bad;

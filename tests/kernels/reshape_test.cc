@@ -61,6 +61,7 @@ TEST(Squeeze, HandComputed) {
   expect_view("Squeeze", {x}, core::AttrStore().set_ints("axes", {0}), {3, 1, 2});
   expect_view("Squeeze", {x, i64s({-2})}, none(), {1, 3, 2});
   expect_view("Squeeze", {x, i64s({2, 0})}, none(), {3, 2});
+  expect_view("Squeeze", {x, i64s({})}, none(), {3, 2});  // an empty list squeezes every 1
   Tensor b = make_tensor<bool>({1, 2}, {true, false});
   expect_view("Squeeze", {b}, none(), {2});
 }
@@ -144,6 +145,7 @@ TEST(Views, Errors) {
   EXPECT_TRUE(has_text(run_op("Squeeze", {x, i64s({1})}).status, "cannot squeeze axis 1 of [2, 3, 4]: its size is 3"));
   EXPECT_TRUE(has_text(run_op("Squeeze", {x, i64s({3})}).status, "axis 3 is out of range for rank 3"));
   EXPECT_TRUE(has_text(run_op("Unsqueeze", {x}).status, "needs axes"));
+  EXPECT_TRUE(has_text(run_op("Squeeze", {x, i64s({0}), x}).status, "expects 1 to 2 inputs, got 3"));
   EXPECT_TRUE(has_text(run_op("Unsqueeze", {x, i64s({1, 1})}).status, "axis 1 is listed twice"));
   EXPECT_TRUE(
       has_text(run_op("Unsqueeze", {x, i64s({4, 5, 6, 7, 8, 9})}).status, "output rank 9 is above the limit 8"));

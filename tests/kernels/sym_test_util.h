@@ -130,7 +130,8 @@ inline void expect_picked(const Tensor& out, const Tensor& src, const std::vecto
 /// Runs op `name`'s kernel directly on `inputs`, writing outputs of the given shapes
 /// (the sizes bind would compute) and dtype. Outputs start poisoned.
 inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tensor>& inputs,
-                                        std::vector<Tensor>* outputs, const core::AttrStore& attrs = core::AttrStore()) {
+                                        std::vector<Tensor>* outputs,
+                                        const core::AttrStore& attrs = core::AttrStore()) {
   const kernels::OpDef* op = kernels::find_op(name);
   EXPECT_TRUE(op && op->run) << name;
   if (!op || !op->run) return kernels::KernelStatus::kInvalidValue;

@@ -1,0 +1,123 @@
+// Graph builder: symbolic shapes stay readable, guards carry their origin, views alias,
+// dead nodes are dropped, bounds are validated, and the example models' arenas stay put.
+#include "export/graph.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/method.h"
+#include "tooling/examples.h"
+
+namespace kiln::exporter {
+namespace {
+
+core::AttrStore conv_attrs(int64_t stride) {
+  core::AttrStore a;
+  a.set_ints("kernel_shape", {3, 3}).set_ints("strides", {stride, stride}).set_ints("pads", {1, 1, 1, 1});
+  return a;
+}
+
+TEST(GraphBuilder, ConvShapesReadSymbolically) {
+  GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("batch", 1, 8).ok());
+  ASSERT_TRUE(g.add_dim("H", 16, 512).ok());
+  ASSERT_TRUE(g.add_dim("W", 16, 512).ok());
+  int x = *g.add_input("x", DType::kF32, {"batch", 3, "H", "W"});
+  std::vector<float> w(64 * 3 * 9, 0.1f);
+  int k = *g.add_constant("k", DType::kF32, {64, 3, 3, 3}, w);
+  int y = *g.add("Conv", "conv", {x, k}, conv_attrs(2));
+  EXPECT_EQ(g.shape_string(y), "[batch, 64, ceildiv(H,2), ceildiv(W,2)]");
+  int f = *g.add("Flatten", "flat", {y});
+  EXPECT_EQ(g.shape_string(f), "[batch, 64*ceildiv(H,2)*ceildiv(W,2)]");
+}
+
+TEST(GraphBuilder, BroadcastGuardRecordsOrigin) {
+  GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("H", 1, 64).ok());
+  ASSERT_TRUE(g.add_dim("W", 1, 64).ok());
+  int a = *g.add_input("a", DType::kF32, {1, "H"});
+  int b = *g.add_input("b", DType::kF32, {"W", 1});
+  int c = *g.add_input("c", DType::kF32, {"W"});
+  int s = *g.add("Add", "outer", {a, b});  // broadcasts freely: no guard
+  EXPECT_EQ(g.shape_string(s), "[W, H]");
+  EXPECT_TRUE(g.guards().empty());
+  int t = *g.add("Add", "Add_57", {s, c});  // needs H == W
+  EXPECT_EQ(g.shape_string(t), "[W, H]");
+  ASSERT_EQ(g.guards().size(), 1u);
+  EXPECT_EQ(g.guards()[0].node_name, "Add_57");
+  EXPECT_EQ(g.guards()[0].context, "to broadcast [W, H] with [W]");
+}
+
+TEST(GraphBuilder, ProvablyImpossibleShapesFailAtExport) {
+  GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("H", 1, 8).ok());
+  int a = *g.add_input("a", DType::kF32, {"H"});
+  int b = *g.add_input("b", DType::kF32, {16});
+  auto r = g.add("Add", "bad_add", {a, b});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("node 'bad_add' (Add): sizes H and 16 can never be equal"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(GraphBuilder, ViewsAliasAndDeadNodesVanish) {
+  GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("n", 1, 16).ok());
+  int x = *g.add_input("x", DType::kF32, {"n", 4, 2});
+  int r = *g.add("Relu", "relu", {x});
+  int f = *g.add("Flatten", "flat", {r});
+  (void)*g.add("Sigmoid", "unused", {x});
+  ASSERT_TRUE(g.mark_output(f, "y").ok());
+  format::ProgramDesc d;
+  auto stats = g.emit(&d);
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->instructions, 1u);  // relu only; flatten is a view, sigmoid is dead
+  EXPECT_EQ(stats->views, 1u);
+  const auto& m = d.methods[0];
+  const auto& out = m.values[m.outputs[0]];
+  EXPECT_EQ(out.storage, format::Storage::kAlias);
+  EXPECT_EQ(m.values[out.alias_of].name, "relu");
+  // The view's root lives to the end: runs correctly below the bound.
+  auto bytes = format::serialize_program(d);
+  ASSERT_TRUE(bytes.ok());
+  void* buf = std::aligned_alloc(64, (bytes->size() + 63) / 64 * 64);
+  std::memcpy(buf, bytes->data(), bytes->size());
+  auto p = Program::load_buffer(buf, bytes->size());
+  ASSERT_TRUE(p.ok());
+  auto meth = Method::create(**p, "forward");
+  ASSERT_TRUE(meth.ok());
+  ASSERT_TRUE((*meth)->bind_shapes({{3, 4, 2}}).ok());
+  for (int i = 0; i < 24; ++i) (*meth)->input(0).as<float>()[i] = static_cast<float>(i % 5) - 2.0f;
+  ASSERT_TRUE((*meth)->execute().ok());
+  const TensorView& y = (*meth)->output(0);
+  EXPECT_EQ(y.rank, 2);
+  EXPECT_EQ(y.dims[0], 3);
+  EXPECT_EQ(y.dims[1], 8);
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(y.as<float>()[i], std::max(0.0f, static_cast<float>(i % 5) - 2.0f));
+  std::free(buf);
+}
+
+TEST(GraphBuilder, DimValidation) {
+  GraphBuilder g;
+  EXPECT_EQ(g.add_dim("a", 0, 4).message(), "dim 'a' has min 0; dims are at least 1");
+  EXPECT_EQ(g.add_dim("a", 5, 4).message(), "dim 'a' has min above max [5, 4]");
+  EXPECT_EQ(g.add_dim("a", 5, 7, 8).message(), "dim 'a' admits no value: no multiple of 8 in [5, 7]");
+  EXPECT_EQ(g.add_input("x", DType::kF32, {"seq"}).status().message(),
+            "input 'x' axis 0 names dim 'seq', which has no bounds; declare it with --dim seq=MIN..MAX");
+}
+
+// Arena-size regression checks for the bundled examples: a change to the planner or the
+// models that moves these numbers must be deliberate.
+TEST(GraphBuilder, ExampleArenasStayNearTheLowerBound) {
+  struct Case { const char* name; Result<tooling::ExampleModel> (*make)(); uint64_t arena; };
+  for (Case c : {Case{"mlp", &tooling::make_mlp_example, 0}, Case{"cnn", &tooling::make_cnn_example, 0}}) {
+    auto m = c.make();
+    ASSERT_TRUE(m.ok());
+    const auto& meth = m->program.methods[0];
+    EXPECT_LE(static_cast<double>(meth.arena_bytes), 1.05 * static_cast<double>(meth.lower_bound_bytes)) << c.name;
+    EXPECT_GE(meth.arena_bytes, meth.lower_bound_bytes) << c.name;
+  }
+  EXPECT_EQ(tooling::make_mlp_example()->program.methods[0].arena_bytes, 20480u);
+  EXPECT_EQ(tooling::make_cnn_example()->program.methods[0].arena_bytes, 458752u);
+}
+
+}  // namespace
+}  // namespace kiln::exporter
