@@ -98,7 +98,8 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
       t.dtype = v.dtype;
       t.shape = v.shape;
       const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
-      if (root.kind == Kind::kConstant) t.const_data = root.bytes.data();
+      static const uint64_t kEmpty = 0;  // an empty constant still has known (no) contents
+      if (root.kind == Kind::kConstant) t.const_data = root.bytes.empty() ? &kEmpty : root.bytes.data();
       t.sym_values = v.sym_values;
     }
     ctx.inputs.push_back(std::move(t));

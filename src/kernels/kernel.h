@@ -99,6 +99,9 @@ struct RunCtx {
   TensorView* const* outputs = nullptr;
   uint32_t num_outputs = 0;
   core::Attrs attrs;
+  /// Every SymExpr of the method evaluated at bind (index = ExprId); lets a kernel read
+  /// sizes that export folded into expressions (see symbolic_ints.cc).
+  const int64_t* expr_values = nullptr;
 
   bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
   const TensorView& in(uint32_t i) const { return *inputs[i]; }

@@ -307,6 +307,7 @@ Status Method::execute() {
   Impl& s = *impl_;
   if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
   kernels::RunCtx ctx;
+  ctx.expr_values = s.expr_values.data();
   for (const Instr& in : s.instrs) {
     ctx.inputs = s.in_ptrs.data() + in.in_begin;
     ctx.num_inputs = in.n_in;

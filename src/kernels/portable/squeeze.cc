@@ -1,8 +1,6 @@
 // Squeeze (view): removes size-1 axes, listed by the `axes` attribute (before opset 13) or
 // constant input #1 (opset 13); without axes (or with an empty list), every axis whose
 // size is the constant 1.
-#include <algorithm>
-
 #include "kernels/kernel.h"
 #include "kernels/portable/int_input.h"
 
