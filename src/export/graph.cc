@@ -99,7 +99,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
       t.shape = v.shape;
       const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
       static const uint64_t kEmpty = 0;  // an empty constant still has known (no) contents
-      if (root.kind == Kind::kConstant) t.const_data = root.bytes.empty() ? &kEmpty : root.bytes.data();
+      if (root.kind == Kind::kConstant) t.const_data = root.bytes.empty() ? static_cast<const void*>(&kEmpty) : root.bytes.data();
       t.sym_values = v.sym_values;
     }
     ctx.inputs.push_back(std::move(t));

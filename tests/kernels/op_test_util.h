@@ -116,7 +116,7 @@ inline OpResult run_op(const char* name, const std::vector<Tensor>& inputs,
     s.dtype = t.dtype;
     for (int64_t d : t.shape) s.shape.push_back(pool.constant(d));
     static const uint64_t kEmpty = 0;
-    s.const_data = !t.present ? nullptr : t.bytes.empty() ? &kEmpty : t.bytes.data();
+    s.const_data = !t.present ? nullptr : t.bytes.empty() ? static_cast<const void*>(&kEmpty) : t.bytes.data();
     ctx.inputs.push_back(std::move(s));
   }
   ctx.outputs.resize(num_outputs);
