@@ -135,6 +135,14 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     outs.push_back(static_cast<int>(values_.size()) - 1);
   }
   node.outputs = outs;
+  if (ctx.scratch_bytes != core::kNoExpr && !op->view) {
+    Value sv;
+    sv.name = node_name + ":scratch";
+    sv.dtype = DType::kBool;  // bytes
+    sv.shape = {ctx.scratch_bytes};
+    values_.push_back(std::move(sv));
+    node.scratch = static_cast<int>(values_.size()) - 1;
+  }
   if (!op->view) nodes_.push_back(std::move(node));
   return outs;
 }
@@ -181,6 +189,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     if (!any) continue;
     keep[n] = true;
     for (int o : nodes_[n].outputs) needed[o] = true;
+    if (nodes_[n].scratch >= 0) needed[nodes_[n].scratch] = true;
     for (int i : nodes_[n].inputs)
       if (i >= 0) needed[i] = needed[root(i)] = true;
   }
@@ -197,6 +206,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   for (size_t s = 0; s < kept.size(); ++s) {
     const Node& n = nodes_[kept[s]];
     for (int o : n.outputs) first[o] = last[o] = static_cast<int64_t>(s) + 1;
+    if (n.scratch >= 0) first[n.scratch] = last[n.scratch] = static_cast<int64_t>(s) + 1;
     for (int i : n.inputs)
       if (i >= 0) last[root(i)] = std::max(last[root(i)], static_cast<int64_t>(s) + 1);
   }
@@ -261,6 +271,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     for (int i : node.inputs) in.inputs.push_back(i < 0 ? -1 : remap[i]);
     for (int o : node.outputs) in.outputs.push_back(remap[o]);
     in.attrs = node.attrs;
+    in.scratch = node.scratch >= 0 ? remap[node.scratch] : -1;
     m.instructions.push_back(std::move(in));
   }
   stats.instructions = m.instructions.size();

@@ -95,6 +95,7 @@ class GraphBuilder {
     std::vector<int> inputs;
     std::vector<int> outputs;
     core::AttrStore attrs;
+    int scratch = -1;  // value holding the planned scratch bytes
   };
   Result<uint64_t> bound_bytes(const Value& v) const;
 

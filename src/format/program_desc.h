@@ -32,6 +32,7 @@ struct InstructionDesc {
   std::vector<int32_t> inputs;  ///< -1 for an omitted optional operand
   std::vector<int32_t> outputs;
   core::AttrStore attrs;
+  int32_t scratch = -1;  ///< value id of the scratch slot, or -1
 };
 
 struct MethodDesc {

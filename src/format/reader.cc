@@ -111,6 +111,11 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
     if (!in->inputs() || !in->outputs()) return bad(where(m, "instruction", i) + " lacks its operand lists");
     const kernels::OpDef* op = kernels::find_op(in->op()->c_str());
     if (!op || op->view) return bad(where(m, "instruction", i) + " uses unknown op '" + in->op()->str() + "'");
+    if (in->scratch() != -1) {
+      if (!value_ok(in->scratch()) || m->values()->Get(in->scratch())->storage() != fb::StorageKind::Arena ||
+          m->values()->Get(in->scratch())->dtype() != fb::DType::Bool)
+        return bad(where(m, "instruction", i) + " has an invalid scratch slot");
+    }
     for (size_t k = 0; k < len(in->inputs()); ++k)
       if (in->inputs()->Get(k) != -1 && !value_ok(in->inputs()->Get(k)))
         return bad(where(m, "instruction", i) + " reads a value out of range");

@@ -53,6 +53,9 @@ class ShapeCtx {
   std::vector<SymTensor> inputs;
   std::vector<SymTensor> outputs;
   std::vector<Guard> guards;
+  /// Bytes of planned scratch memory the kernel needs (symbolic; kNoExpr = none). The
+  /// planner gives it a slot alive only during this instruction; see RunCtx::scratch.
+  ExprId scratch_bytes = core::kNoExpr;
   std::string node_name;
   std::string op_type;
 
@@ -102,6 +105,10 @@ struct RunCtx {
   /// Every SymExpr of the method evaluated at bind (index = ExprId); lets a kernel read
   /// sizes that export folded into expressions (see symbolic_ints.cc).
   const int64_t* expr_values = nullptr;
+  /// Planned scratch (64-byte aligned) of at least the bytes the shape function asked for,
+  /// evaluated at the actual shapes; nullptr when none was asked for.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
 
   bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
   const TensorView& in(uint32_t i) const { return *inputs[i]; }

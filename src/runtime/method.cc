@@ -15,6 +15,7 @@ namespace {
 struct Instr {
   const kernels::OpDef* op = nullptr;
   uint32_t in_begin = 0, n_in = 0, out_begin = 0, n_out = 0, attr_begin = 0, n_attr = 0;
+  const TensorView* scratch = nullptr;
   int32_t index = 0;
 };
 
@@ -216,6 +217,7 @@ Result<std::unique_ptr<Method>> Method::create(const Program& program, const std
       Instr ins;
       ins.op = kernels::find_op(in->op()->c_str());
       ins.index = static_cast<int32_t>(s.instrs.size());
+      if (in->scratch() >= 0) ins.scratch = &s.views[in->scratch()];
       ins.in_begin = static_cast<uint32_t>(s.in_ptrs.size());
       for (int32_t id : *in->inputs()) s.in_ptrs.push_back(id < 0 ? nullptr : &s.views[id]);
       ins.n_in = in->inputs()->size();
@@ -314,6 +316,8 @@ Status Method::execute() {
     ctx.outputs = s.out_ptrs.data() + in.out_begin;
     ctx.num_outputs = in.n_out;
     ctx.attrs = core::Attrs(s.attrs.data() + in.attr_begin, in.n_attr);
+    ctx.scratch = in.scratch ? in.scratch->data : nullptr;
+    ctx.scratch_bytes = in.scratch ? in.scratch->nbytes() : 0;
     kernels::KernelStatus ks = in.op->run(ctx);
     if (ks != kernels::KernelStatus::kOk)
       return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +

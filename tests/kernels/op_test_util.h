@@ -163,6 +163,16 @@ inline OpResult run_op(const char* name, const std::vector<Tensor>& inputs,
   rc.outputs = out_ptrs.data();
   rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
   rc.attrs = attrs.view();
+  std::vector<uint64_t> scratch;  // planned scratch, when the shape function asked for it
+  if (ctx.scratch_bytes != core::kNoExpr) {
+    if (!pool.is_const(ctx.scratch_bytes)) {
+      r.status = internal_error("scratch size not constant");
+      return r;
+    }
+    scratch.assign(static_cast<size_t>(pool.const_value(ctx.scratch_bytes)) / 8 + 8, 0xCDCDCDCDCDCDCDCDull);
+    rc.scratch = scratch.data();
+    rc.scratch_bytes = static_cast<size_t>(pool.const_value(ctx.scratch_bytes));
+  }
   r.kernel = op->run(rc);
   return r;
 }
