@@ -3,18 +3,31 @@
 
 #include <iostream>
 
+#include <chrono>
+
+#include "export/onnx/onnx_import.h"
 #include "kiln/program.h"
 #include "tooling/inspect.h"
 #include "tooling/runner.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: shape-contract-aware programs for devices.\n"
-               "examples:\n  kiln inspect examples/cnn.kiln --json\n"
+               "examples:\n  kiln export model.onnx -o model.kiln --dim batch=1..8 --dim H=32..224:32\n"
+               "  kiln inspect examples/cnn.kiln --json\n"
                "  kiln check examples/cnn.kiln --input_shapes=1x3x17x17"};
   app.require_subcommand(1);
 
   std::string path, shapes, method = "forward";
   bool json = false;
+  std::string model, out;
+  std::vector<std::string> input_args, dim_args, const_args;
+  CLI::App* exp = app.add_subcommand("export", "ONNX model -> .kiln program under a stated shape contract");
+  exp->add_option("model", model, "ONNX model")->required();
+  exp->add_option("-o,--output", out, "program to write")->required();
+  exp->add_option("--input", input_args, "NAME=D0,D1,... (integers static, names dynamic)");
+  exp->add_option("--dim", dim_args, "NAME=MIN..MAX[:STEP] bounds a dim, NAME=V pins it");
+  exp->add_option("--const", const_args, "NAME=VALUE pins a scalar input as a constant");
+  exp->add_option("--method_name", method, "method name")->capture_default_str();
   CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops");
   inspect->add_option("file", path, "program")->required();
   inspect->add_flag("--json", json, "machine-readable output");
@@ -24,6 +37,34 @@ int main(int argc, char** argv) {
   check->add_option("--method_name", method, "method")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  if (exp->parsed()) {
+    kiln::exporter::ExportOptions opts;
+    opts.method_name = method;
+    for (const std::string& a : input_args) {
+      auto r = kiln::exporter::parse_input_arg(a);
+      if (!r.ok()) return std::cerr << "error: " << r.status().message() << "\n", 1;
+      opts.inputs.push_back(*r);
+    }
+    for (const std::string& a : dim_args) {
+      auto r = kiln::exporter::parse_dim_arg(a);
+      if (!r.ok()) return std::cerr << "error: " << r.status().message() << "\n", 1;
+      opts.dims.push_back(*r);
+    }
+    for (const std::string& a : const_args) {
+      size_t eq = a.find('=');
+      if (eq == std::string::npos || eq == 0) return std::cerr << "error: cannot parse --const '" << a << "': write NAME=VALUE\n", 1;
+      opts.consts.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    kiln::format::ProgramDesc program;
+    auto report = kiln::exporter::export_onnx(model, opts, &program);
+    kiln::Status s = report.ok() ? kiln::format::write_program_file(program, out) : report.status();
+    if (!s.ok()) return std::cerr << "error: export " << model << ": " << s.message() << "\n", 1;
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "exported " << model << " -> " << out << " (method '" << method << "', " << ms << " ms)\n"
+              << kiln::exporter::format_report(*report);
+    return 0;
+  }
   auto program = kiln::Program::load(path);
   if (!program.ok()) {
     std::cerr << "error: " << program.status().message() << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <numeric>
 
 namespace kiln::core {
 
@@ -194,6 +195,12 @@ void ExprPool::linearize_into(ExprId id, int64_t scale, Linear* out) const {
       if (is_const(e.a)) return linearize_into(e.b, scale * const_value(e.a), out);
       if (is_const(e.b)) return linearize_into(e.a, scale * const_value(e.b), out);
       break;
+    case ExprOp::kFloorDiv:
+      // d*k*floordiv(x, d) == k*x when d divides x for every admissible dim value.
+      if (is_const(e.b) && const_value(e.b) > 0 && scale % const_value(e.b) == 0 &&
+          provably_divisible(e.a, const_value(e.b)))
+        return linearize_into(e.a, scale / const_value(e.b), out);
+      break;
     default: break;
   }
   for (auto& t : out->terms) {
@@ -277,9 +284,10 @@ ExprId ExprPool::mul(ExprId a, ExprId b) {
   if (is_const(a)) {
     int64_t k = const_value(a);
     if (k == 0) return constant(0);
-    Linear l = linearize(b);
-    for (auto& t : l.terms) t.second *= k;
-    l.constant *= k;
+    Linear l;
+    linearize_into(b, k, &l);  // scaling first lets k*floordiv(x, k) collapse to x
+    l.terms.erase(std::remove_if(l.terms.begin(), l.terms.end(), [](auto& t) { return t.second == 0; }), l.terms.end());
+    std::sort(l.terms.begin(), l.terms.end());
     return build_linear(l);
   }
   // Both symbolic: pull constant coefficients out of single-term operands, then form a
@@ -329,8 +337,9 @@ ExprId ExprPool::floordiv_const(ExprId a, int64_t d) {
   ExprId rest;
   if (r.terms.size() == 1 && r.terms[0].second == 1 && (r.constant == 0 || r.constant == d - 1)) {
     ExprId x = r.terms[0].first;
-    const ExprNode& xn = nodes_[x];
-    ExprOp op = r.constant == 0 ? ExprOp::kFloorDiv : ExprOp::kCeilDiv;
+    const ExprNode xn = nodes_[x];  // a copy: constant() below may grow nodes_
+    // floordiv(x + d-1, d) is ceildiv(x, d), which is floordiv(x, d) when d divides x.
+    ExprOp op = r.constant == 0 || provably_divisible(x, d) ? ExprOp::kFloorDiv : ExprOp::kCeilDiv;
     // floordiv(floordiv(y,e),d) = floordiv(y,e*d); the same holds for ceildiv.
     if (xn.op == op && is_const(xn.b) && const_value(xn.b) > 0 && range(xn.a).lo >= 0) {
       rest = make(op, xn.a, constant(const_value(xn.b) * d), 0);
@@ -353,7 +362,27 @@ ExprId ExprPool::floordiv(ExprId a, ExprId b) {
   return make(ExprOp::kFloorDiv, a, b, 0);
 }
 
+bool ExprPool::provably_divisible(ExprId x, int64_t d) const {
+  if (d == 1) return true;
+  Linear l;
+  linearize_into(x, 1, &l);
+  if (floor_mod(l.constant, d) != 0) return false;
+  for (const auto& t : l.terms) {
+    int64_t need = d / std::gcd(t.second < 0 ? -t.second : t.second, d);  // atom must be a multiple of this
+    if (need == 1) continue;
+    const ExprNode& n = nodes_[t.first];
+    if (n.op == ExprOp::kDim && dims_[n.a].step % need == 0) continue;
+    // floordiv(y, c) is a multiple of m when y is a multiple of c*m.
+    if (n.op == ExprOp::kFloorDiv && is_const(n.b) && const_value(n.b) > 0 &&
+        provably_divisible(n.a, const_value(n.b) * need))
+      continue;
+    return false;
+  }
+  return true;
+}
+
 ExprId ExprPool::ceildiv(ExprId a, ExprId b) {
+  if (is_const(b) && const_value(b) > 0 && provably_divisible(a, const_value(b))) return floordiv_const(a, const_value(b));
   if (is_const(b) && const_value(b) > 0) return floordiv_const(add(a, constant(const_value(b) - 1)), const_value(b));
   if (a == b && range(b).lo > 0) return constant(1);
   ExprId exact = divide_exact(a, b);
@@ -387,6 +416,74 @@ ExprId ExprPool::mod(ExprId a, ExprId b) {
   }
   if (divide_exact(a, b) != kNoExpr) return constant(0);
   return make(ExprOp::kMod, a, b, 0);
+}
+
+ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t limit) const {
+  Census c;
+  // The sub-DAG both sides read, in id order (operands precede users).
+  std::vector<bool> seen(nodes_.size(), false);
+  std::vector<ExprId> stack = {lhs, rhs}, order;
+  std::vector<bool> dim_used(dims_.size(), false);
+  while (!stack.empty()) {
+    ExprId e = stack.back();
+    stack.pop_back();
+    if (seen[e]) continue;
+    seen[e] = true;
+    order.push_back(e);
+    const ExprNode& n = nodes_[e];
+    if (n.op == ExprOp::kDim) dim_used[n.a] = true;
+    else if (n.op != ExprOp::kConst) stack.push_back(n.a), stack.push_back(n.b);
+  }
+  std::sort(order.begin(), order.end());
+  int64_t total = 1;
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    if (!dim_used[d]) continue;
+    c.dims.push_back(static_cast<int>(d));
+    int64_t first = ceil_div(dims_[d].min, dims_[d].step) * dims_[d].step;
+    int64_t count = first > dims_[d].max ? 0 : (dims_[d].max - first) / dims_[d].step + 1;
+    total *= count;
+    if (total > limit) return c;
+  }
+  std::vector<int64_t> value(nodes_.size(), 0), assign(c.dims.size());
+  for (size_t k = 0; k < c.dims.size(); ++k) {
+    const DimInfo& d = dims_[c.dims[k]];
+    assign[k] = ceil_div(d.min, d.step) * d.step;
+  }
+  for (int64_t it = 0; it < total; ++it) {
+    bool ok = true;
+    for (ExprId e : order) {
+      const ExprNode& n = nodes_[e];
+      int64_t a = n.op != ExprOp::kConst && n.op != ExprOp::kDim ? value[n.a] : 0;
+      int64_t b = n.op != ExprOp::kConst && n.op != ExprOp::kDim ? value[n.b] : 0;
+      switch (n.op) {
+        case ExprOp::kConst: value[e] = n.value; break;
+        case ExprOp::kDim: value[e] = assign[std::find(c.dims.begin(), c.dims.end(), n.a) - c.dims.begin()]; break;
+        case ExprOp::kAdd: value[e] = a + b; break;
+        case ExprOp::kSub: value[e] = a - b; break;
+        case ExprOp::kMul: value[e] = a * b; break;
+        case ExprOp::kFloorDiv: ok = ok && b != 0; value[e] = b ? floor_div(a, b) : 0; break;
+        case ExprOp::kCeilDiv: ok = ok && b != 0; value[e] = b ? ceil_div(a, b) : 0; break;
+        case ExprOp::kMod: ok = ok && b != 0; value[e] = b ? floor_mod(a, b) : 0; break;
+        case ExprOp::kMin: value[e] = std::min(a, b); break;
+        case ExprOp::kMax: value[e] = std::max(a, b); break;
+      }
+    }
+    int64_t l = value[lhs], r = value[rhs];
+    bool holds = ok && (rel == Relation::kEq ? l == r : rel == Relation::kGe ? l >= r : (r != 0 && floor_mod(l, r) == 0));
+    ++c.assignments;
+    if (holds) {
+      ++c.satisfied;
+      c.last_solution = assign;
+    }
+    for (size_t k = 0; k < assign.size(); ++k) {  // odometer over the dims' admissible values
+      const DimInfo& d = dims_[c.dims[k]];
+      assign[k] += d.step;
+      if (assign[k] <= d.max) break;
+      assign[k] = ceil_div(d.min, d.step) * d.step;
+    }
+  }
+  c.complete = true;
+  return c;
 }
 
 ExprId ExprPool::min(ExprId a, ExprId b) {

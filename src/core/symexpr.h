@@ -95,6 +95,18 @@ class ExprPool {
   const std::vector<ExprNode>& nodes() const { return nodes_; }
   size_t size() const { return nodes_.size(); }
 
+  /// Relations a guard can state.
+  enum class Relation : uint8_t { kEq = 0, kGe = 1, kDivisible = 2 };
+  /// Outcome of checking `lhs rel rhs` over every admissible assignment of the dims it reads.
+  struct Census {
+    bool complete = false;     ///< false when there were more than `limit` assignments
+    int64_t assignments = 0;   ///< admissible assignments checked
+    int64_t satisfied = 0;
+    std::vector<int> dims;     ///< the dims the relation reads
+    std::vector<int64_t> last_solution;  ///< one satisfying assignment (values of `dims`)
+  };
+  Census census(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
+
   std::string to_string(ExprId id) const;
   /// "[batch, 64, ceildiv(H,2)]"
   std::string shape_to_string(const std::vector<ExprId>& shape) const;
@@ -113,6 +125,8 @@ class ExprPool {
   void collect_factors(ExprId id, std::vector<ExprId>* out) const;
   ExprId floordiv_const(ExprId a, int64_t d);
   ExprId divide_exact(ExprId a, ExprId b);  // kNoExpr when not provably exact
+  /// True when x % d == 0 for every admissible dim value (from coefficients and steps).
+  bool provably_divisible(ExprId x, int64_t d) const;
 
   std::vector<ExprNode> nodes_;
   std::vector<Interval> ranges_;

@@ -111,6 +111,15 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
                            [&](const kernels::Guard& o) { return o.op == g.op && o.lhs == g.lhs && o.rhs == g.rhs; });
     if (!dup) guards_.push_back(std::move(g));
   }
+  if (fold_) {
+    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr;
+    for (int id : inputs) all_const = all_const && (id < 0 || is_constant(id));
+    if (all_const) return fold_node(op, ctx, node_name, inputs, attrs);
+    if (!op->view && num_outputs == 1) {
+      KILN_ASSIGN_OR_RETURN(int folded, fold_shape_math(ctx.outputs[0], node_name));
+      if (folded >= 0) return std::vector<int>{folded};
+    }
+  }
   Node node;
   node.op = op;
   node.name = node_name;
@@ -145,6 +154,109 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
   }
   if (!op->view) nodes_.push_back(std::move(node));
   return outs;
+}
+
+Result<std::vector<int>> GraphBuilder::fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx,
+                                                 const std::string& node_name, const std::vector<int>& inputs,
+                                                 const core::AttrStore& attrs) {
+  // Every input is a constant: run the kernel now and keep its outputs as constants.
+  std::vector<TensorView> in_views(inputs.size()), out_views(ctx.outputs.size());
+  std::vector<const TensorView*> in_ptrs(inputs.size(), nullptr);
+  std::vector<TensorView*> out_ptrs(ctx.outputs.size());
+  std::vector<std::vector<uint8_t>> out_bytes(ctx.outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] < 0) continue;
+    const Value& v = values_[inputs[i]];
+    const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
+    in_views[i].dtype = v.dtype;
+    in_views[i].rank = static_cast<int32_t>(v.shape.size());
+    for (size_t k = 0; k < v.shape.size(); ++k) in_views[i].dims[k] = pool_.const_value(v.shape[k]);
+    in_views[i].data = const_cast<uint8_t*>(root.bytes.data());
+    in_ptrs[i] = &in_views[i];
+  }
+  for (size_t k = 0; k < ctx.outputs.size(); ++k) {
+    const kernels::SymTensor& o = ctx.outputs[k];
+    TensorView& t = out_views[k];
+    t.dtype = o.dtype;
+    t.rank = static_cast<int32_t>(o.shape.size());
+    for (size_t a = 0; a < o.shape.size(); ++a) {
+      if (!pool_.is_const(o.shape[a]))
+        return internal_error("node '" + node_name + "': constant inputs gave a symbolic output shape");
+      t.dims[a] = pool_.const_value(o.shape[a]);
+    }
+    out_bytes[k].assign(t.nbytes(), 0);
+    t.data = out_bytes[k].data();
+    out_ptrs[k] = &t;
+  }
+  kernels::RunCtx rc;
+  rc.inputs = in_ptrs.data();
+  rc.num_inputs = static_cast<uint32_t>(in_ptrs.size());
+  rc.outputs = out_ptrs.data();
+  rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
+  rc.attrs = attrs.view();
+  std::vector<int64_t> expr_values(pool_.size(), 0);
+  rc.expr_values = expr_values.data();
+  kernels::KernelStatus ks = op->run(rc);
+  if (ks != kernels::KernelStatus::kOk)
+    return invalid_argument("node '" + node_name + "' (" + op->name + "): folding its constant inputs failed: " +
+                            kernels::kernel_status_message(ks));
+  std::vector<int> outs;
+  for (size_t k = 0; k < ctx.outputs.size(); ++k) {
+    std::string name = ctx.outputs.size() == 1 ? node_name : node_name + ":" + std::to_string(k);
+    std::vector<int64_t> shape(out_views[k].dims, out_views[k].dims + out_views[k].rank);
+    KILN_ASSIGN_OR_RETURN(int id, add_constant(name, out_views[k].dtype, shape, out_bytes[k].data(), out_bytes[k].size()));
+    values_[id].sym_values = ctx.outputs[k].sym_values;
+    outs.push_back(id);
+  }
+  ++folded_constant_nodes_;
+  return outs;
+}
+
+Result<int> GraphBuilder::fold_shape_math(const kernels::SymTensor& out, const std::string& node_name) {
+  // An integer output whose every element export knows as an expression: keep the
+  // expressions (for later shape functions) and, if the value is needed at run time,
+  // materialize it with one SymbolicInts instruction instead of the original subgraph.
+  if ((out.dtype != DType::kI64 && out.dtype != DType::kI32) || out.sym_values.empty()) return -1;
+  int64_t numel = 1;
+  for (core::ExprId d : out.shape) {
+    if (!pool_.is_const(d)) return -1;
+    numel *= pool_.const_value(d);
+  }
+  if (numel != static_cast<int64_t>(out.sym_values.size())) return -1;
+  bool all_const = true;
+  for (core::ExprId e : out.sym_values) all_const = all_const && pool_.is_const(e);
+  std::vector<int64_t> shape;
+  for (core::ExprId d : out.shape) shape.push_back(pool_.const_value(d));
+  ++folded_shape_nodes_;
+  if (all_const) {
+    std::vector<int64_t> v64;
+    for (core::ExprId e : out.sym_values) v64.push_back(pool_.const_value(e));
+    int id;
+    if (out.dtype == DType::kI64) {
+      KILN_ASSIGN_OR_RETURN(id, add_constant(node_name, DType::kI64, shape, v64));
+    } else {
+      std::vector<int32_t> v32(v64.begin(), v64.end());
+      KILN_ASSIGN_OR_RETURN(id, add_constant(node_name, DType::kI32, shape, v32));
+    }
+    values_[id].sym_values = out.sym_values;
+    return id;
+  }
+  core::AttrStore a;
+  std::vector<int64_t> ids(out.sym_values.begin(), out.sym_values.end());
+  a.set_ints("exprs", ids).set_int("to", out.dtype == DType::kI64 ? 7 : 6).set_ints("shape", shape);
+  Node node;
+  node.op = kernels::find_op("SymbolicInts");
+  node.name = node_name;
+  node.attrs = a;
+  Value v;
+  v.name = node_name;
+  v.dtype = out.dtype;
+  v.shape = out.shape;
+  v.sym_values = out.sym_values;
+  values_.push_back(std::move(v));
+  node.outputs = {static_cast<int>(values_.size()) - 1};
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(values_.size()) - 1;
 }
 
 Result<int> GraphBuilder::add(const std::string& op_type, const std::string& node_name,

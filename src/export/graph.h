@@ -65,13 +65,27 @@ class GraphBuilder {
   /// Marks a value as a method output, optionally renaming it.
   Status mark_output(int value, const std::string& name = "");
 
+  /// Folding (on by default): a node whose inputs are all constants runs at export and
+  /// becomes a constant; an integer node whose values shape inference knows as SymExprs
+  /// becomes one SymbolicInts instruction (dropped if only shape functions read it).
+  void set_folding(bool on) { fold_ = on; }
+  size_t folded_constant_nodes() const { return folded_constant_nodes_; }
+  size_t folded_shape_nodes() const { return folded_shape_nodes_; }
+  /// Bytes of a constant value (or of the constant a view aliases); nullptr otherwise.
+  const std::vector<uint8_t>* constant_bytes(int value) const {
+    const Value& v = values_[value];
+    const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
+    return root.kind == Kind::kConstant ? &root.bytes : nullptr;
+  }
+
   core::ExprPool& pool() { return pool_; }
   const std::vector<kernels::Guard>& guards() const { return guards_; }
   DType dtype(int value) const { return values_[value].dtype; }
   const std::vector<core::ExprId>& shape(int value) const { return values_[value].shape; }
   std::string shape_string(int value) const { return pool_.shape_to_string(values_[value].shape); }
   const std::string& value_name(int value) const { return values_[value].name; }
-  bool is_constant(int value) const { return values_[value].kind == Kind::kConstant; }
+  /// True for constants and for views of constants.
+  bool is_constant(int value) const { return constant_bytes(value) != nullptr; }
   size_t num_values() const { return values_.size(); }
 
   /// Plans memory at the bound and appends this method (and its constants) to `program`.
@@ -98,6 +112,12 @@ class GraphBuilder {
     int scratch = -1;  // value holding the planned scratch bytes
   };
   Result<uint64_t> bound_bytes(const Value& v) const;
+  Result<std::vector<int>> fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& node_name,
+                                     const std::vector<int>& inputs, const core::AttrStore& attrs);
+  Result<int> fold_shape_math(const kernels::SymTensor& out, const std::string& node_name);
+  bool fold_ = true;
+  size_t folded_constant_nodes_ = 0;
+  size_t folded_shape_nodes_ = 0;
 
   std::string method_name_;
   core::ExprPool pool_;

@@ -25,6 +25,20 @@ Status ShapeCtx::expect_dtype(size_t i, DType t) const {
   return ok_status();
 }
 
+Status ShapeCtx::add_guard(Guard::Op op, ExprId a, ExprId b, const std::string& why) {
+  // Small contracts are checked exhaustively: a relation that holds for every admissible
+  // dim value needs no guard; one that holds for none is an export error.
+  core::ExprPool::Census c = pool.census(a, static_cast<core::ExprPool::Relation>(op), b);
+  if (c.complete && c.satisfied == c.assignments) return ok_status();
+  if (c.complete && c.satisfied == 0) {
+    std::string rel = op == Guard::Op::kEq ? " == " : op == Guard::Op::kGe ? " >= " : " % ";
+    std::string text = pool.to_string(a) + rel + pool.to_string(b) + (op == Guard::Op::kDivisible ? " == 0" : "");
+    return error(text + " holds for no admissible value of its dims " + why + "; widen or move the --dim ranges");
+  }
+  guards.push_back(Guard{op, a, b, node_name, op_type, why});
+  return ok_status();
+}
+
 Status ShapeCtx::require_eq(ExprId a, ExprId b, const std::string& why) {
   if (a == b) return ok_status();
   ExprId diff = pool.sub(a, b);
@@ -35,7 +49,7 @@ Status ShapeCtx::require_eq(ExprId a, ExprId b, const std::string& why) {
   core::Interval r = pool.range(diff);
   if (r.lo > 0 || r.hi < 0)
     return error("sizes " + pool.to_string(a) + " and " + pool.to_string(b) + " can never be equal " + why);
-  guards.push_back(Guard{Guard::Op::kEq, a, b, node_name, op_type, why});
+  return add_guard(Guard::Op::kEq, a, b, why);
   return ok_status();
 }
 
@@ -45,7 +59,7 @@ Status ShapeCtx::require_divisible(ExprId a, int64_t k, const std::string& why) 
     if (pool.const_value(m) == 0) return ok_status();
     return error("size " + pool.to_string(a) + " must be divisible by " + std::to_string(k) + " " + why);
   }
-  guards.push_back(Guard{Guard::Op::kDivisible, a, pool.constant(k), node_name, op_type, why});
+  return add_guard(Guard::Op::kDivisible, a, pool.constant(k), why);
   return ok_status();
 }
 
@@ -54,7 +68,7 @@ Status ShapeCtx::require_ge(ExprId a, ExprId b, const std::string& why) {
   if (r.lo >= 0) return ok_status();
   if (r.hi < 0)
     return error("size " + pool.to_string(a) + " must be at least " + pool.to_string(b) + " " + why);
-  guards.push_back(Guard{Guard::Op::kGe, a, b, node_name, op_type, why});
+  return add_guard(Guard::Op::kGe, a, b, why);
   return ok_status();
 }
 

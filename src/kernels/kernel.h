@@ -78,6 +78,9 @@ class ShapeCtx {
   Status require_divisible(ExprId a, int64_t k, const std::string& why);
   /// Requires a >= b.
   Status require_ge(ExprId a, ExprId b, const std::string& why);
+  /// Records guard `a op b` unless checking every admissible dim value proves it (then
+  /// nothing is recorded) or refutes it (then it is an error).
+  Status add_guard(Guard::Op op, ExprId a, ExprId b, const std::string& why);
   /// Numpy-style broadcast of two shapes (guards equality of symbolic non-1 sizes).
   Result<std::vector<ExprId>> broadcast(const std::vector<ExprId>& a, const std::vector<ExprId>& b);
   /// Contents of an integer input as expressions (constant data or sym_values); false if unknown.

@@ -88,3 +88,21 @@ TEST(SymExprDivision, PythonSemantics) {
 
 }  // namespace
 }  // namespace kiln::core
+
+namespace kiln::core {
+namespace {
+
+TEST(SymExprSteps, StepsMakeDivisionExact) {
+  ExprPool p;
+  ExprId h = p.dim(p.add_dim({"H", 8, 128, 8}));
+  ExprId q = p.ceildiv(h, p.constant(4));
+  EXPECT_EQ(p.to_string(q), "floordiv(H,4)");
+  ExprId e = p.floordiv(q, p.constant(2));
+  EXPECT_EQ(p.to_string(e), "floordiv(H,8)");
+  EXPECT_EQ(p.mul(p.constant(8), e), h);
+  EXPECT_EQ(p.to_string(p.mul(p.constant(2), e)), "2*floordiv(H,8)");
+  EXPECT_EQ(p.mul(p.constant(4), q), h);
+}
+
+}  // namespace
+}  // namespace kiln::core

@@ -48,11 +48,13 @@ struct SymResult {
   std::vector<kernels::Guard> guards;
   /// Output 0's shape as text, e.g. "[batch, seq - 1]".
   std::string shape;
+  /// Planned scratch bytes the shape function asked for (kNoExpr = none).
+  ExprId scratch_bytes = core::kNoExpr;
 };
 
 /// Runs op `name`'s shape function over symbolic inputs.
 inline SymResult infer(core::ExprPool& pool, const char* name, std::vector<kernels::SymTensor> inputs,
-                       const core::AttrStore& attrs = core::AttrStore()) {
+                       const core::AttrStore& attrs = core::AttrStore(), size_t num_outputs = 1) {
   SymResult r;
   const kernels::OpDef* op = kernels::find_op(name);
   if (!op) {
@@ -63,10 +65,11 @@ inline SymResult infer(core::ExprPool& pool, const char* name, std::vector<kerne
   ctx.node_name = "test";
   ctx.op_type = name;
   ctx.inputs = std::move(inputs);
-  ctx.outputs.resize(1);
+  ctx.outputs.resize(num_outputs);
   r.status = op->shape(ctx);
   r.outputs = ctx.outputs;
   r.guards = ctx.guards;
+  r.scratch_bytes = ctx.scratch_bytes;
   if (r.status.ok()) r.shape = pool.shape_to_string(ctx.outputs[0].shape);
   return r;
 }
@@ -128,10 +131,12 @@ inline void expect_picked(const Tensor& out, const Tensor& src, const std::vecto
 }
 
 /// Runs op `name`'s kernel directly on `inputs`, writing outputs of the given shapes
-/// (the sizes bind would compute) and dtype. Outputs start poisoned.
+/// (the sizes bind would compute) and dtype. Outputs start poisoned. `scratch` is the planned
+/// scratch, for ops whose shape function asks for it.
 inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tensor>& inputs,
                                         std::vector<Tensor>* outputs,
-                                        const core::AttrStore& attrs = core::AttrStore()) {
+                                        const core::AttrStore& attrs = core::AttrStore(),
+                                        void* scratch = nullptr, size_t scratch_bytes = 0) {
   const kernels::OpDef* op = kernels::find_op(name);
   EXPECT_TRUE(op && op->run) << name;
   if (!op || !op->run) return kernels::KernelStatus::kInvalidValue;
@@ -160,6 +165,8 @@ inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tens
   rc.outputs = out_ptrs.data();
   rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
   rc.attrs = attrs.view();
+  rc.scratch = scratch;
+  rc.scratch_bytes = scratch_bytes;
   return op->run(rc);
 }
 

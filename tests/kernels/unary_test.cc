@@ -1,5 +1,5 @@
-// Pointwise unary ops: hand cases, a seeded sweep against a double reference (also run in
-// oversized slots), errors, and the symbolic shape.
+// Pointwise unary ops: hand cases (Round halves to even), a seeded sweep against a double
+// reference (also run in oversized slots), errors, and the symbolic shape.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +48,29 @@ TEST(Unary, HandComputedMath) {
   EXPECT_EQ(run_f32("Exp", make_tensor<float>({1}, {0}))[0], 1);
   EXPECT_NEAR(run_f32("Erf", make_tensor<float>({1}, {1}))[0], 0.8427007929, 1e-6);
   EXPECT_NEAR(run_f32("Tanh", make_tensor<float>({1}, {0.5f}))[0], 0.4621171573, 1e-6);
+}
+
+TEST(Unary, HandComputedRounding) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = make_tensor<float>({8}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.4f, -2.6f});
+  EXPECT_EQ(run_f32("Round", x), (std::vector<float>{-2, -2, -0.f, 0, 2, 2, 2, -3}));  // halves to even
+  EXPECT_EQ(run_f32("Floor", x), (std::vector<float>{-3, -2, -1, 0, 1, 2, 2, -3}));
+  EXPECT_EQ(run_f32("Ceil", x), (std::vector<float>{-2, -1, -0.f, 1, 2, 3, 3, -2}));
+  EXPECT_TRUE(std::signbit(run_f32("Round", make_tensor<float>({1}, {-0.5f}))[0]));
+  // Beyond 2^23 every float is an integer; infinities and NaN pass through.
+  std::vector<float> big = run_f32("Round", make_tensor<float>({4}, {16777215.f, 8388609.f, inf, NAN}));
+  EXPECT_EQ(big[0], 16777215.f);
+  EXPECT_EQ(big[1], 8388609.f);
+  EXPECT_EQ(big[2], inf);
+  EXPECT_TRUE(std::isnan(big[3]));
+  EXPECT_EQ(run_f32("Reciprocal", make_tensor<float>({4}, {2, -0.25f, 0, -0.f})),
+            (std::vector<float>{0.5f, -4, inf, -inf}));
+  std::vector<float> sc = run_f32("Sin", make_tensor<float>({2}, {0, 1.5707963f}));
+  EXPECT_EQ(sc[0], 0);
+  EXPECT_NEAR(sc[1], 1, 1e-7);
+  sc = run_f32("Cos", make_tensor<float>({2}, {0, 3.1415927f}));
+  EXPECT_EQ(sc[0], 1);
+  EXPECT_NEAR(sc[1], -1, 1e-7);
 }
 
 TEST(Unary, IntegerNegAbsRelu) {
@@ -99,19 +122,28 @@ double reference(const std::string& op, double x, double alpha, double beta) {
   if (op == "HardSwish") return x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
   if (op == "LeakyRelu") return x < 0 ? alpha * x : x;
   if (op == "Clip") return std::min(std::max(x, alpha), beta);
+  if (op == "Reciprocal") return 1 / x;
+  if (op == "Floor") return std::floor(x);
+  if (op == "Ceil") return std::ceil(x);
+  if (op == "Round") return std::nearbyint(x);  // the default rounding mode: halves to even
+  if (op == "Sin") return std::sin(x);
+  if (op == "Cos") return std::cos(x);
   return NAN;
 }
 
 TEST(Unary, RandomShapeSweep) {
   std::mt19937 rng(2024);
-  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg",
-                       "Abs", "Erf", "HardSigmoid", "HardSwish", "LeakyRelu", "Clip"};
+  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "HardSigmoid",
+                       "HardSwish", "LeakyRelu", "Clip", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos"};
+  constexpr int kOps = static_cast<int>(std::size(ops));
   std::uniform_real_distribution<float> param(-1.f, 1.f);
-  for (int iter = 0; iter < 260; ++iter) {
-    std::string op = ops[iter % 13];
-    int rank = 1 + iter / 13 % 5;
-    bool positive = op == "Log" || op == "Sqrt";
+  for (int iter = 0; iter < 20 * kOps; ++iter) {
+    std::string op = ops[iter % kOps];
+    int rank = 1 + iter / kOps % 5;
+    bool positive = op == "Log" || op == "Sqrt" || op == "Reciprocal";
     Tensor x = random_f32(rng, random_shape(rng, rank, 6), positive ? 0.01f : -5.f, 5.f);
+    if (op == "Round" && iter % 2)  // exact halves, where the tie rule shows
+      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::floor(x.data<float>()[i]) + 0.5f;
     core::AttrStore attrs;
     std::vector<Tensor> inputs = {x};
     double alpha = op == "LeakyRelu" ? 0.01 : 0.2, beta = 0.5;
@@ -176,6 +208,10 @@ TEST(Unary, Errors) {
   OpResult r = run_op("Sigmoid", {i});
   EXPECT_NE(r.status.message().find("node 'test' (Sigmoid): input #0 has dtype i64, expected f32"), std::string::npos)
       << r.status.message();
+  for (const char* op : {"Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos"}) {
+    r = run_op(op, {i});
+    EXPECT_NE(r.status.message().find("input #0 has dtype i64, expected f32"), std::string::npos) << op;
+  }
   r = run_op("Abs", {make_tensor<bool>({1}, {true})});
   EXPECT_NE(r.status.message().find("dtype bool, expected f32, i64 or i32"), std::string::npos) << r.status.message();
   Tensor x = make_tensor<float>({2}, {1, 2});
@@ -195,7 +231,8 @@ TEST(Unary, SymbolicShape) {
   core::ExprPool pool;
   core::ExprId batch = pool.dim(pool.add_dim({"batch", 1, 64, 1}));
   core::ExprId seq = pool.dim(pool.add_dim({"seq", 1, 512, 1}));
-  for (const char* name : {"Relu", "Clip", "Sigmoid", "Erf", "HardSwish", "Abs"}) {
+  for (const char* name : {"Relu", "Clip", "Sigmoid", "Erf", "HardSwish", "Abs", "Reciprocal", "Floor", "Ceil",
+                           "Round", "Sin", "Cos"}) {
     core::AttrStore attrs;
     kernels::ShapeCtx c(pool, attrs.view());
     c.inputs.resize(1);

@@ -1,9 +1,12 @@
-// Add, Sub, Mul, Div, Pow, Max, Min: two operands of one dtype, numpy broadcasting.
-#include <algorithm>
+// Add, Sub, Mul, Div, Pow: two operands of one dtype, numpy broadcasting. Integer Div
+// truncates toward zero (ONNX). Small integer tensors known at export (sym_values) fold
+// through Add, Sub, Mul and Div; Max and Min live in variadic.cc.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/kernel.h"
 #include "kernels/portable/broadcast.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
 
@@ -20,26 +23,30 @@ Status binary_shape(ShapeCtx& c) {
   return ok_status();
 }
 
-enum class BinOp { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
+enum class BinOp { kAdd, kSub, kMul, kDiv, kPow };
 
 template <BinOp op, typename T>
 inline T apply(T a, T b) {
-  if constexpr (op == BinOp::kAdd) return a + b;
-  if constexpr (op == BinOp::kSub) return a - b;
-  if constexpr (op == BinOp::kMul) return a * b;
-  if constexpr (op == BinOp::kDiv) return a / b;
-  if constexpr (op == BinOp::kMax) return std::max(a, b);
-  if constexpr (op == BinOp::kMin) return std::min(a, b);
-  if constexpr (op == BinOp::kPow) {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::pow(a, b);
-    } else {
+  if constexpr (std::is_integral_v<T>) {  // integers wrap (two's complement), as export folds them
+    using U = std::make_unsigned_t<T>;
+    const U ua = static_cast<U>(a), ub = static_cast<U>(b);
+    if constexpr (op == BinOp::kAdd) return static_cast<T>(ua + ub);
+    if constexpr (op == BinOp::kSub) return static_cast<T>(ua - ub);
+    if constexpr (op == BinOp::kMul) return static_cast<T>(ua * ub);
+    if constexpr (op == BinOp::kDiv) return b == -1 ? static_cast<T>(U{0} - ua) : a / b;  // lowest / -1 wraps
+    if constexpr (op == BinOp::kPow) {
       if (b < 0) return a == 1 ? 1 : 0;
-      T r = 1;
-      for (T e = b, x = a; e > 0; e >>= 1, x *= x)
+      U r = 1, x = ua;
+      for (T e = b; e > 0; e >>= 1, x *= x)
         if (e & 1) r *= x;
-      return r;
+      return static_cast<T>(r);
     }
+  } else {
+    if constexpr (op == BinOp::kAdd) return a + b;
+    if constexpr (op == BinOp::kSub) return a - b;
+    if constexpr (op == BinOp::kMul) return a * b;
+    if constexpr (op == BinOp::kDiv) return a / b;
+    if constexpr (op == BinOp::kPow) return std::pow(a, b);
   }
   return T{};
 }
@@ -84,22 +91,26 @@ Status numeric_shape(ShapeCtx& c) {
   return ok_status();
 }
 
+/// numeric_shape, then the element-wise fold of known integer operands.
+Status folding_shape(ShapeCtx& c, IntOp op) {
+  KILN_TRY(numeric_shape(c));
+  const DType t = c.in(0).dtype;
+  fold_broadcast(c, 2, [&](const std::vector<ExprId>& v) { return fold_int_op(c.pool, op, t, v[0], v[1]); });
+  return ok_status();
+}
+
 }  // namespace
 
-Status add_shape(ShapeCtx& c) { return numeric_shape(c); }
-Status sub_shape(ShapeCtx& c) { return numeric_shape(c); }
-Status mul_shape(ShapeCtx& c) { return numeric_shape(c); }
-Status div_shape(ShapeCtx& c) { return numeric_shape(c); }
+Status add_shape(ShapeCtx& c) { return folding_shape(c, IntOp::kAdd); }
+Status sub_shape(ShapeCtx& c) { return folding_shape(c, IntOp::kSub); }
+Status mul_shape(ShapeCtx& c) { return folding_shape(c, IntOp::kMul); }
+Status div_shape(ShapeCtx& c) { return folding_shape(c, IntOp::kDiv); }
 Status pow_shape(ShapeCtx& c) { return numeric_shape(c); }
-Status max_shape(ShapeCtx& c) { return numeric_shape(c); }
-Status min_shape(ShapeCtx& c) { return numeric_shape(c); }
 
 KernelStatus add_run(const RunCtx& c) { return binary_run<BinOp::kAdd>(c); }
 KernelStatus sub_run(const RunCtx& c) { return binary_run<BinOp::kSub>(c); }
 KernelStatus mul_run(const RunCtx& c) { return binary_run<BinOp::kMul>(c); }
 KernelStatus div_run(const RunCtx& c) { return binary_run<BinOp::kDiv>(c); }
 KernelStatus pow_run(const RunCtx& c) { return binary_run<BinOp::kPow>(c); }
-KernelStatus max_run(const RunCtx& c) { return binary_run<BinOp::kMax>(c); }
-KernelStatus min_run(const RunCtx& c) { return binary_run<BinOp::kMin>(c); }
 
 }  // namespace kiln::kernels

@@ -1,9 +1,38 @@
 // Concat: inputs of one dtype and rank joined along `axis`; the other axes must agree.
+// Known small integer inputs (e.g. gathered shape values) fold into the output's values.
 #include <cstring>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
+
+namespace {
+
+/// Carries every input's known values (sym_values) into the joined output.
+void fold_concat(ShapeCtx& c, int64_t axis) {
+  std::vector<int64_t> out_dims;
+  if (!can_carry(c, &out_dims)) return;
+  const size_t n = c.num_inputs();
+  std::vector<std::vector<ExprId>> values(n);
+  std::vector<int64_t> block(n);  // elements per outer index
+  int64_t inner = 1, outer = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= out_dims[k];
+  for (size_t k = axis + 1; k < out_dims.size(); ++k) inner *= out_dims[k];
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int64_t> dims;
+    if (!const_dims(c.pool, c.in(i).shape, &dims) || !small_values(c, i, &values[i])) return;
+    if (static_cast<int64_t>(values[i].size()) != numel_of(dims)) return;
+    block[i] = dims[axis] * inner;
+  }
+  std::vector<ExprId> out;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < n; ++i)
+      out.insert(out.end(), values[i].begin() + o * block[i], values[i].begin() + (o + 1) * block[i]);
+  if (static_cast<int64_t>(out.size()) == numel_of(out_dims)) c.out(0).sym_values = std::move(out);
+}
+
+}  // namespace
 
 Status concat_shape(ShapeCtx& c) {
   if (c.num_inputs() == 0) return c.error("expects at least 1 input, got 0");
@@ -36,6 +65,7 @@ Status concat_shape(ShapeCtx& c) {
   }
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape = std::move(out);
+  fold_concat(c, axis);
   return ok_status();
 }
 

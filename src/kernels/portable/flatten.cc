@@ -1,5 +1,6 @@
 // Flatten (view): input 0 as a matrix [prod(dims[:axis]), prod(dims[axis:])].
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
 
@@ -19,6 +20,7 @@ Status flatten_shape(ShapeCtx& c) {
   }
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape = {outer, inner};
+  fold_view(c);  // known values keep their order
   return ok_status();
 }
 

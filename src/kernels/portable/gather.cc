@@ -1,11 +1,42 @@
 // Gather: picks slices of `data` along `axis` by the (i64 or i32) `indices`; negative
 // indices count from the end. Output shape: data[:axis] + indices.shape + data[axis+1:].
+// Known small integer data (e.g. a Shape result) gathered by constant indices folds.
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
+
+namespace {
+
+/// Carries data's known values (sym_values) through constant indices: Shape -> Gather.
+void fold_gather(ShapeCtx& c, int64_t axis) {
+  core::ExprPool& p = c.pool;
+  std::vector<int64_t> out_dims, dims;
+  std::vector<ExprId> data, idx;
+  if (!can_carry(c, &out_dims) || !const_dims(p, c.in(0).shape, &dims)) return;
+  if (!small_values(c, 0, &data) || !small_values(c, 1, &idx)) return;
+  if (static_cast<int64_t>(data.size()) != numel_of(dims)) return;
+  const int64_t d = dims[axis];
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= dims[k];
+  for (size_t k = axis + 1; k < dims.size(); ++k) inner *= dims[k];
+  std::vector<ExprId> out;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (ExprId j : idx) {
+      if (!p.is_const(j)) return;
+      int64_t v = p.const_value(j);
+      if (v < -d || v >= d) return;
+      if (v < 0) v += d;
+      for (int64_t r = 0; r < inner; ++r) out.push_back(data[(o * d + v) * inner + r]);
+    }
+  }
+  if (static_cast<int64_t>(out.size()) == numel_of(out_dims)) c.out(0).sym_values = std::move(out);
+}
+
+}  // namespace
 
 Status gather_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(2, 2));
@@ -43,6 +74,7 @@ Status gather_shape(ShapeCtx& c) {
   out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
   c.out(0).dtype = data.dtype;
   c.out(0).shape = std::move(out);
+  fold_gather(c, axis);
   return ok_status();
 }
 

@@ -1,6 +1,7 @@
 // Reshape (view): input 0 reinterpreted with the shape held by input 1. The shape's
 // elements may be symbolic (a folded Shape computation), e.g. [4*batch, -1].
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 #include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
@@ -85,6 +86,7 @@ Status reshape_shape(ShapeCtx& c) {
   KILN_TRY(c.require_eq(total, numel, "to reshape " + p.shape_to_string(x.shape) + " into " + spec_str));
   c.out(0).dtype = x.dtype;
   c.out(0).shape = std::move(out);
+  fold_view(c);  // known values keep their order
   return ok_status();
 }
 

@@ -2,7 +2,8 @@
 // opset 10, attributes starts/ends/axes (step 1) before. ONNX rules per axis of size D:
 // a negative start or end counts from D; then with step > 0, start and end clamp into
 // [0, D]; with step < 0, start into [0, D-1] and end into [-1, D-1]; the size is
-// max(0, ceil((end - start) / step)).
+// max(0, ceil((end - start) / step)). Known small integer inputs (e.g. a Shape result)
+// sliced by constant starts and ends fold into the output's values.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -10,6 +11,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/int_input.h"
 #include "kernels/portable/strided_copy.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
 
@@ -125,6 +127,55 @@ ExprId slice_size(core::ExprPool& p, ExprId b, ExprId e, ExprId d, int64_t step)
   return max_of(p, size, p.constant(0));
 }
 
+/// The window one axis of size d > 0 keeps for start b, end e and step st (constants):
+/// its first index and element count, after ONNX's counting from the end and clamping.
+void axis_window(int64_t d, int64_t b, int64_t e, int64_t st, int64_t* first, int64_t* count) {
+  if (b < 0) b += d;
+  if (e < 0) e += d;
+  if (st > 0) {
+    b = std::clamp<int64_t>(b, 0, d);
+    e = std::clamp<int64_t>(e, 0, d);
+    *count = e > b ? (e - b - 1) / st + 1 : 0;  // ceil((e - b) / st) without overflow
+  } else {
+    b = std::clamp<int64_t>(b, 0, d - 1);
+    e = std::clamp<int64_t>(e, -1, d - 1);
+    *count = b > e ? (b - e - 1) / -st + 1 : 0;
+  }
+  *first = b;
+}
+
+/// Carries the input's known values (sym_values) through a slice whose starts and ends
+/// are constants, e.g. Shape -> Slice.
+void fold_slice(ShapeCtx& c, const SliceSpec& s) {
+  core::ExprPool& p = c.pool;
+  std::vector<int64_t> out_dims, dims;
+  std::vector<ExprId> values;
+  if (!can_carry(c, &out_dims) || !const_dims(p, c.in(0).shape, &dims) || !small_values(c, 0, &values)) return;
+  if (static_cast<int64_t>(values.size()) != numel_of(dims)) return;
+  const size_t rank = dims.size();
+  std::vector<int64_t> first(rank, 0), step(rank, 1), count = dims;
+  for (size_t j = 0; j < s.axes.size(); ++j) {
+    if (!p.is_const(s.starts[j]) || !p.is_const(s.ends[j])) return;
+    const int64_t k = s.axes[j] < 0 ? s.axes[j] + static_cast<int64_t>(rank) : s.axes[j];
+    step[k] = s.steps[j];
+    if (dims[k] > 0)
+      axis_window(dims[k], p.const_value(s.starts[j]), p.const_value(s.ends[j]), step[k], &first[k], &count[k]);
+  }
+  if (count != out_dims) return;
+  std::vector<int64_t> in_strides(rank, 1);
+  for (size_t k = rank; k-- > 1;) in_strides[k - 1] = in_strides[k] * dims[k];
+  std::vector<ExprId> out;
+  for (int64_t e = 0; e < numel_of(out_dims); ++e) {
+    int64_t rest = e, src = 0;
+    for (size_t k = rank; k-- > 0;) {
+      src += (first[k] + rest % count[k] * step[k]) * in_strides[k];
+      rest /= count[k];
+    }
+    out.push_back(values[src]);
+  }
+  c.out(0).sym_values = std::move(out);
+}
+
 /// Reads element k of an i64 or i32 tensor.
 int64_t read_int(const TensorView& t, int64_t k) {
   return t.dtype == DType::kI32 ? t.as<int32_t>()[k] : t.as<int64_t>()[k];
@@ -162,6 +213,7 @@ Status slice_shape(ShapeCtx& c) {
   }
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape = std::move(out);
+  fold_slice(c, s);
   return ok_status();
 }
 
@@ -203,18 +255,7 @@ KernelStatus slice_run(const RunCtx& c) {
     const int64_t d = x.dims[axis];
     step[axis] = st;
     if (d == 0) continue;  // dims[axis] is already 0
-    if (b < 0) b += d;
-    if (e < 0) e += d;
-    if (st > 0) {
-      b = std::clamp<int64_t>(b, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      dims[axis] = e > b ? (e - b - 1) / st + 1 : 0;  // ceil((e - b) / st) without overflow
-    } else {
-      b = std::clamp<int64_t>(b, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      dims[axis] = b > e ? (b - e - 1) / -st + 1 : 0;
-    }
-    start[axis] = b;
+    axis_window(d, b, e, st, &start[axis], &dims[axis]);
     if (dims[axis] <= 1) step[axis] = 1;  // |step| may be huge; with one element it is unused
   }
   int64_t strides[kMaxRank], in_strides[kMaxRank];

@@ -1,5 +1,7 @@
-// Softmax and LogSoftmax, opset-13 semantics: normalize along the single axis `axis`
-// (default -1). Output shape and dtype = input's.
+// Softmax and LogSoftmax. Opset-13 semantics: normalize along the single axis `axis`
+// (default -1). With coerce_2d = 1 (set by the importer below opset 13): view the input as
+// [prod(dims[:axis]), prod(dims[axis:])] and normalize each row; the default axis is 1.
+// Output shape and dtype = input's.
 #include <cmath>
 
 #include "kernels/kernel.h"
@@ -8,11 +10,14 @@ namespace kiln::kernels {
 
 namespace {
 
+bool coerce_2d(const core::Attrs& a) { return a.get_int("coerce_2d", 0) != 0; }
+int64_t default_axis(const core::Attrs& a) { return coerce_2d(a) ? 1 : -1; }
+
 Status softmax_like_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 1));
   KILN_TRY(c.expect_dtype(0, DType::kF32));
   if (c.rank(0) == 0) return c.error("input #0 must have rank >= 1, got a scalar");
-  KILN_TRY(c.normalize_axis(c.attrs.get_int("axis", -1), c.rank(0)).status());
+  KILN_TRY(c.normalize_axis(c.attrs.get_int("axis", default_axis(c.attrs)), c.rank(0)).status());
   c.out(0).dtype = DType::kF32;
   c.out(0).shape = c.in(0).shape;
   return ok_status();
@@ -44,13 +49,18 @@ void softmax_row(const float* x, float* y, int64_t n, int64_t stride) {
 template <bool kLog>
 KernelStatus softmax_like_run(const RunCtx& c) {
   const TensorView& in = c.in(0);
-  int64_t axis = c.attrs.get_int("axis", -1);
+  int64_t axis = c.attrs.get_int("axis", default_axis(c.attrs));
   if (axis < 0) axis += in.rank;
   if (axis < 0 || axis >= in.rank) return KernelStatus::kInvalidValue;
-  // View the input as [outer, n, inner] at its actual dims.
+  // View the input as [outer, n, inner] at its actual dims; coerce_2d folds the trailing
+  // axes into n.
   int64_t outer = 1, inner = 1, n = in.dims[axis];
   for (int k = 0; k < axis; ++k) outer *= in.dims[k];
   for (int k = static_cast<int>(axis) + 1; k < in.rank; ++k) inner *= in.dims[k];
+  if (coerce_2d(c.attrs)) {
+    n *= inner;
+    inner = 1;
+  }
   if (n == 0) return KernelStatus::kOk;
   const float* x = in.as<float>();
   float* y = c.out(0).as<float>();

@@ -2,6 +2,7 @@
 // constant input #1 (opset 13); without axes (or with an empty list), every axis whose
 // size is the constant 1.
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 #include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
@@ -36,6 +37,7 @@ Status squeeze_shape(ShapeCtx& c) {
   c.out(0).shape.clear();
   for (int64_t k = 0; k < rank; ++k)
     if (!drop[k]) c.out(0).shape.push_back(in[k]);
+  fold_view(c);  // known values keep their order
   return ok_status();
 }
 

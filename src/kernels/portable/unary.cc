@@ -1,5 +1,6 @@
 // Pointwise unary ops: Relu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf, HardSigmoid,
-// HardSwish, LeakyRelu. Output shape and dtype = input's; one flat loop over the actual numel.
+// HardSwish, LeakyRelu, Reciprocal, Floor, Ceil, Round, Sin, Cos. Output shape and dtype =
+// input's; one flat loop over the actual numel.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -79,6 +80,13 @@ T clamp(T x, T lo, T hi) {
   return v > hi ? hi : v;
 }
 
+/// Nearest integer, halves to even (ONNX Round), whatever the FPU rounding mode.
+float round_half_even(float x) {
+  float r = std::round(x);  // halves away from zero
+  if (std::fabs(x - std::trunc(x)) == 0.5f) r = 2.f * std::round(x * 0.5f);
+  return r;
+}
+
 template <typename T>
 KernelStatus clip_typed(const RunCtx& c) {
   // Bounds: inputs #1/#2 (opset >= 11), else attributes min/max (opset < 11), else none.
@@ -111,6 +119,12 @@ Status erf_shape(ShapeCtx& c) { return float_shape(c); }
 Status hard_sigmoid_shape(ShapeCtx& c) { return float_shape(c); }
 Status hard_swish_shape(ShapeCtx& c) { return float_shape(c); }
 Status leaky_relu_shape(ShapeCtx& c) { return float_shape(c); }
+Status reciprocal_shape(ShapeCtx& c) { return float_shape(c); }
+Status floor_shape(ShapeCtx& c) { return float_shape(c); }
+Status ceil_shape(ShapeCtx& c) { return float_shape(c); }
+Status round_shape(ShapeCtx& c) { return float_shape(c); }
+Status sin_shape(ShapeCtx& c) { return float_shape(c); }
+Status cos_shape(ShapeCtx& c) { return float_shape(c); }
 
 Status clip_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 3));
@@ -165,5 +179,11 @@ KernelStatus leaky_relu_run(const RunCtx& c) {
   float alpha = c.attrs.get_float("alpha", 0.01f);
   return map<float>(c, [=](float x) { return x < 0.f ? alpha * x : x; });
 }
+KernelStatus reciprocal_run(const RunCtx& c) { return map<float>(c, [](float x) { return 1.f / x; }); }
+KernelStatus floor_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::floor(x); }); }
+KernelStatus ceil_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::ceil(x); }); }
+KernelStatus round_run(const RunCtx& c) { return map<float>(c, round_half_even); }
+KernelStatus sin_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::sin(x); }); }
+KernelStatus cos_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::cos(x); }); }
 
 }  // namespace kiln::kernels

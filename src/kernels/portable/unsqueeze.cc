@@ -1,6 +1,7 @@
 // Unsqueeze (view): inserts size-1 axes at the positions listed by the `axes` attribute
 // (before opset 13) or constant input #1 (opset 13); positions index the output.
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 #include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
@@ -29,6 +30,7 @@ Status unsqueeze_shape(ShapeCtx& c) {
   for (int64_t k = 0; k < out_rank; ++k) out[k] = ones[k] ? c.pool.constant(1) : c.in(0).shape[next++];
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape = std::move(out);
+  fold_view(c);  // known values keep their order
   return ok_status();
 }
 

@@ -1,0 +1,473 @@
+#include "export/onnx/onnx_import.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "export/graph.h"
+#include "export/onnx/batch_norm_fold.h"
+#include "export/onnx/onnx_proto.h"
+
+namespace kiln::exporter {
+
+Result<DimArg> parse_dim_arg(const std::string& text) {
+  auto bad = [&]() {
+    return invalid_argument("cannot parse --dim '" + text + "': write NAME=MIN..MAX, NAME=MIN..MAX:STEP or NAME=VALUE");
+  };
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return bad();
+  DimArg d;
+  d.name = text.substr(0, eq);
+  std::string rest = text.substr(eq + 1);
+  auto num = [&](const std::string& s, int64_t* out) {
+    if (s.empty() || s.size() > 15 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stoll(s);
+    return true;
+  };
+  size_t dots = rest.find("..");
+  if (dots == std::string::npos) {
+    if (!num(rest, &d.min)) return bad();
+    d.max = d.min;
+    d.pinned = true;
+    return d;
+  }
+  std::string hi = rest.substr(dots + 2);
+  size_t colon = hi.find(':');
+  if (colon != std::string::npos) {
+    if (!num(hi.substr(colon + 1), &d.step)) return bad();
+    hi = hi.substr(0, colon);
+  }
+  if (!num(rest.substr(0, dots), &d.min) || !num(hi, &d.max)) return bad();
+  return d;
+}
+
+Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    return invalid_argument("cannot parse --input '" + text + "': write NAME=D0,D1,... with integers or dim names");
+  std::vector<std::string> axes;
+  std::stringstream ss(text.substr(eq + 1));
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    if (tok.empty()) return invalid_argument("cannot parse --input '" + text + "': empty axis");
+    axes.push_back(tok);
+  }
+  return std::make_pair(text.substr(0, eq), axes);
+}
+
+namespace {
+
+bool is_integer(const std::string& s) {
+  return !s.empty() && s.size() < 16 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Ops the importer resolves itself instead of passing to the registry.
+const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If"};
+
+class Importer {
+ public:
+  Importer(const ExportOptions& opts, ExportReport* report) : opts_(opts), report_(report), g_(opts.method_name) {}
+
+  Status run(onnx::ModelProto& model) {
+    for (const auto& o : model.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
+    report_->opset = opset_;
+    if (opset_ < 7 || opset_ > 18)
+      return unimplemented("the model uses ONNX opset " + std::to_string(opset_) + "; Kiln imports opsets 7 to 18");
+    onnx::GraphProto& graph = *model.mutable_graph();
+    report_->onnx_nodes = static_cast<size_t>(graph.node_size());
+    KILN_ASSIGN_OR_RETURN(size_t bn_folded, fold_batch_norms(&graph));
+    report_->removed_nodes += bn_folded;
+    KILN_TRY(check_supported(graph));
+    for (const onnx::TensorProto& t : graph.initializer()) {
+      KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
+      KILN_ASSIGN_OR_RETURN(int id, g_.add_constant(t.name(), h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
+      names_[t.name()] = id;
+    }
+    KILN_TRY(add_inputs(graph));
+    KILN_TRY(import_nodes(graph));
+    for (const onnx::ValueInfoProto& o : graph.output()) {
+      auto it = names_.find(o.name());
+      if (it == names_.end()) return invalid_argument("graph output '" + o.name() + "' is produced by no node");
+      KILN_TRY(g_.mark_output(it->second, o.name()));
+    }
+    KILN_TRY(check_specializations());
+    return ok_status();
+  }
+
+  GraphBuilder& builder() { return g_; }
+
+ private:
+  // ---- contract ------------------------------------------------------------------------
+  Status add_inputs(const onnx::GraphProto& graph) {
+    std::set<std::string> inits;
+    for (const auto& t : graph.initializer()) inits.insert(t.name());
+    std::map<std::string, DimArg> dim_args;
+    for (const DimArg& d : opts_.dims) dim_args[d.name] = d;
+    std::set<std::string> used_dims, given_inputs, known_inputs;
+    for (const auto& [name, axes] : opts_.inputs) given_inputs.insert(name);
+    std::vector<std::string> errors;
+    struct Pending { std::string name; DType dtype; std::vector<Axis> axes; };
+    std::vector<Pending> pending;
+    for (const onnx::ValueInfoProto& in : graph.input()) {
+      if (inits.count(in.name())) continue;
+      known_inputs.insert(in.name());
+      if (!in.type().has_tensor_type()) return unimplemented("input '" + in.name() + "' is not a tensor");
+      DType dtype;
+      if (!onnx_dtype(in.type().tensor_type().elem_type(), &dtype))
+        return unimplemented("input '" + in.name() + "' has an element type Kiln does not support");
+      auto cst = std::find_if(opts_.consts.begin(), opts_.consts.end(), [&](auto& c) { return c.first == in.name(); });
+      if (cst != opts_.consts.end()) {
+        KILN_TRY(add_const_input(in.name(), dtype, cst->second));
+        continue;
+      }
+      std::vector<std::string> spec;
+      auto given = std::find_if(opts_.inputs.begin(), opts_.inputs.end(), [&](auto& p) { return p.first == in.name(); });
+      const auto& shape = in.type().tensor_type().shape();
+      if (given != opts_.inputs.end()) {
+        spec = given->second;
+        if (in.type().tensor_type().has_shape() && shape.dim_size() != static_cast<int>(spec.size()))
+          errors.push_back("--input " + in.name() + " gives " + std::to_string(spec.size()) + " axes but the model declares rank " +
+                           std::to_string(shape.dim_size()));
+      } else {
+        if (!in.type().tensor_type().has_shape()) {
+          errors.push_back("input '" + in.name() + "' has no declared shape; give one with --input " + in.name() + "=D0,D1,...");
+          continue;
+        }
+        for (int k = 0; k < shape.dim_size(); ++k) {
+          const auto& d = shape.dim(k);
+          if (d.has_dim_value()) {
+            spec.push_back(std::to_string(d.dim_value()));
+          } else if (d.has_dim_param() && !d.dim_param().empty()) {
+            spec.push_back(d.dim_param());
+          } else {
+            errors.push_back("input '" + in.name() + "' axis " + std::to_string(k) +
+                             " has neither a size nor a name in the model; give it with --input " + in.name() + "=D0,D1,...");
+            spec.push_back("?");
+          }
+        }
+      }
+      Pending p{in.name(), dtype, {}};
+      for (size_t k = 0; k < spec.size(); ++k) {
+        const std::string& s = spec[k];
+        if (is_integer(s)) {
+          p.axes.emplace_back(std::stoll(s));
+          continue;
+        }
+        if (s == "?") continue;
+        auto it = dim_args.find(s);
+        if (it == dim_args.end()) {
+          errors.push_back("input '" + in.name() + "' axis " + std::to_string(k) + " is dynamic ('" + s +
+                           "') but has no bound; add --dim " + s + "=MIN..MAX (or --dim " + s + "=V to pin it)");
+          continue;
+        }
+        used_dims.insert(s);
+        if (it->second.pinned) {
+          p.axes.emplace_back(it->second.min);
+        } else {
+          p.axes.emplace_back(s);
+        }
+      }
+      pending.push_back(std::move(p));
+    }
+    for (const std::string& n : given_inputs)
+      if (!known_inputs.count(n)) errors.push_back("--input names '" + n + "', which is not an input of the model");
+    for (const auto& [n, v] : opts_.consts)
+      if (!known_inputs.count(n)) errors.push_back("--const names '" + n + "', which is not an input of the model");
+    for (const DimArg& d : opts_.dims)
+      if (!used_dims.count(d.name)) errors.push_back("--dim names '" + d.name + "', which no input axis uses");
+    if (!errors.empty()) {
+      std::string msg = errors.size() == 1 ? errors[0] : std::to_string(errors.size()) + " problems with the shape contract:";
+      if (errors.size() > 1)
+        for (const std::string& e : errors) msg += "\n  " + e;
+      return invalid_argument(msg);
+    }
+    for (const std::string& d : used_dims) {
+      const DimArg& a = dim_args[d];
+      if (!a.pinned) KILN_TRY(g_.add_dim(a.name, a.min, a.max, a.step));
+    }
+    for (Pending& p : pending) {
+      KILN_ASSIGN_OR_RETURN(int id, g_.add_input(p.name, p.dtype, p.axes));
+      names_[p.name] = id;
+    }
+    return ok_status();
+  }
+
+  Status add_const_input(const std::string& name, DType dtype, const std::string& text) {
+    double v;
+    try {
+      size_t used = 0;
+      v = std::stod(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+    } catch (...) {
+      return invalid_argument("--const " + name + "=" + text + ": the value is not a number");
+    }
+    int id;
+    switch (dtype) {
+      case DType::kF32: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<float>{static_cast<float>(v)})); break; }
+      case DType::kI64: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<int64_t>{static_cast<int64_t>(v)})); break; }
+      case DType::kI32: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<int32_t>{static_cast<int32_t>(v)})); break; }
+      case DType::kBool: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<uint8_t>{v != 0})); break; }
+    }
+    names_[name] = id;
+    return ok_status();
+  }
+
+  // ---- ops -------------------------------------------------------------------------------
+  Status check_supported(const onnx::GraphProto& graph) {
+    std::vector<std::string> missing;
+    for (const onnx::NodeProto& n : graph.node()) {
+      bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      if (known_domain && (kImporterOps.count(n.op_type()) || kernels::find_op(n.op_type().c_str()))) continue;
+      missing.push_back("'" + n.name() + "' (" + (known_domain ? "" : n.domain() + ".") + n.op_type() + ")");
+    }
+    if (missing.empty()) return ok_status();
+    std::string msg = "unsupported ops in " + std::to_string(missing.size()) + " node(s): ";
+    for (size_t i = 0; i < missing.size(); ++i) msg += (i ? ", " : "") + missing[i];
+    return unimplemented(msg + "; Kiln's op list is src/kernels/portable/ops.inc");
+  }
+
+  Status import_nodes(const onnx::GraphProto& graph) {
+    int counter = 0;
+    for (const onnx::NodeProto& n : graph.node()) {
+      std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(counter) : n.name();
+      ++counter;
+      KILN_TRY(import_node(n, name));
+    }
+    return ok_status();
+  }
+
+  Result<int> lookup(const std::string& value, const std::string& node) {
+    auto it = names_.find(value);
+    if (it == names_.end()) return invalid_argument("node '" + node + "' reads '" + value + "', which nothing produces");
+    return it->second;
+  }
+
+  Status import_node(const onnx::NodeProto& n, const std::string& name) {
+    const std::string& op = n.op_type();
+    if (op == "Constant") return import_constant(n, name);
+    if (op == "Identity" || op == "Dropout") {
+      KILN_ASSIGN_OR_RETURN(int in, lookup(n.input(0), name));
+      names_[n.output(0)] = in;
+      if (n.output_size() > 1 && !n.output(1).empty())
+        return unimplemented("node '" + name + "' (Dropout): its mask output is not supported");
+      ++report_->removed_nodes;
+      return ok_status();
+    }
+    if (op == "If") return import_if(n, name);
+    KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, attrs_from_node(n));
+    std::vector<int> inputs;
+    for (const std::string& in : n.input()) {
+      if (in.empty()) {
+        inputs.push_back(-1);
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(int id, lookup(in, name));
+      inputs.push_back(id);
+    }
+    std::string kernel_op = op;
+    adapt_to_opset(kernel_op, &inputs, &attrs);
+    // Trailing optional outputs that nobody names are still produced (the op decides).
+    size_t num_outputs = static_cast<size_t>(n.output_size());
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op(kernel_op, name, inputs, attrs, num_outputs));
+    for (size_t k = 0; k < num_outputs; ++k)
+      if (!n.output(static_cast<int>(k)).empty()) names_[n.output(static_cast<int>(k))] = outs[k];
+    return ok_status();
+  }
+
+  // Semantics that changed across opsets, mapped onto one kernel.
+  void adapt_to_opset(std::string& op, std::vector<int>* inputs, core::AttrStore* attrs) {
+    if ((op == "Softmax" || op == "LogSoftmax") && opset_ < 13) {
+      attrs->set_int("coerce_2d", 1);
+      if (!attrs->view().has("axis")) attrs->set_int("axis", 1);
+    }
+    if (op == "Resize" && opset_ == 10 && inputs->size() == 2) {  // (X, scales) -> (X, roi, scales)
+      inputs->insert(inputs->begin() + 1, -1);
+    }
+    if (op == "ConstantOfShape" && attrs->view().has("value_dtype")) attrs->set_int("dtype", attrs->view().get_int("value_dtype", 1));
+  }
+
+  Status import_constant(const onnx::NodeProto& n, const std::string& name) {
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      int id = -1;
+      if (a.name() == "value") {
+        KILN_ASSIGN_OR_RETURN(HostTensor t, tensor_from_proto(a.t(), "node '" + name + "' (Constant)"));
+        KILN_ASSIGN_OR_RETURN(id, g_.add_constant(n.output(0), t.dtype, t.shape, t.bytes.data(), t.bytes.size()));
+      } else if (a.name() == "value_float") {
+        KILN_ASSIGN_OR_RETURN(id, g_.add_constant(n.output(0), DType::kF32, {}, std::vector<float>{a.f()}));
+      } else if (a.name() == "value_floats") {
+        std::vector<float> v(a.floats().begin(), a.floats().end());
+        KILN_ASSIGN_OR_RETURN(id, g_.add_constant(n.output(0), DType::kF32, {static_cast<int64_t>(v.size())}, v));
+      } else if (a.name() == "value_int") {
+        KILN_ASSIGN_OR_RETURN(id, g_.add_constant(n.output(0), DType::kI64, {}, std::vector<int64_t>{a.i()}));
+      } else if (a.name() == "value_ints") {
+        std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+        KILN_ASSIGN_OR_RETURN(id, g_.add_constant(n.output(0), DType::kI64, {static_cast<int64_t>(v.size())}, v));
+      } else {
+        continue;
+      }
+      names_[n.output(0)] = id;
+      ++report_->removed_nodes;
+      return ok_status();
+    }
+    return unimplemented("node '" + name + "' (Constant) has no value Kiln can read (sparse or string constants are not supported)");
+  }
+
+  Status import_if(const onnx::NodeProto& n, const std::string& name) {
+    KILN_ASSIGN_OR_RETURN(int cond, lookup(n.input(0), name));
+    const std::vector<uint8_t>* bytes = g_.constant_bytes(cond);
+    if (!bytes || bytes->empty())
+      return unimplemented("node '" + name + "' (If): its condition is not constant after specialization; pin the input it "
+                           "depends on with --const NAME=VALUE or a static --input shape");
+    bool taken = false;
+    for (uint8_t b : *bytes) taken = taken || b;  // any nonzero byte of a one-element tensor
+    const char* branch_name = taken ? "then_branch" : "else_branch";
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.name() != branch_name) continue;
+      onnx::GraphProto branch = a.g();
+      KILN_TRY(check_supported(branch));
+      for (const onnx::TensorProto& t : branch.initializer()) {
+        KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
+        KILN_ASSIGN_OR_RETURN(int id, g_.add_constant(t.name(), h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
+        names_[t.name()] = id;
+      }
+      report_->onnx_nodes += static_cast<size_t>(branch.node_size());
+      KILN_TRY(import_nodes(branch));
+      if (branch.output_size() != n.output_size())
+        return invalid_argument("node '" + name + "' (If): branch has " + std::to_string(branch.output_size()) + " outputs, node has " +
+                                std::to_string(n.output_size()));
+      for (int k = 0; k < n.output_size(); ++k) {
+        KILN_ASSIGN_OR_RETURN(int id, lookup(branch.output(k).name(), name));
+        names_[n.output(k)] = id;
+      }
+      ++report_->removed_nodes;
+      return ok_status();
+    }
+    return invalid_argument("node '" + name + "' (If) has no " + branch_name);
+  }
+
+  // A guard over one dim that only one value satisfies means the model forces that dim:
+  // report it as a specialization with its origin instead of exporting a contract that
+  // admits just one size. A guard no value satisfies is an error too.
+  Status check_specializations() {
+    core::ExprPool& pool = g_.pool();
+    const auto& dims = pool.dims();
+    for (const kernels::Guard& gd : g_.guards()) {
+      int only = -1;
+      bool single = true;
+      std::vector<bool> seen(dims.size(), false);
+      for (core::ExprId root : {gd.lhs, gd.rhs}) {
+        std::vector<core::ExprId> stack = {root};
+        while (!stack.empty()) {
+          core::ExprId e = stack.back();
+          stack.pop_back();
+          const core::ExprNode& nd = pool.node(e);
+          if (nd.op == core::ExprOp::kDim) {
+            if (only >= 0 && only != nd.a) single = false;
+            only = nd.a;
+          } else if (nd.op != core::ExprOp::kConst) {
+            stack.push_back(nd.a);
+            stack.push_back(nd.b);
+          }
+        }
+      }
+      if (!single || only < 0) continue;
+      const core::DimInfo& d = dims[only];
+      if ((d.max - d.min) / d.step > 100000) continue;
+      std::vector<int64_t> values(dims.size(), 0), out(pool.size(), 0);
+      for (size_t k = 0; k < dims.size(); ++k) values[k] = dims[k].max / dims[k].step * dims[k].step;
+      int64_t count = 0, last = 0;
+      for (int64_t v = (d.min + d.step - 1) / d.step * d.step; v <= d.max; v += d.step) {
+        values[only] = v;
+        if (!core::eval_exprs(pool.nodes().data(), pool.size(), values.data(), out.data(), nullptr)) continue;
+        int64_t l = out[gd.lhs], r = out[gd.rhs];
+        bool ok = gd.op == kernels::Guard::Op::kEq ? l == r : gd.op == kernels::Guard::Op::kGe ? l >= r : (r != 0 && l % r == 0);
+        if (ok) ++count, last = v;
+      }
+      std::string origin = "node '" + gd.node_name + "' (" + gd.op_type + ")";
+      if (count == 0)
+        return invalid_argument("no value of dim '" + d.name + "' in [" + std::to_string(d.min) + ", " + std::to_string(d.max) +
+                                "] satisfies what " + origin + " needs " + gd.context + "; widen or move the --dim range");
+      if (count == 1 && d.min != d.max)
+        return invalid_argument("dim '" + d.name + "' is specialized to " + std::to_string(last) + " by " + origin +
+                                (gd.context.empty() ? "" : " " + gd.context) + "; export with --dim " + d.name + "=" +
+                                std::to_string(last) + " to accept that, or change the model so it does not fix the size "
+                                "(e.g. reshape with -1 or x.shape[0] instead of a literal)");
+    }
+    return ok_status();
+  }
+
+  const ExportOptions& opts_;
+  ExportReport* report_;
+  GraphBuilder g_;
+  int64_t opset_ = 13;
+  std::unordered_map<std::string, int> names_;
+};
+
+}  // namespace
+
+Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
+  std::ifstream f(model_path, std::ios::binary);
+  if (!f) return io_error("cannot open model '" + model_path + "'");
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  ExportReport report;
+  Importer imp(opts, &report);
+  KILN_TRY(imp.run(model));
+  GraphBuilder& g = imp.builder();
+  KILN_ASSIGN_OR_RETURN(MethodStats stats, g.emit(program));
+  const format::MethodDesc& m = program->methods.back();
+  report.instructions = stats.instructions;
+  report.views = stats.views;
+  report.folded_constant_nodes = g.folded_constant_nodes();
+  report.folded_shape_nodes = g.folded_shape_nodes();
+  report.arena_bytes = stats.arena_bytes;
+  report.lower_bound_bytes = stats.lower_bound_bytes;
+  report.constant_bytes = stats.constant_bytes;
+  const core::ExprPool& pool = g.pool();
+  for (const core::DimInfo& d : pool.dims())
+    report.dims.push_back(d.name + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" +
+                          (d.step > 1 ? " step " + std::to_string(d.step) : ""));
+  for (int32_t id : m.inputs)
+    report.inputs.push_back("'" + m.values[id].name + "' " + dtype_name(m.values[id].dtype) + " " + pool.shape_to_string(m.values[id].shape));
+  for (int32_t id : m.outputs)
+    report.outputs.push_back("'" + m.values[id].name + "' " + dtype_name(m.values[id].dtype) + " " + pool.shape_to_string(m.values[id].shape));
+  for (const kernels::Guard& gd : m.guards) {
+    std::string l = pool.to_string(gd.lhs), r = pool.to_string(gd.rhs);
+    std::string text = gd.op == kernels::Guard::Op::kEq ? l + " == " + r : gd.op == kernels::Guard::Op::kGe ? l + " >= " + r : l + " % " + r + " == 0";
+    report.guards.push_back(text + "  (node '" + gd.node_name + "' (" + gd.op_type + ")" + (gd.context.empty() ? "" : " " + gd.context) + ")");
+  }
+  for (const auto& in : m.instructions) ++report.ops[in.op];
+  return report;
+}
+
+std::string format_report(const ExportReport& r) {
+  std::ostringstream o;
+  o << "  opset " << r.opset << "; " << r.onnx_nodes << " ONNX nodes -> " << r.instructions << " instructions ("
+    << r.folded_shape_nodes << " shape computations and " << r.folded_constant_nodes << " constant nodes folded, "
+    << r.removed_nodes << " nodes removed, " << r.views << " views)\n";
+  o << "  inputs:\n";
+  for (const auto& s : r.inputs) o << "    " << s << "\n";
+  if (!r.dims.empty()) {
+    o << "  dims:\n";
+    for (const auto& s : r.dims) o << "    " << s << "\n";
+  }
+  o << "  outputs:\n";
+  for (const auto& s : r.outputs) o << "    " << s << "\n";
+  o << "  guards:" << (r.guards.empty() ? " none" : "") << "\n";
+  for (const auto& s : r.guards) o << "    " << s << "\n";
+  double ratio = r.lower_bound_bytes ? static_cast<double>(r.arena_bytes) / static_cast<double>(r.lower_bound_bytes) : 1.0;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << "  memory: arena " << r.arena_bytes << " bytes at the bound, lower bound " << r.lower_bound_bytes << " (" << ratio
+    << "x); constants " << r.constant_bytes << " bytes\n";
+  o << "  ops:";
+  for (const auto& [op, n] : r.ops) o << " " << op << " " << n;
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace kiln::exporter

@@ -1,0 +1,63 @@
+#pragma once
+// kiln export: an ONNX model specialized to a stated shape contract, with its shape
+// arithmetic folded into SymExprs and guards, written as a .kiln program.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "format/program_desc.h"
+#include "kiln/status.h"
+
+namespace kiln::exporter {
+
+/// `--dim NAME=MIN..MAX[:STEP]` or `--dim NAME=V` (pinned: min == max, the axis becomes static).
+struct DimArg {
+  std::string name;
+  int64_t min = 1;
+  int64_t max = 1;
+  int64_t step = 1;
+  bool pinned = false;
+};
+
+struct ExportOptions {
+  /// `--input NAME=D0,D1,...`: each Di an integer (static) or a dim name.
+  std::vector<std::pair<std::string, std::vector<std::string>>> inputs;
+  std::vector<DimArg> dims;
+  /// `--const NAME=VALUE`: a scalar input pinned as a constant.
+  std::vector<std::pair<std::string, std::string>> consts;
+  std::string method_name = "forward";
+};
+
+/// What export did, for its summary and the closing notes.
+struct ExportReport {
+  size_t onnx_nodes = 0;            ///< nodes in the main graph (subgraphs counted when inlined)
+  size_t instructions = 0;
+  size_t folded_constant_nodes = 0;  ///< ran at export on constant inputs
+  size_t folded_shape_nodes = 0;     ///< shape arithmetic folded into SymExprs
+  size_t removed_nodes = 0;          ///< Identity/Dropout/Constant/If/BatchNormalization folded into a Conv
+  size_t views = 0;
+  std::vector<std::string> inputs;   ///< "'pixels' f32 [batch, 3, H, W]"
+  std::vector<std::string> outputs;
+  std::vector<std::string> dims;     ///< "H in [32, 224] step 32"
+  std::vector<std::string> guards;   ///< "H % 32 == 0 (node 'Add_57' (Add) ...)"
+  uint64_t arena_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  uint64_t constant_bytes = 0;
+  std::map<std::string, int> ops;    ///< instructions by op
+  int64_t opset = 0;
+};
+
+/// Parses "NAME=MIN..MAX[:STEP]" / "NAME=V".
+Result<DimArg> parse_dim_arg(const std::string& text);
+/// Parses "NAME=D0,D1,...".
+Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text);
+
+/// Imports `model_path` under `opts` and appends one method to `program`.
+Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts,
+                                 format::ProgramDesc* program);
+/// Human-readable summary of a report.
+std::string format_report(const ExportReport& r);
+
+}  // namespace kiln::exporter

@@ -1,0 +1,179 @@
+#include "export/onnx/onnx_proto.h"
+
+#include <cstring>
+
+namespace kiln::exporter {
+
+bool onnx_dtype(int32_t elem_type, DType* out) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::FLOAT16: *out = DType::kF32; return true;
+    case onnx::TensorProto::INT64: *out = DType::kI64; return true;
+    case onnx::TensorProto::INT32: *out = DType::kI32; return true;
+    case onnx::TensorProto::BOOL: *out = DType::kBool; return true;
+    default: return false;
+  }
+}
+
+namespace {
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) mant <<= 1, --exp;
+      bits = sign | exp << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp - 15 + 127) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::string& where) {
+  HostTensor h;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return unimplemented(where + " keeps its data in an external file; re-save the model with the data embedded");
+  if (!onnx_dtype(t.data_type(), &h.dtype))
+    return unimplemented(where + " has element type " + onnx::TensorProto::DataType_Name(
+                                                          static_cast<onnx::TensorProto::DataType>(t.data_type())) +
+                         "; Kiln supports float, double/float16 (as float), int64, int32 and bool");
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return invalid_argument(where + " has a negative dim");
+    h.shape.push_back(d);
+    n *= d;
+  }
+  h.bytes.resize(static_cast<size_t>(n) * dtype_size(h.dtype));
+  const std::string& raw = t.raw_data();
+  auto need_raw = [&](size_t elem) -> Status {
+    if (raw.size() != static_cast<size_t>(n) * elem)
+      return data_loss(where + " holds " + std::to_string(raw.size()) + " raw bytes but its shape needs " +
+                       std::to_string(static_cast<size_t>(n) * elem));
+    return ok_status();
+  };
+  auto need = [&](int size) -> Status {
+    if (size != n) return data_loss(where + " holds " + std::to_string(size) + " values but its shape needs " + std::to_string(n));
+    return ok_status();
+  };
+  float* f = reinterpret_cast<float*>(h.bytes.data());
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      if (!raw.empty()) {
+        KILN_TRY(need_raw(4));
+        std::memcpy(f, raw.data(), raw.size());
+      } else {
+        KILN_TRY(need(t.float_data_size()));
+        for (int64_t i = 0; i < n; ++i) f[i] = t.float_data(static_cast<int>(i));
+      }
+      break;
+    case onnx::TensorProto::DOUBLE:
+      if (!raw.empty()) {
+        KILN_TRY(need_raw(8));
+        for (int64_t i = 0; i < n; ++i) {
+          double d;
+          std::memcpy(&d, raw.data() + i * 8, 8);
+          f[i] = static_cast<float>(d);
+        }
+      } else {
+        KILN_TRY(need(t.double_data_size()));
+        for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(t.double_data(static_cast<int>(i)));
+      }
+      break;
+    case onnx::TensorProto::FLOAT16:
+      if (!raw.empty()) {
+        KILN_TRY(need_raw(2));
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t v;
+          std::memcpy(&v, raw.data() + i * 2, 2);
+          f[i] = half_to_float(v);
+        }
+      } else {
+        KILN_TRY(need(t.int32_data_size()));
+        for (int64_t i = 0; i < n; ++i) f[i] = half_to_float(static_cast<uint16_t>(t.int32_data(static_cast<int>(i))));
+      }
+      break;
+    case onnx::TensorProto::INT64:
+      if (!raw.empty()) {
+        KILN_TRY(need_raw(8));
+        std::memcpy(h.bytes.data(), raw.data(), raw.size());
+      } else {
+        KILN_TRY(need(t.int64_data_size()));
+        for (int64_t i = 0; i < n; ++i) reinterpret_cast<int64_t*>(h.bytes.data())[i] = t.int64_data(static_cast<int>(i));
+      }
+      break;
+    case onnx::TensorProto::INT32:
+      if (!raw.empty()) {
+        KILN_TRY(need_raw(4));
+        std::memcpy(h.bytes.data(), raw.data(), raw.size());
+      } else {
+        KILN_TRY(need(t.int32_data_size()));
+        for (int64_t i = 0; i < n; ++i) reinterpret_cast<int32_t*>(h.bytes.data())[i] = t.int32_data(static_cast<int>(i));
+      }
+      break;
+    case onnx::TensorProto::BOOL:
+      if (!raw.empty()) {
+        KILN_TRY(need_raw(1));
+        for (int64_t i = 0; i < n; ++i) h.bytes[i] = raw[i] ? 1 : 0;
+      } else {
+        KILN_TRY(need(t.int32_data_size()));
+        for (int64_t i = 0; i < n; ++i) h.bytes[i] = t.int32_data(static_cast<int>(i)) ? 1 : 0;
+      }
+      break;
+  }
+  return h;
+}
+
+Result<core::AttrStore> attrs_from_node(const onnx::NodeProto& node) {
+  core::AttrStore a;
+  for (const onnx::AttributeProto& at : node.attribute()) {
+    switch (at.type()) {
+      case onnx::AttributeProto::INT: a.set_int(at.name(), at.i()); break;
+      case onnx::AttributeProto::FLOAT: a.set_float(at.name(), at.f()); break;
+      case onnx::AttributeProto::INTS: a.set_ints(at.name(), {at.ints().begin(), at.ints().end()}); break;
+      case onnx::AttributeProto::FLOATS: a.set_floats(at.name(), {at.floats().begin(), at.floats().end()}); break;
+      case onnx::AttributeProto::STRING: a.set_str(at.name(), at.s()); break;
+      case onnx::AttributeProto::STRINGS: {
+        std::string joined;
+        for (const std::string& s : at.strings()) joined += (joined.empty() ? "" : ",") + s;
+        a.set_str(at.name(), joined);
+        break;
+      }
+      case onnx::AttributeProto::TENSOR: {
+        KILN_ASSIGN_OR_RETURN(HostTensor t, tensor_from_proto(at.t(), "attribute '" + at.name() + "' of node '" + node.name() + "'"));
+        size_t n = t.bytes.size() / dtype_size(t.dtype);
+        if (t.dtype == DType::kF32) {
+          const float* p = reinterpret_cast<const float*>(t.bytes.data());
+          a.set_floats(at.name(), std::vector<float>(p, p + n));
+        } else {
+          std::vector<int64_t> v(n);
+          for (size_t k = 0; k < n; ++k) {
+            if (t.dtype == DType::kI64) v[k] = reinterpret_cast<const int64_t*>(t.bytes.data())[k];
+            else if (t.dtype == DType::kI32) v[k] = reinterpret_cast<const int32_t*>(t.bytes.data())[k];
+            else v[k] = t.bytes[k];
+          }
+          a.set_ints(at.name(), v);
+        }
+        a.set_int(at.name() + "_dtype", at.t().data_type());
+        break;
+      }
+      case onnx::AttributeProto::GRAPH: break;
+      default:
+        return unimplemented("node '" + node.name() + "' (" + node.op_type() + "): attribute '" + at.name() +
+                             "' has a type Kiln does not read");
+    }
+  }
+  return a;
+}
+
+}  // namespace kiln::exporter

@@ -1,0 +1,88 @@
+// ArgMax: i64 index of the largest element along `axis` (default 0) of an f32, i64 or i32
+// input; keepdims (default 1) keeps the axis as size 1. Ties go to the first index, or
+// the last with select_last_index = 1. NaN counts as the largest value (as numpy.argmax).
+#include <string>
+#include <type_traits>
+
+#include "kernels/kernel.h"
+
+namespace kiln::kernels {
+
+namespace {
+
+/// Whether v should replace the current best m (v seen later along the axis).
+template <typename T, bool kLast>
+inline bool beats(T v, T m) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (m != m) return kLast && v != v;  // a NaN best only yields to a later NaN
+    if (v != v) return true;
+  }
+  return kLast ? v >= m : v > m;
+}
+
+/// Works on [outer, n, inner]; the running best index lives in y, so the scan reads x
+/// row by row (contiguously) without scratch memory.
+template <typename T, bool kLast>
+void argmax_typed(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* block = x + o * n * inner;
+    int64_t* best = y + o * inner;
+    for (int64_t i = 0; i < inner; ++i) best[i] = 0;
+    for (int64_t j = 1; j < n; ++j) {
+      const T* row = block + j * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        if (beats<T, kLast>(row[i], block[best[i] * inner + i])) best[i] = j;
+    }
+  }
+}
+
+template <typename T>
+void argmax_dispatch(const TensorView& x, int64_t* y, bool last, int64_t outer, int64_t n, int64_t inner) {
+  if (last) argmax_typed<T, true>(x.as<T>(), y, outer, n, inner);
+  else argmax_typed<T, false>(x.as<T>(), y, outer, n, inner);
+}
+
+}  // namespace
+
+Status argmax_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 1));
+  const DType t = c.in(0).dtype;
+  if (t != DType::kF32 && t != DType::kI64 && t != DType::kI32)
+    return c.error(std::string("input #0 has dtype ") + dtype_name(t) + ", expected f32, i64 or i32");
+  const int64_t rank = c.rank(0);
+  if (rank == 0) return c.error("input #0 must have rank >= 1, got a scalar");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, c.normalize_axis(c.attrs.get_int("axis", 0), rank));
+  const std::vector<ExprId>& in = c.in(0).shape;
+  KILN_TRY(c.require_ge(in[axis], c.pool.constant(1),
+                        "for axis " + std::to_string(axis) + " of " + c.pool.shape_to_string(in) +
+                            " to have an element to pick"));
+  c.out(0).dtype = DType::kI64;
+  c.out(0).shape = in;
+  if (c.attrs.get_int("keepdims", 1) != 0) c.out(0).shape[axis] = c.pool.constant(1);
+  else c.out(0).shape.erase(c.out(0).shape.begin() + axis);
+  return ok_status();
+}
+
+KernelStatus argmax_run(const RunCtx& c) {
+  const TensorView& x = c.in(0);
+  int64_t axis = c.attrs.get_int("axis", 0);
+  if (axis < 0) axis += x.rank;
+  if (axis < 0 || axis >= x.rank) return KernelStatus::kInvalidValue;
+  int64_t outer = 1, inner = 1, n = x.dims[axis];
+  for (int k = 0; k < axis; ++k) outer *= x.dims[k];
+  for (int k = static_cast<int>(axis) + 1; k < x.rank; ++k) inner *= x.dims[k];
+  if (c.out(0).numel() != outer * inner) return KernelStatus::kInvalidValue;
+  if (outer * inner == 0) return KernelStatus::kOk;
+  if (n == 0) return KernelStatus::kInvalidValue;
+  const bool last = c.attrs.get_int("select_last_index", 0) != 0;
+  int64_t* y = c.out(0).as<int64_t>();
+  switch (x.dtype) {
+    case DType::kF32: argmax_dispatch<float>(x, y, last, outer, n, inner); break;
+    case DType::kI64: argmax_dispatch<int64_t>(x, y, last, outer, n, inner); break;
+    case DType::kI32: argmax_dispatch<int32_t>(x, y, last, outer, n, inner); break;
+    case DType::kBool: return KernelStatus::kInvalidValue;
+  }
+  return KernelStatus::kOk;
+}
+
+}  // namespace kiln::kernels

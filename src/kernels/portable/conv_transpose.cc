@@ -1,0 +1,176 @@
+// ConvTranspose: 1-D and 2-D transposed convolution of NC[H]W input with [C, M/group, kH, kW]
+// weights, optional bias [M]; attributes group, strides, dilations, pads, output_padding,
+// kernel_shape, output_shape, auto_pad. Per spatial axis (ONNX):
+//   out = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pad_begin - pad_end,
+// except that SAME_UPPER/SAME_LOWER give out = in*stride and an output_shape attribute gives
+// out directly; in both cases the total padding follows from that out and is split as
+//   SAME_UPPER: begin = floor(total/2);  otherwise: begin = total - floor(total/2).
+#include <string>
+
+#include "kernels/kernel.h"
+#include "kernels/portable/window.h"
+
+namespace kiln::kernels {
+
+namespace {
+
+/// floor(t / 2) for any sign.
+int64_t floor_half(int64_t t) { return t >= 0 ? t / 2 : -((1 - t) / 2); }
+
+/// Reads the optional output_shape attribute: `nsp` spatial sizes, or `nsp + 2` with N and C
+/// first (older exporters); empty when absent.
+Status read_output_shape(const ShapeCtx& c, size_t nsp, std::vector<int64_t>* out) {
+  out->clear();
+  if (!c.attrs.has("output_shape")) return ok_status();
+  uint32_t n = c.attrs.ints_size("output_shape");
+  if (n != nsp && n != nsp + 2)
+    return c.error("attribute 'output_shape' needs " + std::to_string(nsp) + " values (or " +
+                   std::to_string(nsp + 2) + " with N and C), got " + std::to_string(n));
+  const int64_t* v = c.attrs.ints("output_shape") + (n - nsp);
+  for (size_t k = 0; k < nsp; ++k) {
+    if (v[k] < 1) return c.error("attribute 'output_shape' value " + std::to_string(v[k]) + " must be >= 1");
+    out->push_back(v[k]);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status conv_transpose_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(2, 3));
+  for (size_t i = 0; i < c.num_inputs(); ++i)
+    if (c.has_input(i)) KILN_TRY(c.expect_dtype(i, DType::kF32));
+  core::ExprPool& p = c.pool;
+  const std::vector<ExprId>& x = c.in(0).shape;
+  const std::vector<ExprId>& w = c.in(1).shape;
+  if (x.size() != 3 && x.size() != 4)
+    return c.error("supports 1-D and 2-D transposed convolution (input rank 3 or 4), got input " +
+                   p.shape_to_string(x));
+  if (w.size() != x.size())
+    return c.error("weight " + p.shape_to_string(w) + " must have the rank of input " + p.shape_to_string(x));
+  const size_t nsp = x.size() - 2;
+  const int64_t group = c.attrs.get_int("group", 1);
+  if (group < 1) return c.error("attribute 'group' must be >= 1, got " + std::to_string(group));
+  const std::string ws = p.shape_to_string(w);
+  KILN_TRY(c.require_eq(x[1], w[0], "(input channels of " + p.shape_to_string(x) + " must equal dim 0 of weight " +
+                                        ws + ")"));
+  KILN_TRY(c.require_divisible(w[0], group, "(input channels of weight " + ws + " must be divisible by group " +
+                                                std::to_string(group) + ")"));
+  std::vector<ExprId> kernel(w.begin() + 2, w.end());
+  if (c.attrs.has("kernel_shape")) {
+    std::vector<int64_t> ks;
+    KILN_TRY(window_ints(c, "kernel_shape", nsp, 1, 1, &ks));
+    for (size_t k = 0; k < nsp; ++k)
+      KILN_TRY(c.require_eq(kernel[k], p.constant(ks[k]), "(attribute 'kernel_shape' must match weight " + ws + ")"));
+  }
+  const ExprId out_ch = p.mul(w[1], p.constant(group));
+  if (c.has_input(2)) {
+    const std::vector<ExprId>& b = c.in(2).shape;
+    if (b.size() != 1) return c.error("bias " + p.shape_to_string(b) + " must have rank 1");
+    KILN_TRY(c.require_eq(b[0], out_ch, "(bias length must equal the output channels, group " +
+                                            std::to_string(group) + " times dim 1 of weight " + ws + ")"));
+  }
+  const std::string auto_pad = c.attrs.get_str("auto_pad", "NOTSET");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && !same)
+    return c.error("attribute 'auto_pad' is '" + auto_pad + "', expected NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+  std::vector<int64_t> strides, dilations, pads, out_pad, out_shape;
+  KILN_TRY(window_ints(c, "strides", nsp, 1, 1, &strides));
+  KILN_TRY(window_ints(c, "dilations", nsp, 1, 1, &dilations));
+  KILN_TRY(window_ints(c, "pads", 2 * nsp, 0, 0, &pads));
+  KILN_TRY(window_ints(c, "output_padding", nsp, 0, 0, &out_pad));
+  KILN_TRY(read_output_shape(c, nsp, &out_shape));
+  if (auto_pad != "NOTSET") std::fill(pads.begin(), pads.end(), 0);
+
+  std::vector<ExprId> out = {x[0], out_ch};
+  for (size_t k = 0; k < nsp; ++k) {
+    const ExprId in = x[2 + k], s = p.constant(strides[k]);
+    ExprId size;
+    if (!out_shape.empty()) {
+      size = p.constant(out_shape[k]);
+    } else if (same) {
+      size = p.mul(in, s);
+    } else {
+      ExprId eff = p.add(p.mul(p.constant(dilations[k]), p.sub(kernel[k], p.constant(1))), p.constant(1));
+      size = p.add(p.mul(s, p.sub(in, p.constant(1))), eff);
+      size = p.add(size, p.constant(out_pad[k] - pads[k] - pads[nsp + k]));
+    }
+    KILN_TRY(c.require_ge(size, p.constant(1), "(output size of spatial axis " + std::to_string(k) +
+                                                   " for input size " + p.to_string(in) + " and kernel " +
+                                                   p.to_string(kernel[k]) + ")"));
+    out.push_back(size);
+  }
+  c.out(0).dtype = DType::kF32;
+  c.out(0).shape = std::move(out);
+  return ok_status();
+}
+
+KernelStatus conv_transpose_run(const RunCtx& c) {
+  const TensorView& xv = c.in(0);
+  const TensorView& wv = c.in(1);
+  TensorView& yv = c.out(0);
+  const int nsp = xv.rank - 2;
+  // A 1-D transposed convolution runs as 2-D with H = kH = OH = 1.
+  const int64_t n_batch = xv.dims[0], in_ch = xv.dims[1];
+  const int64_t in_h = nsp == 2 ? xv.dims[2] : 1, in_w = xv.dims[xv.rank - 1];
+  const int64_t group_out = wv.dims[1];
+  const int64_t k_h = nsp == 2 ? wv.dims[2] : 1, k_w = wv.dims[wv.rank - 1];
+  const int64_t out_ch = yv.dims[1];
+  const int64_t out_h = nsp == 2 ? yv.dims[2] : 1, out_w = yv.dims[yv.rank - 1];
+  const int64_t group_in = in_ch / c.attrs.get_int("group", 1);
+  Window win;
+  win.read(c.attrs, nsp);
+  const int64_t* out_pad = c.attrs.ints("output_padding");
+  if (c.attrs.has("output_shape") || win.auto_pad == AutoPad::kSameUpper || win.auto_pad == AutoPad::kSameLower) {
+    const int64_t in_sz[2] = {in_h, in_w}, k_sz[2] = {k_h, k_w}, out_sz[2] = {out_h, out_w};
+    for (int slot = 2 - nsp; slot < 2; ++slot) {
+      const int64_t op = out_pad ? out_pad[slot - (2 - nsp)] : 0;
+      const int64_t total = win.stride[slot] * (in_sz[slot] - 1) + op + (k_sz[slot] - 1) * win.dilation[slot] + 1 -
+                            out_sz[slot];
+      win.pad_begin[slot] = win.auto_pad == AutoPad::kSameUpper ? floor_half(total) : total - floor_half(total);
+    }
+  }
+  const float* x = xv.as<float>();
+  const float* w = wv.as<float>();
+  const float* bias = c.has_input(2) ? c.in(2).as<float>() : nullptr;
+  float* y = yv.as<float>();
+  const int64_t in_plane = in_h * in_w, out_plane = out_h * out_w, k_plane = k_h * k_w;
+  for (int64_t n = 0; n < n_batch; ++n)
+    for (int64_t m = 0; m < out_ch; ++m) {
+      float* yp = y + (n * out_ch + m) * out_plane;
+      const float b = bias ? bias[m] : 0.f;
+      for (int64_t i = 0; i < out_plane; ++i) yp[i] = b;
+    }
+
+  // Scatter: input pixel (ih, iw) and tap (kh, kw) land on output
+  // (ih*stride - pad_begin + kh*dilation, iw*stride - pad_begin + kw*dilation).
+  for (int64_t n = 0; n < n_batch; ++n) {
+    for (int64_t ic = 0; ic < in_ch; ++ic) {
+      const float* xp = x + (n * in_ch + ic) * in_plane;
+      const int64_t first_out = (ic / group_in) * group_out;
+      for (int64_t mm = 0; mm < group_out; ++mm) {
+        float* yp = y + (n * out_ch + first_out + mm) * out_plane;
+        const float* wp = w + (ic * group_out + mm) * k_plane;
+        for (int64_t kh = 0; kh < k_h; ++kh) {
+          const int64_t off_h = kh * win.dilation[0] - win.pad_begin[0];
+          int64_t ih_lo, ih_hi;
+          clip_range(off_h, win.stride[0], out_h, in_h, &ih_lo, &ih_hi);
+          for (int64_t kw = 0; kw < k_w; ++kw) {
+            const float wt = wp[kh * k_w + kw];
+            const int64_t off_w = kw * win.dilation[1] - win.pad_begin[1];
+            int64_t iw_lo, iw_hi;
+            clip_range(off_w, win.stride[1], out_w, in_w, &iw_lo, &iw_hi);
+            for (int64_t ih = ih_lo; ih < ih_hi; ++ih) {
+              const float* xr = xp + ih * in_w;
+              float* yr = yp + (ih * win.stride[0] + off_h) * out_w;
+              for (int64_t iw = iw_lo; iw < iw_hi; ++iw) yr[iw * win.stride[1] + off_w] += wt * xr[iw];
+            }
+          }
+        }
+      }
+    }
+  }
+  return KernelStatus::kOk;
+}
+
+}  // namespace kiln::kernels

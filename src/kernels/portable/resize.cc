@@ -1,0 +1,312 @@
+// Resize (opsets 11-17: X, roi, scales, sizes) and Upsample (opset 7-9: X and scales), modes
+// nearest and linear, on the last two axes (the others keep their size): bilinear for rank
+// >= 2, 1-D linear for rank 1. Per resized axis, output coordinate x maps to the input
+// coordinate x_original by coordinate_transformation_mode (scale = the scales value when
+// given, else out/in):
+//   half_pixel            (x + 0.5) / scale - 0.5
+//   pytorch_half_pixel    (x + 0.5) / scale - 0.5, or 0 when out == 1
+//   align_corners         x * (in - 1) / (out - 1), or 0 when out == 1
+//   asymmetric            x / scale
+//   tf_half_pixel_for_nn  (x + 0.5) / scale
+// then nearest rounds it by nearest_mode, linear blends the two neighbours; both clamp
+// indices to [0, in - 1] (edge replication). Output sizes: floor(in * scale), or sizes.
+// Upsample is asymmetric with nearest_mode floor. roi is ignored (tf_crop_and_resize and
+// cubic are refused).
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "kernels/kernel.h"
+#include "kernels/portable/int_input.h"
+
+namespace kiln::kernels {
+
+namespace {
+
+enum class Coord : uint8_t { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn };
+enum class Nearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+
+/// How one node resamples.
+struct Params {
+  bool linear = false;
+  Coord coord = Coord::kHalfPixel;
+  Nearest nearest = Nearest::kRoundPreferFloor;
+};
+
+/// Reads Resize's string attributes without allocating; on an unknown value returns false
+/// and names the attribute in *bad.
+bool read_resize_params(const core::Attrs& a, Params* p, const char** bad) {
+  std::string_view mode = a.get_str("mode", "nearest");
+  std::string_view ct = a.get_str("coordinate_transformation_mode", "half_pixel");
+  std::string_view nm = a.get_str("nearest_mode", "round_prefer_floor");
+  p->linear = mode == "linear";
+  if (!p->linear && mode != "nearest") {
+    *bad = "mode";
+    return false;
+  }
+  if (ct == "half_pixel") {
+    p->coord = Coord::kHalfPixel;
+  } else if (ct == "pytorch_half_pixel") {
+    p->coord = Coord::kPytorchHalfPixel;
+  } else if (ct == "align_corners") {
+    p->coord = Coord::kAlignCorners;
+  } else if (ct == "asymmetric") {
+    p->coord = Coord::kAsymmetric;
+  } else if (ct == "tf_half_pixel_for_nn") {
+    p->coord = Coord::kTfHalfPixelForNn;
+  } else {
+    *bad = "coordinate_transformation_mode";
+    return false;
+  }
+  if (nm == "round_prefer_floor") {
+    p->nearest = Nearest::kRoundPreferFloor;
+  } else if (nm == "round_prefer_ceil") {
+    p->nearest = Nearest::kRoundPreferCeil;
+  } else if (nm == "floor") {
+    p->nearest = Nearest::kFloor;
+  } else if (nm == "ceil") {
+    p->nearest = Nearest::kCeil;
+  } else {
+    *bad = "nearest_mode";
+    return false;
+  }
+  return true;
+}
+
+/// Upsample: asymmetric coordinates, nearest rounds down.
+Params upsample_params(const core::Attrs& a) {
+  Params p;
+  p.linear = a.str_equals("mode", "linear");
+  p.coord = Coord::kAsymmetric;
+  p.nearest = Nearest::kFloor;
+  return p;
+}
+
+/// Largest denominator tried when reading a scale as a fraction p/q.
+constexpr int64_t kMaxDenominator = 100;
+
+/// Symbolic floor(in * s) for axis `axis`: exact as floordiv(in*p, q) when s is within 1e-6
+/// of a fraction p/q with a small q (2.0, 0.5, 1.5...), else folded when `in` is constant.
+Result<ExprId> scaled_size(ShapeCtx& c, ExprId in, float s, size_t axis) {
+  core::ExprPool& p = c.pool;
+  if (s == 1.f) return in;
+  for (int64_t q = 1; q <= kMaxDenominator; ++q) {
+    const int64_t num = std::llround(static_cast<double>(s) * q);
+    if (num >= 1 && std::abs(static_cast<double>(num) / q - s) < 1e-6) {
+      ExprId prod = p.mul(in, p.constant(num));
+      return q == 1 ? prod : p.floordiv(prod, p.constant(q));
+    }
+  }
+  if (p.is_const(in)) return p.constant(static_cast<int64_t>(std::floor(p.const_value(in) * static_cast<double>(s))));
+  return c.error("scale " + std::to_string(s) + " on axis " + std::to_string(axis) + " (size " + p.to_string(in) +
+                 ") is not a fraction p/q with q <= " + std::to_string(kMaxDenominator) +
+                 ", so the output size cannot be written symbolically; give sizes instead of scales or pin the dim");
+}
+
+/// Output shape from constant scales (one per axis); only the last two axes may change.
+Status shape_from_scales(ShapeCtx& c, const std::vector<float>& scales, std::vector<ExprId>* out) {
+  const std::vector<ExprId>& x = c.in(0).shape;
+  if (scales.size() != x.size())
+    return c.error("has " + std::to_string(scales.size()) + " scales for input " + c.pool.shape_to_string(x) +
+                   " of rank " + std::to_string(x.size()) + "; expected one per axis");
+  for (size_t k = 0; k < x.size(); ++k) {
+    const float s = scales[k];
+    if (!(s > 0.f)) return c.error("scale " + std::to_string(s) + " on axis " + std::to_string(k) + " must be > 0");
+    if (s != 1.f && k + 2 < x.size())
+      return c.error("scale " + std::to_string(s) + " on axis " + std::to_string(k) +
+                     ": only the last two axes can be resized, the others need scale 1");
+    KILN_ASSIGN_OR_RETURN(ExprId size, scaled_size(c, x[k], s, k));
+    out->push_back(size);
+  }
+  return ok_status();
+}
+
+/// Checks output sizes >= 1 (guarded when symbolic) and sets output 0.
+Status finish_shape(ShapeCtx& c, std::vector<ExprId> out) {
+  for (size_t k = 0; k < out.size(); ++k)
+    KILN_TRY(c.require_ge(out[k], c.pool.constant(1), "(output size of axis " + std::to_string(k) + " for input " +
+                                                          c.pool.shape_to_string(c.in(0).shape) + ")"));
+  c.out(0).dtype = DType::kF32;
+  c.out(0).shape = std::move(out);
+  return ok_status();
+}
+
+/// Whether input i is omitted or has no elements (opset 11 passes an empty scales with sizes).
+bool is_empty(const ShapeCtx& c, size_t i) {
+  if (!c.has_input(i)) return true;
+  for (ExprId d : c.in(i).shape)
+    if (c.pool.is_const_value(d, 0)) return true;
+  return false;
+}
+
+/// One resized axis at its actual sizes.
+struct Axis {
+  int64_t in = 1, out = 1;
+  double scale = 1;
+};
+
+double original_coord(const Axis& a, Coord mode, int64_t x) {
+  switch (mode) {
+    case Coord::kHalfPixel: return (x + 0.5) / a.scale - 0.5;
+    case Coord::kPytorchHalfPixel: return a.out > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
+    case Coord::kAlignCorners: return a.out > 1 ? static_cast<double>(x) * (a.in - 1) / (a.out - 1) : 0.0;
+    case Coord::kAsymmetric: return x / a.scale;
+    case Coord::kTfHalfPixelForNn: return (x + 0.5) / a.scale;
+  }
+  return 0.0;
+}
+
+int64_t clamp_index(int64_t i, int64_t in) { return i < 0 ? 0 : i >= in ? in - 1 : i; }
+
+/// Input index nearest output coordinate x.
+int64_t nearest_index(const Axis& a, const Params& p, int64_t x) {
+  const double xo = original_coord(a, p.coord, x);
+  const double fl = std::floor(xo), frac = xo - fl;
+  double pick = fl;
+  switch (p.nearest) {
+    case Nearest::kRoundPreferFloor: pick = frac > 0.5 ? fl + 1 : fl; break;
+    case Nearest::kRoundPreferCeil: pick = frac >= 0.5 ? fl + 1 : fl; break;
+    case Nearest::kFloor: pick = fl; break;
+    case Nearest::kCeil: pick = std::ceil(xo); break;
+  }
+  return clamp_index(static_cast<int64_t>(pick), a.in);
+}
+
+/// The two input indices around output coordinate x and the weight of the second.
+void linear_taps(const Axis& a, const Params& p, int64_t x, int64_t* i0, int64_t* i1, float* w1) {
+  const double xo = original_coord(a, p.coord, x);
+  const double fl = std::floor(xo);
+  *w1 = static_cast<float>(xo - fl);
+  *i0 = clamp_index(static_cast<int64_t>(fl), a.in);
+  *i1 = clamp_index(static_cast<int64_t>(fl) + 1, a.in);
+}
+
+/// Resamples the last two axes of xv into yv. `scales` (one per axis) may be nullptr.
+KernelStatus resample(const TensorView& xv, TensorView& yv, const Params& p, const float* scales) {
+  const int r = xv.rank;
+  if (yv.rank != r || r < 1) return KernelStatus::kInvalidValue;
+  int64_t outer = 1;
+  for (int k = 0; k + 2 < r; ++k) {
+    if (yv.dims[k] != xv.dims[k]) return KernelStatus::kInvalidValue;
+    outer *= xv.dims[k];
+  }
+  Axis ah, aw;  // rank 1: H stays 1
+  for (int k = r - 2 < 0 ? r - 1 : r - 2; k < r; ++k) {
+    Axis& a = k == r - 1 ? aw : ah;
+    a.in = xv.dims[k];
+    a.out = yv.dims[k];
+    a.scale = scales ? static_cast<double>(scales[k]) : static_cast<double>(a.out) / static_cast<double>(a.in);
+  }
+  if (ah.in == 0 || aw.in == 0) return outer * ah.out * aw.out == 0 ? KernelStatus::kOk : KernelStatus::kInvalidValue;
+  const float* x = xv.as<float>();
+  float* y = yv.as<float>();
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* xp = x + o * ah.in * aw.in;
+    float* yp = y + o * ah.out * aw.out;
+    for (int64_t oh = 0; oh < ah.out; ++oh) {
+      float* yr = yp + oh * aw.out;
+      if (!p.linear) {
+        const float* xr = xp + nearest_index(ah, p, oh) * aw.in;
+        for (int64_t ow = 0; ow < aw.out; ++ow) yr[ow] = xr[nearest_index(aw, p, ow)];
+        continue;
+      }
+      int64_t h0, h1, w0, w1;
+      float fh, fw;
+      linear_taps(ah, p, oh, &h0, &h1, &fh);
+      const float* r0 = xp + h0 * aw.in;
+      const float* r1 = xp + h1 * aw.in;
+      for (int64_t ow = 0; ow < aw.out; ++ow) {
+        linear_taps(aw, p, ow, &w0, &w1, &fw);
+        const float top = r0[w0] + fw * (r0[w1] - r0[w0]);
+        const float bottom = r1[w0] + fw * (r1[w1] - r1[w0]);
+        yr[ow] = top + fh * (bottom - top);
+      }
+    }
+  }
+  return KernelStatus::kOk;
+}
+
+}  // namespace
+
+Status resize_shape(ShapeCtx& c) {
+  if (c.num_inputs() == 2)
+    return c.error("has 2 inputs (X, scales), the opset-10 form, which is not supported; re-export with opset >= 11");
+  KILN_TRY(c.expect_inputs(1, 4));
+  KILN_TRY(c.expect_dtype(0, DType::kF32));
+  if (c.attrs.get_int("antialias", 0) != 0) return c.error("attribute 'antialias' is not supported");
+  if (c.attrs.has("axes")) return c.error("attribute 'axes' is not supported; give scales or sizes for every axis");
+  if (!c.attrs.str_equals("keep_aspect_ratio_policy", "stretch") && c.attrs.has("keep_aspect_ratio_policy"))
+    return c.error("attribute 'keep_aspect_ratio_policy' must be 'stretch'");
+  const char* mode = c.attrs.get_str("mode", "nearest");
+  if (std::string_view(mode) == "cubic") return c.error("mode 'cubic' is not supported; use nearest or linear");
+  if (c.attrs.str_equals("coordinate_transformation_mode", "tf_crop_and_resize"))
+    return c.error("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+  Params params;
+  const char* bad = nullptr;
+  if (!read_resize_params(c.attrs, &params, &bad))
+    return c.error(std::string("attribute '") + bad + "' has unsupported value '" + c.attrs.get_str(bad, "") + "'");
+  const bool has_scales = !is_empty(c, 2), has_sizes = c.has_input(3);
+  if (has_scales == has_sizes)
+    return c.error(has_scales ? "has both scales (input #2) and sizes (input #3); give only one"
+                              : "needs scales (input #2) or sizes (input #3)");
+  core::ExprPool& p = c.pool;
+  const std::vector<ExprId>& x = c.in(0).shape;
+  std::vector<ExprId> out;
+  if (has_scales) {
+    KILN_TRY(c.expect_dtype(2, DType::kF32));
+    std::vector<float> scales;
+    if (!c.const_floats(2, &scales)) return c.error("scales input #2 must be a constant");
+    KILN_TRY(shape_from_scales(c, scales, &out));
+  } else {
+    if (c.in(3).dtype != DType::kI64) return c.error("sizes input #3 must have dtype i64");
+    if (!known_ints(c, 3, &out)) return c.error("sizes input #3 must be a constant or computed from shapes");
+    if (out.size() != x.size())
+      return c.error("has " + std::to_string(out.size()) + " sizes for input " + p.shape_to_string(x) +
+                     "; expected one per axis");
+    for (size_t k = 0; k + 2 < x.size(); ++k)
+      KILN_TRY(c.require_eq(out[k], x[k], "(only the last two axes can be resized; sizes " + p.shape_to_string(out) +
+                                              " must keep axis " + std::to_string(k) + " of input " +
+                                              p.shape_to_string(x) + ")"));
+  }
+  return finish_shape(c, std::move(out));
+}
+
+KernelStatus resize_run(const RunCtx& c) {
+  Params p;
+  const char* bad = nullptr;
+  if (!read_resize_params(c.attrs, &p, &bad)) return KernelStatus::kInvalidValue;
+  const bool scales = c.has_input(2) && c.in(2).numel() > 0;
+  if (scales && c.in(2).numel() != c.in(0).rank) return KernelStatus::kInvalidValue;
+  return resample(c.in(0), c.out(0), p, scales ? c.in(2).as<float>() : nullptr);
+}
+
+Status upsample_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 2));
+  KILN_TRY(c.expect_dtype(0, DType::kF32));
+  std::string mode = c.attrs.get_str("mode", "nearest");
+  if (mode != "nearest" && mode != "linear")
+    return c.error("attribute 'mode' is '" + mode + "', expected nearest or linear");
+  std::vector<float> scales;
+  if (c.num_inputs() == 2) {
+    KILN_TRY(c.expect_dtype(1, DType::kF32));
+    if (!c.const_floats(1, &scales)) return c.error("scales input #1 must be a constant");
+  } else if (c.attrs.has("scales")) {  // opset 7
+    scales.assign(c.attrs.floats("scales"), c.attrs.floats("scales") + c.attrs.floats_size("scales"));
+  } else {
+    return c.error("needs scales (input #1, or the attribute before opset 9)");
+  }
+  for (float s : scales)
+    if (s < 1.f) return c.error("scale " + std::to_string(s) + " is below 1; Upsample only enlarges");
+  std::vector<ExprId> out;
+  KILN_TRY(shape_from_scales(c, scales, &out));
+  return finish_shape(c, std::move(out));
+}
+
+KernelStatus upsample_run(const RunCtx& c) {
+  const float* scales = c.num_inputs == 2 ? c.in(1).as<float>() : c.attrs.floats("scales");
+  const int64_t n = c.num_inputs == 2 ? c.in(1).numel() : c.attrs.floats_size("scales");
+  if (!scales || n != c.in(0).rank) return KernelStatus::kInvalidValue;
+  return resample(c.in(0), c.out(0), upsample_params(c.attrs), scales);
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,264 @@
+#pragma once
+// Shared by LSTM and GRU (lstm.cc, gru.cc): attribute and shape checks for the shape
+// functions, and the same attributes, layouts and sequence lengths read at run time (no
+// allocation, no strings).
+//
+// Inputs: 0 X, 1 W [dirs, gates*H, I], 2 R [dirs, gates*H, H], 3 B [dirs, 2*gates*H],
+// 4 sequence_lens [batch], 5.. initial states (initial_h, then initial_c for LSTM).
+// Outputs: 0 Y, then one final state per initial state (Y_h, then Y_c for LSTM).
+// layout 0: X [T, batch, I], Y [T, dirs, batch, H], states [dirs, batch, H];
+// layout 1: X [batch, T, I], Y [batch, T, dirs, H], states [batch, dirs, H].
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace kiln::kernels {
+
+enum class RnnAct : uint8_t { kSigmoid, kTanh, kRelu };
+
+inline float rnn_apply(RnnAct a, float x) {
+  switch (a) {
+    case RnnAct::kSigmoid: return 1.f / (1.f + std::exp(-x));
+    case RnnAct::kTanh: return std::tanh(x);
+    case RnnAct::kRelu: return x > 0.f ? x : 0.f;
+  }
+  return x;
+}
+
+/// Parses one activation name [s, s + n) (ONNX spelling, case-insensitive, spaces trimmed).
+inline bool rnn_act_from_name(const char* s, size_t n, RnnAct* out) {
+  while (n > 0 && *s == ' ') ++s, --n;
+  while (n > 0 && s[n - 1] == ' ') --n;
+  auto is = [&](const char* name) {  // name is lower-case
+    if (std::strlen(name) != n) return false;
+    for (size_t i = 0; i < n; ++i)
+      if ((s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]) != name[i]) return false;
+    return true;
+  };
+  const char* names[] = {"sigmoid", "tanh", "relu"};  // RnnAct order
+  for (int i = 0; i < 3; ++i)
+    if (is(names[i])) {
+      *out = static_cast<RnnAct>(i);
+      return true;
+    }
+  return false;
+}
+
+/// Static description of one recurrent op.
+struct RnnKind {
+  int gates;         ///< 4 for LSTM (i, o, f, c), 3 for GRU (z, r, h)
+  int acts_per_dir;  ///< activations per direction: 3 for LSTM (f, g, h), 2 for GRU (f, g)
+  int states;        ///< 2 for LSTM (h, c), 1 for GRU (h)
+  int max_inputs;    ///< 8 for LSTM (P last), 6 for GRU
+  int scratch_rows;  ///< floats of scratch per (batch row, hidden unit)
+};
+
+/// The attributes and actual sizes of one run.
+struct RnnRun {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1;
+  bool layout1 = false;  ///< batch-first
+  bool reverse = false;  ///< direction == reverse (bidirectional runs direction 1 reversed)
+  float clip = 0.f;      ///< 0: no clipping
+  RnnAct act[6] = {};    ///< per direction: acts_per_dir entries
+
+  float clipped(float x) const { return clip > 0.f ? std::min(clip, std::max(-clip, x)) : x; }
+  RnnAct f(int64_t d, int k, int per_dir) const { return act[d * per_dir + k]; }
+  int64_t x_off(int64_t t, int64_t b) const { return (layout1 ? b * seq + t : t * batch + b) * input; }
+  int64_t y_off(int64_t t, int64_t d, int64_t b) const {
+    return (layout1 ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
+  }
+  int64_t state_off(int64_t d, int64_t b) const { return (layout1 ? b * dirs + d : d * batch + b) * hidden; }
+};
+
+/// Number of directions for the `direction` attribute; 0 when unknown.
+inline int rnn_dirs(const core::Attrs& a, bool* reverse) {
+  *reverse = a.str_equals("direction", "reverse");
+  if (!a.has("direction") || a.str_equals("direction", "forward") || *reverse) return 1;
+  return a.str_equals("direction", "bidirectional") ? 2 : 0;
+}
+
+/// Why an `activations` attribute was rejected.
+struct RnnActError {
+  bool not_string = false;
+  bool bad_name = false;  ///< [start, start + len) of the string is not a supported name
+  size_t start = 0, len = 0;
+  int count = 0;  ///< names in the list
+};
+
+/// Fills act[] from the `activations` attribute (one string joined with ','), or the
+/// defaults (Sigmoid, Tanh[, Tanh]). A bidirectional node may list one set per direction or
+/// one set for both. False (with *err filled) on a non-string, an unknown name or a wrong count.
+inline bool rnn_read_acts(const core::Attrs& a, int per_dir, int dirs, RnnAct* act, RnnActError* err) {
+  for (int d = 0; d < dirs; ++d)
+    for (int k = 0; k < per_dir; ++k) act[d * per_dir + k] = k == 0 ? RnnAct::kSigmoid : RnnAct::kTanh;
+  const core::AttrRef* r = a.find("activations");
+  if (!r) return true;
+  if (r->kind != core::AttrKind::kString) return !(err->not_string = true);
+  RnnAct parsed[6];
+  const char* s = r->str;
+  for (size_t start = 0;;) {
+    size_t end = start;
+    while (s[end] != '\0' && s[end] != ',') ++end;
+    RnnAct x;
+    if (!rnn_act_from_name(s + start, end - start, &x)) {
+      err->start = start;
+      err->len = end - start;
+      return !(err->bad_name = true);
+    }
+    if (err->count < 6) parsed[err->count] = x;
+    ++err->count;
+    if (s[end] == '\0') break;
+    start = end + 1;
+  }
+  int n = err->count;
+  if (n != per_dir && n != per_dir * dirs) return false;
+  for (int d = 0; d < dirs; ++d)
+    for (int k = 0; k < per_dir; ++k) act[d * per_dir + k] = parsed[n == per_dir ? k : d * per_dir + k];
+  return true;
+}
+
+/// Reads attributes and actual sizes for the kernel; false when they are inconsistent
+/// (the shape function rejected such nodes already).
+inline bool rnn_read(const RunCtx& c, const RnnKind& k, RnnRun* r) {
+  r->dirs = rnn_dirs(c.attrs, &r->reverse);
+  r->layout1 = c.attrs.get_int("layout", 0) == 1;
+  r->clip = c.attrs.has("clip") ? c.attrs.get_float("clip", 0.f) : 0.f;
+  RnnActError err;
+  if (r->dirs == 0 || !rnn_read_acts(c.attrs, k.acts_per_dir, static_cast<int>(r->dirs), r->act, &err)) return false;
+  const TensorView& x = c.in(0);
+  r->seq = x.dims[r->layout1 ? 1 : 0];
+  r->batch = x.dims[r->layout1 ? 0 : 1];
+  r->input = x.dims[2];
+  r->hidden = c.in(2).dims[2];
+  size_t need = static_cast<size_t>(k.scratch_rows * r->batch * r->hidden) * sizeof(float);
+  return c.scratch != nullptr && c.scratch_bytes >= need;
+}
+
+/// Length of batch row b's sequence (all of X when sequence_lens is omitted); -1 when out of
+/// [0, seq].
+inline int64_t rnn_seq_len(const RunCtx& c, const RnnRun& r, int64_t b) {
+  if (!c.has_input(4)) return r.seq;
+  const TensorView& s = c.in(4);
+  int64_t len = s.dtype == DType::kI64 ? s.as<int64_t>()[b] : s.as<int32_t>()[b];
+  return len >= 0 && len <= r.seq ? len : -1;
+}
+
+/// gates[j] += dot(m row j, v) for a row-major [rows, cols] matrix m, i.e. gates += v * m^T.
+inline void rnn_add_matvec(const float* m, int64_t rows, int64_t cols, const float* v, float* gates) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* row = m + j * cols;
+    float sum = 0.f;
+    for (int64_t k = 0; k < cols; ++k) sum += row[k] * v[k];
+    gates[j] += sum;
+  }
+}
+
+/// Shape function shared by LSTM and GRU: checks attributes and inputs 0..(4 + states),
+/// sets Y and the final states, and asks for scratch. Returns the hidden size in *hidden
+/// and the number of directions in *dirs.
+inline Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* dirs) {
+  core::ExprPool& p = c.pool;
+  KILN_TRY(c.expect_inputs(3, static_cast<size_t>(k.max_inputs)));
+  if (c.outputs.size() > static_cast<size_t>(1 + k.states))
+    return c.error("has " + std::to_string(c.outputs.size()) + " outputs, at most " + std::to_string(1 + k.states) +
+                   " are defined");
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) continue;
+    if (i != 4) {
+      KILN_TRY(c.expect_dtype(i, DType::kF32));
+    } else if (c.in(4).dtype != DType::kI32 && c.in(4).dtype != DType::kI64) {
+      return c.error(std::string("sequence_lens has dtype ") + dtype_name(c.in(4).dtype) + ", expected i32 or i64");
+    }
+  }
+  // Attributes.
+  bool reverse = false;
+  int nd = rnn_dirs(c.attrs, &reverse);
+  if (nd == 0)
+    return c.error(std::string("direction '") + c.attrs.get_str("direction", "?") +
+                   "' must be forward, reverse or bidirectional");
+  int64_t layout = c.attrs.get_int("layout", 0);
+  if (layout != 0 && layout != 1) return c.error("layout " + std::to_string(layout) + " must be 0 or 1");
+  if (c.attrs.has("clip") && !(c.attrs.get_float("clip", 0.f) > 0.f)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", c.attrs.get_float("clip", 0.f));
+    return c.error(std::string("clip ") + text + " must be positive (omit it to not clip)");
+  }
+  RnnAct act[6];
+  RnnActError err;
+  if (!rnn_read_acts(c.attrs, k.acts_per_dir, nd, act, &err)) {
+    const core::AttrRef* a = c.attrs.find("activations");
+    if (err.not_string) return c.error("activations must be one string of names joined with ','");
+    if (err.bad_name)
+      return c.error("activation '" + std::string(a->str + err.start, err.len) +
+                     "' is not supported (supported: Sigmoid, Tanh, Relu)");
+    return c.error("activations '" + std::string(a->str) + "' lists " + std::to_string(err.count) +
+                   " functions, expected " + std::to_string(k.acts_per_dir) +
+                   (nd == 2 ? " or " + std::to_string(2 * k.acts_per_dir) : ""));
+  }
+  // Ranks.
+  const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+  const int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
+  for (size_t i = 0; i < c.num_inputs(); ++i)
+    if (c.has_input(i) && c.rank(i) != ranks[i])
+      return c.error(std::string(names[i]) + " " + p.shape_to_string(c.in(i).shape) + " must have rank " +
+                     std::to_string(ranks[i]));
+  auto shape_of = [&](size_t i) { return std::string(names[i]) + " " + p.shape_to_string(c.in(i).shape); };
+  // Sizes: directions and hidden from the attributes, input from W, T and batch from X.
+  const std::vector<ExprId>& w = c.in(1).shape;
+  ExprId d = p.constant(nd), g = p.constant(k.gates), h;
+  KILN_TRY(c.require_eq(w[0], d,
+                        "(W " + p.shape_to_string(w) + " must start with num_directions = " + std::to_string(nd) +
+                            " for direction=" + c.attrs.get_str("direction", "forward") + ")"));
+  if (c.attrs.has("hidden_size")) {
+    int64_t hs = c.attrs.get_int("hidden_size", 0);
+    if (hs <= 0) return c.error("hidden_size " + std::to_string(hs) + " must be positive");
+    h = p.constant(hs);
+    KILN_TRY(c.require_eq(w[1], p.mul(g, h),
+                          "(" + shape_of(1) + " must have " + std::to_string(k.gates) + "*hidden_size rows)"));
+  } else {
+    KILN_TRY(
+        c.require_divisible(w[1], k.gates, "(" + shape_of(1) + " rows hold " + std::to_string(k.gates) + " gates)"));
+    h = p.floordiv(w[1], g);
+  }
+  const std::vector<ExprId>& x = c.in(0).shape;
+  ExprId seq = x[layout ? 1 : 0], batch = x[layout ? 0 : 1];
+  KILN_TRY(c.require_eq(x[2], w[2], "(input_size of " + shape_of(0) + " and " + shape_of(1) + ")"));
+  // Every other input has one expected shape.
+  std::vector<ExprId> state = layout ? std::vector<ExprId>{batch, d, h} : std::vector<ExprId>{d, batch, h};
+  auto expect_shape = [&](size_t i, const std::vector<ExprId>& want) -> Status {
+    if (!c.has_input(i)) return ok_status();
+    std::string why = "(" + shape_of(i) + " must be " + p.shape_to_string(want) + ")";
+    for (size_t a = 0; a < want.size(); ++a) KILN_TRY(c.require_eq(c.in(i).shape[a], want[a], why));
+    return ok_status();
+  };
+  KILN_TRY(expect_shape(2, {d, p.mul(g, h), h}));
+  KILN_TRY(expect_shape(3, {d, p.mul(p.constant(2 * k.gates), h)}));
+  KILN_TRY(expect_shape(4, {batch}));
+  for (int s = 0; s < k.states; ++s) KILN_TRY(expect_shape(5 + s, state));
+  // Constant sequence lengths are checked now; others by the kernel.
+  std::vector<int64_t> lens;
+  if (c.has_input(4) && p.is_const(seq) && c.const_ints(4, &lens))
+    for (int64_t len : lens)
+      if (len < 0 || len > p.const_value(seq))
+        return c.error("sequence_lens value " + std::to_string(len) + " is outside [0, " +
+                       std::to_string(p.const_value(seq)) + "] (seq_length of " + shape_of(0) + ")");
+  // Outputs, and scratch for the gates and the running states of every batch row.
+  c.out(0).dtype = DType::kF32;
+  c.out(0).shape = layout ? std::vector<ExprId>{batch, seq, d, h} : std::vector<ExprId>{seq, d, batch, h};
+  for (size_t o = 1; o < c.outputs.size(); ++o) {
+    c.out(o).dtype = DType::kF32;
+    c.out(o).shape = state;
+  }
+  c.scratch_bytes = p.mul(p.constant(k.scratch_rows * static_cast<int64_t>(sizeof(float))), p.mul(batch, h));
+  *hidden = h;
+  *dirs = d;
+  return ok_status();
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,105 @@
+// The model zoo end to end: every zoo model exports with its stated contract through the
+// real `kiln export`, and through the real `kiln_runner` matches ONNX Runtime's reference
+// outputs at every reference shape (including each dim's minimum and shapes far below the
+// bound); shapes the contract refuses are refused. Prints one summary line per model.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e_util.h"
+#include "tooling/npy.h"
+
+namespace kiln::testing {
+namespace {
+
+const std::string kZoo = std::string(KILN_SOURCE_DIR) + "/zoo";
+
+nlohmann::json manifest() {
+  std::ifstream f(kZoo + "/manifest.json");
+  return nlohmann::json::parse(f, nullptr, false);
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  nlohmann::json m = manifest();
+  if (m.is_discarded()) return names;
+  for (const auto& x : m["models"]) names.push_back(x["name"]);
+  return names;
+}
+
+class Zoo : public ::testing::TestWithParam<std::string> {};
+
+double element(const tooling::NpyArray& a, size_t i) {
+  switch (a.dtype) {
+    case DType::kF32: return reinterpret_cast<const float*>(a.data.data())[i];
+    case DType::kI64: return static_cast<double>(reinterpret_cast<const int64_t*>(a.data.data())[i]);
+    case DType::kI32: return reinterpret_cast<const int32_t*>(a.data.data())[i];
+    case DType::kBool: return a.data[i];
+  }
+  return 0;
+}
+
+TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
+  nlohmann::json model, all = manifest();
+  for (const auto& x : all["models"])
+    if (x["name"] == GetParam()) model = x;
+  ASSERT_FALSE(model.is_null());
+  std::string name = model["name"];
+  std::string kiln_path = ::testing::TempDir() + "/zoo_" + name + ".kiln";
+  std::string cmd = bin("kiln") + " export " + kZoo + "/" + model["onnx"].get<std::string>() + " -o " + kiln_path;
+  for (const auto& a : model["export_args"]) cmd += " " + a.get<std::string>();
+  auto t0 = std::chrono::steady_clock::now();
+  CommandResult exp = run_command(cmd);
+  double export_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(exp.exit_code, 0) << cmd << "\n" << exp.output;
+  EXPECT_EQ(exp.output.find(" Shape "), std::string::npos) << "a Shape op survived export:\n" << exp.output;
+
+  double max_err = 0;
+  for (const auto& c : model["cases"]) {
+    std::string inputs;
+    for (const auto& p : c["inputs"]) inputs += (inputs.empty() ? "" : ",") + kZoo + "/" + p.get<std::string>();
+    std::string out = ::testing::TempDir() + "/zoo_out_" + name;
+    CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + kiln_path + " --inputs=" + inputs +
+                                  " --output_file=" + out + " --output_format=npy --print_output=none");
+    std::string what = name + " case " + c["name"].get<std::string>() + " (" + c["input_shapes"].get<std::string>() + ")";
+    ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
+    for (size_t k = 0; k < c["outputs"].size(); ++k) {
+      auto want = tooling::read_npy(kZoo + "/" + c["outputs"][k].get<std::string>());
+      auto got = tooling::read_npy(out + "-" + std::to_string(k) + ".npy");
+      ASSERT_TRUE(want.ok() && got.ok()) << what;
+      ASSERT_EQ(got->shape, want->shape) << what << " output " << k;
+      ASSERT_EQ(got->dtype, want->dtype) << what << " output " << k;
+      size_t n = want->data.size() / dtype_size(want->dtype);
+      for (size_t i = 0; i < n; ++i) {
+        double g = element(*got, i), w = element(*want, i);
+        double err = std::abs(g - w) / (1.0 + std::abs(w));
+        max_err = std::max(max_err, err);
+        ASSERT_LE(err, 1e-4) << what << " output " << k << " element " << i << ": got " << g << ", ONNX Runtime " << w;
+      }
+    }
+  }
+  for (const auto& rej : model.value("rejects", nlohmann::json::array())) {
+    CommandResult r = run_command(bin("kiln") + " check " + kiln_path + " --input_shapes=" + rej["input_shapes"].get<std::string>());
+    EXPECT_EQ(r.exit_code, 1) << name << " accepted " << rej["input_shapes"] << ", expected: " << rej["reason"] << "\n" << r.output;
+  }
+  CommandResult ins = run_command(bin("kiln") + " inspect " + kiln_path + " --json");
+  auto j = nlohmann::json::parse(ins.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << ins.output;
+  const auto& m = j["methods"][0];
+  std::printf("zoo %-13s instructions %4d guards %zu arena %9llu lower bound %9llu (%.3fx) max rel err %.2e export %.0f ms\n",
+              name.c_str(), m["num_instructions"].get<int>(), m["guards"].size(),
+              static_cast<unsigned long long>(m["arena_bytes"].get<uint64_t>()),
+              static_cast<unsigned long long>(m["lower_bound_bytes"].get<uint64_t>()), m["arena_over_lower_bound"].get<double>(),
+              max_err, export_ms);
+  EXPECT_LE(m["arena_over_lower_bound"].get<double>(), 1.05) << "arena more than 5% above the lower bound";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(model_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace kiln::testing

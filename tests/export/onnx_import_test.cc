@@ -1,0 +1,187 @@
+// ONNX importer on small models built here: contract errors that teach, unsupported ops
+// listed at once, forced specialization, folding (Constant, Identity, BatchNormalization,
+// If with a constant condition, shape arithmetic) and the result run below the bound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "export/onnx/onnx_import.h"
+#include "kiln/method.h"
+#include "kiln/program.h"
+#include "onnx_model_util.h"
+
+namespace kiln::testing {
+namespace {
+
+using exporter::ExportOptions;
+
+ExportOptions dims(std::vector<std::string> args) {
+  ExportOptions o;
+  for (const auto& a : args) o.dims.push_back(*exporter::parse_dim_arg(a));
+  return o;
+}
+
+struct Loaded {
+  std::vector<uint8_t> bytes;
+  void* buf = nullptr;
+  std::unique_ptr<Program> program;
+  std::unique_ptr<Method> method;
+  ~Loaded() {
+    method.reset();
+    program.reset();
+    std::free(buf);
+  }
+};
+
+std::unique_ptr<Loaded> load(const format::ProgramDesc& d) {
+  auto l = std::make_unique<Loaded>();
+  l->bytes = *format::serialize_program(d);
+  l->buf = std::aligned_alloc(64, (l->bytes.size() + 63) / 64 * 64);
+  std::memcpy(l->buf, l->bytes.data(), l->bytes.size());
+  l->program = Program::load_buffer(l->buf, l->bytes.size()).value();
+  l->method = Method::create(*l->program, d.methods[0].name).value();
+  return l;
+}
+
+TEST(OnnxImport, ParsesDimAndInputArguments) {
+  auto d = exporter::parse_dim_arg("H=32..224:32");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->min, 32);
+  EXPECT_EQ(d->max, 224);
+  EXPECT_EQ(d->step, 32);
+  auto p = exporter::parse_dim_arg("batch=1");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->pinned);
+  EXPECT_FALSE(exporter::parse_dim_arg("H=a..b").ok());
+  auto i = exporter::parse_input_arg("x=1,3,H,W");
+  ASSERT_TRUE(i.ok());
+  EXPECT_EQ(i->second, (std::vector<std::string>{"1", "3", "H", "W"}));
+}
+
+TEST(OnnxImport, UnboundedDimNamesInputAxisAndFix) {
+  OnnxModel m;
+  m.input("pixels", {"1", "3", "height", "width"}).output("y");
+  m.node("Relu", "relu", {"pixels"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("unbounded.onnx"), dims({"width=1..64"}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "input 'pixels' axis 2 is dynamic ('height') but has no bound; add --dim height=MIN..MAX (or --dim height=V to pin it)");
+}
+
+TEST(OnnxImport, UnsupportedOpsListedAtOnce) {
+  OnnxModel m;
+  m.input("x", {"4"}).output("y");
+  m.node("Relu", "ok", {"x"}, {"a"});
+  m.node("FancyOp", "f1", {"a"}, {"b"});
+  m.node("Det", "d1", {"b"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("unsupported.onnx"), {}, &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "unsupported ops in 2 node(s): 'f1' (FancyOp), 'd1' (Det); Kiln's op list is src/kernels/portable/ops.inc");
+}
+
+TEST(OnnxImport, ForcedSpecializationIsReported) {
+  // Reshape [batch, 8] to a literal [1, 8]: only batch == 1 works.
+  OnnxModel m;
+  m.input("x", {"batch", "8"}).output("y");
+  m.ints("shape", {2}, {1, 8});
+  m.node("Reshape", "Reshape_3", {"x", "shape"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("forced.onnx"), dims({"batch=1..16"}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dim 'batch' is specialized to 1 by node 'Reshape_3' (Reshape)"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("export with --dim batch=1"), std::string::npos);
+  // Pinned, the same model exports.
+  EXPECT_TRUE(exporter::export_onnx(m.save("forced.onnx"), dims({"batch=1"}), &d).ok());
+}
+
+TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
+  OnnxModel m;
+  m.input("x", {"N", "2", "H", "W"}).output("y");
+  std::vector<float> w(3 * 2 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i));
+  m.floats("w", {3, 2, 3, 3}, w).floats("b", {3}, {0.1f, -0.2f, 0.3f});
+  m.floats("scale", {3}, {1.5f, 0.5f, 2.0f}).floats("shift", {3}, {0.0f, 1.0f, -1.0f});
+  m.floats("mean", {3}, {0.2f, -0.1f, 0.0f}).floats("var", {3}, {1.0f, 4.0f, 0.25f});
+  auto& conv = m.node("Conv", "conv", {"x", "w", "b"}, {"c"});
+  OnnxModel::attr_ints(conv, "pads", {1, 1, 1, 1});
+  m.node("BatchNormalization", "bn", {"c", "scale", "shift", "mean", "var"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("bn.onnx"), dims({"N=1..2", "H=1..9", "W=1..9"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Conv", 1}}));
+  auto l = load(d);
+  ASSERT_TRUE(l->method->bind_shapes({{1, 2, 3, 2}}).ok());
+  float* x = l->method->input(0).as<float>();
+  for (int i = 0; i < 12; ++i) x[i] = std::cos(static_cast<float>(i));
+  ASSERT_TRUE(l->method->execute().ok());
+  const TensorView& y = l->method->output(0);
+  ASSERT_EQ(y.numel(), 3 * 3 * 2);
+  // Reference: conv then batch norm, in double.
+  const double scale[] = {1.5, 0.5, 2.0}, shift[] = {0, 1, -1}, mean[] = {0.2, -0.1, 0}, var[] = {1, 4, 0.25}, bias[] = {0.1, -0.2, 0.3};
+  for (int o = 0; o < 3; ++o)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double acc = bias[o];
+        for (int c = 0; c < 2; ++c)
+          for (int u = 0; u < 3; ++u)
+            for (int v = 0; v < 3; ++v) {
+              int yy = i - 1 + u, xx = j - 1 + v;
+              if (yy < 0 || yy >= 3 || xx < 0 || xx >= 2) continue;
+              acc += std::cos(static_cast<double>((c * 3 + yy) * 2 + xx)) * w[((o * 2 + c) * 3 + u) * 3 + v];
+            }
+        double want = (acc - mean[o]) / std::sqrt(var[o] + 1e-5) * scale[o] + shift[o];
+        EXPECT_NEAR(y.as<float>()[(o * 3 + i) * 2 + j], want, 1e-4);
+      }
+}
+
+TEST(OnnxImport, ConstantIdentityAndConstantIfAreRemoved) {
+  OnnxModel m;
+  m.input("x", {"n"}).input("rate", {}, onnx::TensorProto::INT64).output("y");
+  auto& c = m.node("Constant", "two", {}, {"two"});
+  auto* a = c.add_attribute();
+  a->set_name("value_float");
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(2.0f);
+  m.node("Identity", "id", {"x"}, {"x2"});
+  m.ints("k16000", {}, {16000});
+  m.node("Equal", "is16k", {"rate", "k16000"}, {"cond"});
+  auto& iff = m.node("If", "branch", {"cond"}, {"y"});
+  auto* then_g = iff.add_attribute();
+  then_g->set_name("then_branch");
+  then_g->set_type(onnx::AttributeProto::GRAPH);
+  auto* tg = then_g->mutable_g();
+  auto* tn = tg->add_node();
+  tn->set_op_type("Mul"), tn->set_name("double"), tn->add_input("x2"), tn->add_input("two"), tn->add_output("t_out");
+  tg->add_output()->set_name("t_out");
+  auto* else_g = iff.add_attribute();
+  else_g->set_name("else_branch");
+  else_g->set_type(onnx::AttributeProto::GRAPH);
+  auto* eg = else_g->mutable_g();
+  auto* en = eg->add_node();
+  en->set_op_type("Neg"), en->set_name("negate"), en->add_input("x2"), en->add_output("e_out");
+  eg->add_output()->set_name("e_out");
+  std::string path = m.save("if.onnx");
+  for (auto [rate, op] : {std::pair{"16000", "Mul"}, std::pair{"8000", "Neg"}}) {
+    ExportOptions o = dims({"n=1..8"});
+    o.consts.emplace_back("rate", rate);
+    format::ProgramDesc d;
+    auto r = exporter::export_onnx(path, o, &d);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->ops, (std::map<std::string, int>{{op, 1}})) << rate;
+    EXPECT_EQ(r->instructions, 1u);
+  }
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(path, dims({"n=1..8"}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("node 'branch' (If): its condition is not constant after specialization"),
+            std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::testing
