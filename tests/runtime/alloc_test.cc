@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
+#include <functional>
+#include <sstream>
 #include <cstdlib>
 #include <new>
 
@@ -81,6 +84,62 @@ TEST(Allocations, ExecuteAllocatesNothing) {
     EXPECT_EQ((*m)->output(0).dims[0], batch);
   }
   std::free(buf);
+}
+
+}  // namespace
+}  // namespace kiln
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "export/onnx/onnx_import.h"
+
+namespace kiln {
+namespace {
+
+// Every op the zoo uses, at the bound and below it: execute allocates nothing.
+TEST(Allocations, ZooModelsExecuteWithoutAllocating) {
+  std::ifstream f(std::string(KILN_SOURCE_DIR) + "/zoo/manifest.json");
+  auto manifest = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(manifest.is_discarded());
+  for (const auto& model : manifest["models"]) {
+    exporter::ExportOptions opts;
+    const auto& args = model["export_args"];
+    for (size_t i = 0; i + 1 < args.size(); i += 2) {
+      ASSERT_EQ(args[i], "--dim");
+      opts.dims.push_back(*exporter::parse_dim_arg(args[i + 1].get<std::string>()));
+    }
+    format::ProgramDesc desc;
+    auto report = exporter::export_onnx(std::string(KILN_SOURCE_DIR) + "/zoo/" + model["onnx"].get<std::string>(), opts, &desc);
+    ASSERT_TRUE(report.ok()) << report.status().message();
+    std::vector<uint8_t> bytes = *format::serialize_program(desc);
+    void* buf = std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64);
+    std::memcpy(buf, bytes.data(), bytes.size());
+    {
+      auto p = Program::load_buffer(buf, bytes.size());
+      ASSERT_TRUE(p.ok());
+      auto m = Method::create(**p, "forward");
+      ASSERT_TRUE(m.ok());
+      for (const auto& c : model["cases"]) {
+        std::vector<std::vector<int64_t>> shapes;
+        std::stringstream ss(c["input_shapes"].get<std::string>());
+        std::string tok;
+        while (std::getline(ss, tok, ',')) {
+          std::vector<int64_t> s;
+          std::stringstream ds(tok);
+          std::string d;
+          while (std::getline(ds, d, 'x')) s.push_back(std::stoll(d));
+          shapes.push_back(s);
+        }
+        ASSERT_TRUE((*m)->bind_shapes(shapes).ok());
+        for (size_t i = 0; i < (*m)->num_inputs(); ++i) std::memset((*m)->input(i).data, 0, (*m)->input(i).nbytes());
+        long n = count_allocs([&] { ASSERT_TRUE((*m)->execute().ok()); });
+        EXPECT_EQ(n, 0) << model["name"] << " at " << c["input_shapes"];
+      }
+    }
+    std::free(buf);
+  }
 }
 
 }  // namespace
