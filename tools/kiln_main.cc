@@ -9,6 +9,7 @@
 #include "kiln/program.h"
 #include "tooling/inspect.h"
 #include "tooling/runner.h"
+#include "tooling/sweep.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Kiln: shape-contract-aware programs for devices.\n"
@@ -35,6 +36,14 @@ int main(int argc, char** argv) {
   check->add_option("file", path, "program")->required();
   check->add_option("--input_shapes", shapes, "e.g. 1x3x256x256,1x4")->required();
   check->add_option("--method_name", method, "method")->capture_default_str();
+  kiln::tooling::SweepOptions sweep_opts;
+  CLI::App* sweep = app.add_subcommand("sweep", "run at many shapes inside the contract (min, max, random), twice each over "
+                                                "differently poisoned arenas; exit 1 on any failure");
+  sweep->add_option("file", path, "program")->required();
+  sweep->add_option("--method_name", sweep_opts.method_name, "method")->capture_default_str();
+  sweep->add_option("--samples", sweep_opts.samples, "random samples besides all-min and all-max")->capture_default_str();
+  sweep->add_option("--seed", sweep_opts.seed, "random seed")->capture_default_str();
+  sweep->add_flag("--json", json, "machine-readable output");
   CLI11_PARSE(app, argc, argv);
 
   if (exp->parsed()) {
@@ -74,6 +83,13 @@ int main(int argc, char** argv) {
     if (json) std::cout << kiln::tooling::inspect_json(**program, path).dump(2) << "\n";
     else std::cout << kiln::tooling::inspect_text(**program, path);
     return 0;
+  }
+  if (sweep->parsed()) {
+    auto r = kiln::tooling::sweep(**program, sweep_opts);
+    if (!r.ok()) return std::cerr << "error: " << r.status().message() << "\n", 1;
+    if (json) std::cout << kiln::tooling::sweep_json(*r).dump(2) << "\n";
+    else std::cout << kiln::tooling::sweep_text(*r);
+    return r->failures() == 0 ? 0 : 1;
   }
   auto parsed = kiln::tooling::parse_shapes(shapes);
   if (!parsed.ok()) {

@@ -55,6 +55,10 @@ class Method {
   /// segment); valid until the next bind/execute.
   const TensorView& output(size_t i) const;
 
+  /// Overwrites every byte of the arena (inputs included) with `byte`. For tools that prove
+  /// a program never reads memory it did not write (kiln sweep); write inputs afterwards.
+  void fill_arena(uint8_t byte);
+
   /// Value of dim `name` after bind, or -1.
   int64_t dim_value(const std::string& name) const;
 

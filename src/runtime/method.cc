@@ -329,6 +329,8 @@ Status Method::execute() {
 
 const TensorView& Method::output(size_t i) const { return impl_->views[impl_->outputs[i]]; }
 
+void Method::fill_arena(uint8_t byte) { std::memset(impl_->arena, byte, impl_->m->plan()->arena_bytes()); }
+
 int64_t Method::dim_value(const std::string& name) const {
   for (size_t d = 0; d < impl_->dim_names.size(); ++d)
     if (impl_->dim_names[d] == name) return impl_->bound ? impl_->dim_values[d] : -1;

@@ -258,6 +258,11 @@ TEST(CnnE2E, InspectAndCheck) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("no: bind: input 'pixels' (#0) dim 2 ('H') is 65, outside its range [1, 64]"), std::string::npos)
       << r.output;
+  r = run_command(bin("kiln") + " sweep " + path + " --samples=5");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok    1x3x1x1"), std::string::npos) << r.output;    // every dim at its min
+  EXPECT_NE(r.output.find("ok    4x3x64x64"), std::string::npos) << r.output;  // at the bound
+  EXPECT_NE(r.output.find("7 passed, 0 failed"), std::string::npos) << r.output;
   r = run_command(bin("kiln") + " inspect " + path);
   EXPECT_NE(r.output.find("'pixels' f32 [batch, 3, H, W]"), std::string::npos) << r.output;
 }

@@ -86,6 +86,13 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
     CommandResult r = run_command(bin("kiln") + " check " + kiln_path + " --input_shapes=" + rej["input_shapes"].get<std::string>());
     EXPECT_EQ(r.exit_code, 1) << name << " accepted " << rej["input_shapes"] << ", expected: " << rej["reason"] << "\n" << r.output;
   }
+  // Random admissible shapes, each run twice over differently poisoned arenas.
+  CommandResult sw = run_command(bin("kiln") + " sweep " + kiln_path + " --samples=3 --json");
+  EXPECT_EQ(sw.exit_code, 0) << sw.output;
+  auto swj = nlohmann::json::parse(sw.output, nullptr, false);
+  ASSERT_FALSE(swj.is_discarded()) << sw.output;
+  EXPECT_EQ(swj["failures"], 0);
+  EXPECT_GE(swj["samples"].size(), 4u);
   CommandResult ins = run_command(bin("kiln") + " inspect " + kiln_path + " --json");
   auto j = nlohmann::json::parse(ins.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << ins.output;

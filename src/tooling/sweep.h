@@ -1,0 +1,47 @@
+#pragma once
+// kiln sweep: run a program at many shapes inside its contract, because bugs hide below the
+// bound. Each sample runs twice over an arena filled with different garbage (0xFF, then
+// 0x00); the outputs must be finite and bit-identical, which proves the kernels neither read
+// memory they did not write nor depend on stale data from a larger earlier shape.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/program.h"
+#include "kiln/status.h"
+
+namespace kiln::tooling {
+
+struct SweepOptions {
+  std::string method_name = "forward";
+  int samples = 20;  ///< besides the all-min and all-max samples
+  uint64_t seed = 1;
+};
+
+struct SweepSample {
+  std::string shapes;  ///< "1x3x24x40,..."
+  bool ok = false;
+  std::string problem;  ///< why not ok
+  double ms = 0;
+};
+
+struct SweepResult {
+  std::vector<SweepSample> samples;
+  int skipped_by_guards = 0;  ///< random draws that failed a guard (not admissible)
+  int failures() const {
+    int n = 0;
+    for (const auto& s : samples) n += s.ok ? 0 : 1;
+    return n;
+  }
+};
+
+/// Samples admissible shapes (every dim at its min, at its max, then random values on its
+/// step grid, redrawing those that fail a guard) and runs each one.
+Result<SweepResult> sweep(const Program& program, const SweepOptions& opts);
+nlohmann::json sweep_json(const SweepResult& r);
+std::string sweep_text(const SweepResult& r);
+
+}  // namespace kiln::tooling
