@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops");
   inspect->add_option("file", path, "program")->required();
   inspect->add_flag("--json", json, "machine-readable output");
+  bool list_instructions = false;
+  inspect->add_flag("--instructions", list_instructions, "list every instruction with its outputs' symbolic shapes");
   CLI::App* check = app.add_subcommand("check", "do these input shapes satisfy the contract? (exit 0 yes, 1 no)");
   check->add_option("file", path, "program")->required();
   check->add_option("--input_shapes", shapes, "e.g. 1x3x256x256,1x4")->required();
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
   }
   if (inspect->parsed()) {
     if (json) std::cout << kiln::tooling::inspect_json(**program, path).dump(2) << "\n";
-    else std::cout << kiln::tooling::inspect_text(**program, path);
+    else std::cout << kiln::tooling::inspect_text(**program, path, list_instructions);
     return 0;
   }
   if (sweep->parsed()) {

@@ -61,6 +61,8 @@ struct MethodMeta {
   size_t num_values = 0;
   std::vector<std::string> instruction_ops;  ///< op type per instruction, in order
   std::vector<std::string> instruction_nodes;
+  /// Per instruction, its outputs' symbolic shapes ("[batch, 1280]"), joined with ", ".
+  std::vector<std::string> instruction_outputs;
 };
 
 /// A loaded, verified program. Owns its mapping (load) or borrows the caller's buffer

@@ -107,6 +107,15 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
     for (const fb::Instruction* in : *m->instructions()) {
       meta.instruction_ops.push_back(in->op()->str());
       meta.instruction_nodes.push_back(in->node_name() ? in->node_name()->str() : "");
+      std::string outs;
+      for (int32_t id : *in->outputs()) {
+        const fb::Value* v = m->values()->Get(id);
+        std::string shape = "[";
+        for (size_t k = 0; k < v->shape()->size(); ++k)
+          shape += (k ? ", " : "") + core::format_expr(exprs.data(), exprs.size(), names, v->shape()->Get(k));
+        outs += (outs.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(v->dtype()))) + " " + shape + "]";
+      }
+      meta.instruction_outputs.push_back(outs);
     }
   }
   (void)file;

@@ -36,7 +36,7 @@ double ratio(const MethodMeta& m) {
 
 }  // namespace
 
-std::string inspect_text(const Program& program, const std::string& path) {
+std::string inspect_text(const Program& program, const std::string& path, bool instructions) {
   std::ostringstream o;
   o << "program " << path << ": " << program.num_methods() << " method(s), " << program.constant_bytes()
     << " constant bytes\n";
@@ -83,6 +83,10 @@ std::string inspect_text(const Program& program, const std::string& path) {
       sep = ", ";
     }
     o << (counts.empty() ? "" : ")") << "\n";
+    if (instructions)
+      for (size_t k = 0; k < m.instruction_ops.size(); ++k)
+        o << "    #" << k << " " << m.instruction_ops[k] << " '" << m.instruction_nodes[k] << "' -> " << m.instruction_outputs[k]
+          << "\n";
   }
   return o.str();
 }
@@ -134,6 +138,10 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
     jm["constant_bytes"] = m.constant_bytes;
     jm["num_instructions"] = m.instruction_ops.size();
     jm["instructions_by_op"] = op_counts(m);
+    jm["instructions"] = json::array();
+    for (size_t k = 0; k < m.instruction_ops.size(); ++k)
+      jm["instructions"].push_back(
+          json{{"op", m.instruction_ops[k]}, {"node", m.instruction_nodes[k]}, {"outputs", m.instruction_outputs[k]}});
     j["methods"].push_back(jm);
   }
   return j;

@@ -13,7 +13,8 @@ namespace kiln::tooling {
 
 /// Human-readable report: methods, signatures with dims and ranges, equalities, guards,
 /// arena vs lower bound, constants, instructions by op.
-std::string inspect_text(const Program& program, const std::string& path);
+/// With `instructions`, also lists every instruction with its outputs' symbolic shapes.
+std::string inspect_text(const Program& program, const std::string& path, bool instructions = false);
 /// The same as JSON (stable keys, for scripts).
 nlohmann::json inspect_json(const Program& program, const std::string& path);
 /// Whether `shapes` satisfy the method's contract; the Status explains why not.
