@@ -354,11 +354,38 @@ ExprId ExprPool::floordiv_const(ExprId a, int64_t d) {
   return add(quotient, rest);
 }
 
+bool ExprPool::cancel_common(ExprId a, ExprId b, ExprId* a2, ExprId* b2) {
+  // k*m and k'*m' (monomials): divide both by their positive common factors and gcd(k, k').
+  Linear la = linearize(a), lb = linearize(b);
+  if (la.constant != 0 || la.terms.size() != 1 || lb.constant != 0 || lb.terms.size() != 1) return false;
+  int64_t ka = la.terms[0].second, kb = lb.terms[0].second;
+  std::vector<ExprId> fa, fb, common;
+  collect_factors(la.terms[0].first, &fa);
+  collect_factors(lb.terms[0].first, &fb);
+  for (auto it = fb.begin(); it != fb.end();) {
+    auto hit = std::find(fa.begin(), fa.end(), *it);
+    if (hit != fa.end() && range(*it).lo >= 1) {
+      common.push_back(*it);
+      fa.erase(hit);
+      it = fb.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  int64_t g = std::gcd(ka < 0 ? -ka : ka, kb < 0 ? -kb : kb);
+  if (common.empty() && g <= 1) return false;
+  *a2 = mul(constant(ka / g), build_product(fa));
+  *b2 = mul(constant(kb / g), build_product(fb));
+  return true;
+}
+
 ExprId ExprPool::floordiv(ExprId a, ExprId b) {
   if (is_const(b) && const_value(b) > 0) return floordiv_const(a, const_value(b));
   if (a == b && range(b).lo > 0) return constant(1);
   ExprId exact = divide_exact(a, b);
   if (exact != kNoExpr) return exact;
+  ExprId a2, b2;
+  if (range(b).lo >= 1 && cancel_common(a, b, &a2, &b2) && range(b2).lo >= 1) return floordiv(a2, b2);
   return make(ExprOp::kFloorDiv, a, b, 0);
 }
 

@@ -84,6 +84,11 @@ class ExprPool {
   ExprId min(ExprId a, ExprId b);
   ExprId max(ExprId a, ExprId b);
 
+  /// For monomials a = k*m and b = k'*m': divides both by their common factors whose range
+  /// is positive and by gcd(k, k'). False when nothing cancels. Used to state a/b and
+  /// a == b in their smallest terms.
+  bool cancel_common(ExprId a, ExprId b, ExprId* a2, ExprId* b2);
+
   bool is_const(ExprId id) const { return nodes_[id].op == ExprOp::kConst; }
   /// Value of a constant node (precondition: is_const).
   int64_t const_value(ExprId id) const { return nodes_[id].value; }

@@ -1,5 +1,6 @@
 #include "format/reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -53,6 +54,7 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   }
   const fb::MemoryPlan* plan = m->plan();
   if (!plan) return bad("method '" + m->name()->str() + "' has no memory plan");
+  uint64_t arena_end = 0;  // where the furthest planned slot ends
   for (size_t i = 0; i < n_values; ++i) {
     const fb::Value* v = m->values()->Get(i);
     if (!v->shape() || !v->name()) return bad(where(m, "value", i) + " lacks its name or shape");
@@ -71,6 +73,9 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
         uint64_t need = numel * dtype_size(static_cast<DType>(v->dtype()));
         if (v->nbytes() != need || v->offset() > constants_size || constants_size - v->offset() < need)
           return bad(where(m, "value", i) + " lies outside the constant segment");
+        if (v->offset() % kSegmentAlignment != 0)
+          return bad(where(m, "value", i) + " is a constant at offset " + std::to_string(v->offset()) +
+                     ", not 64-byte aligned");
         break;
       }
       case fb::StorageKind::Arena:
@@ -79,6 +84,9 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
         if (v->offset() > plan->arena_bytes() || plan->arena_bytes() - v->offset() < v->nbytes())
           return bad(where(m, "value", i) + " lies outside the arena (offset " + std::to_string(v->offset()) + " + " +
                      std::to_string(v->nbytes()) + " > " + std::to_string(plan->arena_bytes()) + ")");
+        if (v->offset() % kSegmentAlignment != 0)
+          return bad(where(m, "value", i) + " has arena offset " + std::to_string(v->offset()) + ", not 64-byte aligned");
+        arena_end = std::max(arena_end, v->offset() + v->nbytes());  // <= arena_bytes: no overflow
         break;
       case fb::StorageKind::Alias: {
         int32_t a = v->alias_of();
@@ -89,6 +97,11 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
       default: return bad(where(m, "value", i) + " has unknown storage");
     }
   }
+  // The planner's arena ends at its furthest slot (sizes rounded up to the alignment); a
+  // larger arena_bytes is damage, and the runtime would try to allocate it.
+  if (plan->arena_bytes() > align_up(arena_end, kSegmentAlignment))
+    return bad("method '" + m->name()->str() + "' plans an arena of " + std::to_string(plan->arena_bytes()) +
+               " bytes but its slots end at byte " + std::to_string(arena_end));
   auto value_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_values; };
   std::vector<bool> dim_seen(n_dims, false);
   for (size_t i = 0; i < len(m->inputs()); ++i) {

@@ -26,6 +26,25 @@ Status ShapeCtx::expect_dtype(size_t i, DType t) const {
 }
 
 Status ShapeCtx::add_guard(Guard::Op op, ExprId a, ExprId b, const std::string& why) {
+  if (op == Guard::Op::kEq) {
+    // State equalities in their smallest terms: k*x == k*y becomes x == y, and
+    // d*floordiv(x,d) == x becomes x % d == 0.
+    ExprId a2, b2;
+    if (pool.cancel_common(a, b, &a2, &b2)) a = a2, b = b2;
+    for (int flip = 0; flip < 2; ++flip) {
+      const core::ExprNode& m = pool.node(a);
+      if (m.op == core::ExprOp::kMul && pool.is_const(m.a)) {
+        const core::ExprNode& q = pool.node(m.b);
+        if (q.op == core::ExprOp::kFloorDiv && q.a == b && q.b == m.a) {
+          op = Guard::Op::kDivisible;
+          a = b;
+          b = m.a;
+          break;
+        }
+      }
+      std::swap(a, b);
+    }
+  }
   // Small contracts are checked exhaustively: a relation that holds for every admissible
   // dim value needs no guard; one that holds for none is an export error.
   core::ExprPool::Census c = pool.census(a, static_cast<core::ExprPool::Relation>(op), b);

@@ -106,3 +106,23 @@ TEST(SymExprSteps, StepsMakeDivisionExact) {
 
 }  // namespace
 }  // namespace kiln::core
+
+namespace kiln::core {
+namespace {
+
+TEST(SymExprCancel, CommonFactorsCancelInDivisions) {
+  ExprPool p;
+  ExprId b = p.dim(p.add_dim({"batch", 1, 8, 1}));
+  ExprId l = p.dim(p.add_dim({"length", 4, 256, 1}));
+  ExprId q = p.floordiv(p.mul(b, l), p.mul(p.constant(4), b));
+  EXPECT_EQ(p.to_string(q), "floordiv(length,4)");
+  EXPECT_EQ(p.range(q).hi, 64);
+  ExprId a2, b2;
+  ASSERT_TRUE(p.cancel_common(p.mul(p.constant(6), p.mul(b, l)), p.mul(p.constant(4), b), &a2, &b2));
+  EXPECT_EQ(p.to_string(a2), "3*length");
+  EXPECT_EQ(p.to_string(b2), "2");
+  EXPECT_FALSE(p.cancel_common(l, b, &a2, &b2));
+}
+
+}  // namespace
+}  // namespace kiln::core
