@@ -185,3 +185,30 @@ TEST(OnnxImport, ConstantIdentityAndConstantIfAreRemoved) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST(OnnxImport, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
+  // Opset 11: softmax over dims [axis, rank) taken together (axis defaults to 1).
+  OnnxModel m(11);
+  m.input("x", {"n", "2", "3"}).output("y");
+  m.node("Softmax", "sm", {"x"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("softmax11.onnx"), dims({"n=1..4"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto l = load(d);
+  ASSERT_TRUE(l->method->bind_shapes({{2, 2, 3}}).ok());
+  float* x = l->method->input(0).as<float>();
+  for (int i = 0; i < 12; ++i) x[i] = 0.1f * static_cast<float>(i * i % 7);
+  ASSERT_TRUE(l->method->execute().ok());
+  const float* y = l->method->output(0).as<float>();
+  for (int b = 0; b < 2; ++b) {
+    double sum = 0;
+    for (int k = 0; k < 6; ++k) sum += std::exp(static_cast<double>(x[b * 6 + k]));
+    for (int k = 0; k < 6; ++k) EXPECT_NEAR(y[b * 6 + k], std::exp(static_cast<double>(x[b * 6 + k])) / sum, 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
