@@ -21,13 +21,23 @@ bool commutative(ExprOp op) {
 }
 }  // namespace
 
+// No intermediate overflows (values may come from a file): only b == 0 and INT64_MIN / -1
+// are undefined, and callers rule those out.
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) == (b < 0))) ++q;
+  return q;
+}
+int64_t floor_mod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
 
 bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int64_t* out,
                 size_t* bad_node) {
@@ -39,9 +49,18 @@ bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int6
     switch (e.op) {
       case ExprOp::kConst: out[i] = e.value; break;
       case ExprOp::kDim: out[i] = dim_values[e.a]; break;
-      case ExprOp::kAdd: out[i] = a + b; break;
-      case ExprOp::kSub: out[i] = a - b; break;
-      case ExprOp::kMul: out[i] = a * b; break;
+      case ExprOp::kAdd:
+      case ExprOp::kSub:
+      case ExprOp::kMul: {
+        bool overflow = e.op == ExprOp::kAdd   ? __builtin_add_overflow(a, b, &out[i])
+                        : e.op == ExprOp::kSub ? __builtin_sub_overflow(a, b, &out[i])
+                                               : __builtin_mul_overflow(a, b, &out[i]);
+        if (overflow) {
+          if (bad_node) *bad_node = i;
+          return false;
+        }
+        break;
+      }
       case ExprOp::kFloorDiv:
       case ExprOp::kCeilDiv:
       case ExprOp::kMod:
@@ -133,12 +152,10 @@ std::string ExprPool::shape_to_string(const std::vector<ExprId>& shape) const {
   return s + "]";
 }
 
-Interval ExprPool::compute_range(ExprOp op, int32_t a, int32_t b, int64_t value) const {
-  auto ra = a >= 0 && op != ExprOp::kDim ? ranges_[a] : Interval{};
-  auto rb = b >= 0 ? ranges_[b] : Interval{};
+Interval node_range(ExprOp op, Interval ra, Interval rb, int64_t value) {
   switch (op) {
     case ExprOp::kConst: return {value, value};
-    case ExprOp::kDim: return {dims_[a].min, dims_[a].max};
+    case ExprOp::kDim: return ra;
     case ExprOp::kAdd: return {clamp_big(static_cast<__int128>(ra.lo) + rb.lo), clamp_big(static_cast<__int128>(ra.hi) + rb.hi)};
     case ExprOp::kSub: return {clamp_big(static_cast<__int128>(ra.lo) - rb.hi), clamp_big(static_cast<__int128>(ra.hi) - rb.lo)};
     case ExprOp::kMul: {
@@ -163,13 +180,32 @@ Interval ExprPool::compute_range(ExprOp op, int32_t a, int32_t b, int64_t value)
   return {-kBig, kBig};
 }
 
+Interval ExprPool::compute_range(ExprOp op, int32_t a, int32_t b, int64_t value) const {
+  const bool binary = op != ExprOp::kConst && op != ExprOp::kDim;
+  Interval ra = op == ExprOp::kDim ? Interval{dims_[a].min, dims_[a].max} : binary ? ranges_[a] : Interval{};
+  Interval rb = binary ? ranges_[b] : Interval{};
+  return node_range(op, ra, rb, value);
+}
+
+std::string ExprPool::node_key(ExprOp op, int32_t a, int32_t b, int64_t value) {
+  return std::to_string(static_cast<int>(op)) + ":" + std::to_string(a) + ":" + std::to_string(b) + ":" +
+         std::to_string(value);
+}
+
+ExprId ExprPool::append(const ExprNode& n) {
+  nodes_.push_back(n);
+  ranges_.push_back(compute_range(n.op, n.a, n.b, n.value));
+  ExprId id = static_cast<ExprId>(nodes_.size()) - 1;
+  dedup_.emplace(node_key(n.op, n.a, n.b, n.value), id);
+  return id;
+}
+
 ExprId ExprPool::make(ExprOp op, int32_t a, int32_t b, int64_t value) {
   if (commutative(op)) {  // canonical operand order: constants first, then by id
     bool ca = a >= 0 && nodes_[a].op == ExprOp::kConst, cb = b >= 0 && nodes_[b].op == ExprOp::kConst;
     if ((cb && !ca) || (ca == cb && a > b)) std::swap(a, b);
   }
-  std::string key = std::to_string(static_cast<int>(op)) + ":" + std::to_string(a) + ":" +
-                    std::to_string(b) + ":" + std::to_string(value);
+  std::string key = node_key(op, a, b, value);
   auto it = dedup_.find(key);
   if (it != dedup_.end()) return it->second;
   Interval r = compute_range(op, a, b, value);

@@ -54,8 +54,14 @@ int64_t floor_div(int64_t a, int64_t b);
 int64_t ceil_div(int64_t a, int64_t b);
 int64_t floor_mod(int64_t a, int64_t b);
 
+/// Bounds of one node from its operands' bounds (for kDim, `a` is the dim's [min, max]; for
+/// kConst, `value`). May be loose, never wrong; saturates at +-(int64 max / 4). The one rule
+/// export (ExprPool::range) and the reader's semantic pass both use.
+Interval node_range(ExprOp op, Interval a, Interval b, int64_t value);
+
 /// Evaluates nodes[0..n) into out[0..n) given one value per dim. Never allocates.
-/// Returns false (and the failing node index in *bad_node) on division by zero.
+/// Returns false (and the failing node index in *bad_node) on division by zero or int64
+/// overflow.
 bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int64_t* out,
                 size_t* bad_node);
 
@@ -72,6 +78,11 @@ class ExprPool {
   int find_dim(const std::string& name) const;
   const std::vector<DimInfo>& dims() const { return dims_; }
   std::vector<std::string> dim_names() const;
+
+  /// Appends `n` as stored in a program's node table (operands and dims already present),
+  /// without simplifying it; later calls that build the same node return it. Lets the
+  /// reader rebuild the exporter's pool with the same ids.
+  ExprId append(const ExprNode& n);
 
   ExprId constant(int64_t v);
   ExprId dim(int dim_index);
@@ -121,6 +132,7 @@ class ExprPool {
     std::vector<std::pair<ExprId, int64_t>> terms;
     int64_t constant = 0;
   };
+  static std::string node_key(ExprOp op, int32_t a, int32_t b, int64_t value);
   ExprId make(ExprOp op, int32_t a, int32_t b, int64_t value);
   Interval compute_range(ExprOp op, int32_t a, int32_t b, int64_t value) const;
   Linear linearize(ExprId id) const;

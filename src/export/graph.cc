@@ -277,11 +277,12 @@ Result<uint64_t> GraphBuilder::bound_bytes(const Value& v) const {
   for (core::ExprId e : v.shape) {
     core::Interval r = pool_.range(e);
     if (r.hi < 0) return uint64_t{0};
-    if (r.hi > (int64_t{1} << 40))
+    if (static_cast<uint64_t>(r.hi) > format::kMaxValueBytes)
       return invalid_argument("value '" + v.name + "' has no usable upper bound on an axis sized " + pool_.to_string(e) +
                               "; tighten the --dim ranges");
+    if (r.hi != 0 && n > format::kMaxValueBytes / static_cast<uint64_t>(r.hi))  // n * hi would pass the limit
+      return invalid_argument("value '" + v.name + "' would exceed 1 TiB at the bound");
     n *= static_cast<uint64_t>(r.hi);
-    if (n > (uint64_t{1} << 40)) return invalid_argument("value '" + v.name + "' would exceed 1 TiB at the bound");
   }
   return n;
 }

@@ -9,6 +9,8 @@ constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'R', 'G', '1'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint64_t kHeaderSize = 64;
 constexpr uint64_t kSegmentAlignment = 64;
+/// Largest tensor a program may plan (1 TiB at the bound): export refuses more, the reader too.
+constexpr uint64_t kMaxValueBytes = uint64_t{1} << 40;
 
 /// Little-endian on disk; read with memcpy (the caller's buffer may be unaligned).
 struct FileHeader {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/attrs.h"
 #include "kiln/status.h"
 #include "program_generated.h"
 
@@ -19,5 +20,9 @@ struct ProgramFile {
 /// Validates `size` bytes at `data` (which must stay alive) as a .kiln program.
 /// Errors are kDataLoss with a message naming what is wrong and where.
 Result<ProgramFile> read_program(const uint8_t* data, size_t size);
+
+/// An instruction attribute as kernels read it; points into the program, which must outlive
+/// it. read_program has checked that the field its kind names is present.
+core::AttrRef attr_ref(const fb::Attribute* a);
 
 }  // namespace kiln::format

@@ -93,6 +93,10 @@ class ShapeCtx {
   Result<int64_t> normalize_axis(int64_t axis, int64_t rank) const;
 };
 
+/// Largest size-like attribute an op accepts (kernel size, stride, dilation, pad, hidden
+/// size): far above real models, and small enough that shape arithmetic cannot overflow.
+constexpr int64_t kMaxSizeAttr = int64_t{1} << 20;
+
 /// Kernel outcome for data-dependent failures that bind cannot rule out.
 enum class KernelStatus : uint8_t { kOk = 0, kIndexOutOfRange = 1, kInvalidValue = 2 };
 const char* kernel_status_message(KernelStatus s);

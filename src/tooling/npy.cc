@@ -72,24 +72,32 @@ Result<NpyArray> read_npy(const std::string& path) {
   else if (descr.find("<i4") != std::string::npos) a.dtype = DType::kI32;
   else if (descr.find("|b1") != std::string::npos) a.dtype = DType::kBool;
   else return bad("dtype " + descr + " is not one of float32, int64, int32, bool (little-endian)");
-  std::string dims = shape.substr(1, shape.size() - 2);
-  std::stringstream ss(dims);
+  // A tuple of non-negative integers: "(1, 3, 224, 224)", "(5,)" or "()".
+  auto bad_shape = [&]() { return bad("shape " + shape + " is not a tuple of non-negative integers"); };
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return bad_shape();
+  std::stringstream ss(shape.substr(1, shape.size() - 2));
   std::string tok;
+  bool closed = false;  // a blank item may only end the tuple, as in "(5, )"
   while (std::getline(ss, tok, ',')) {
-    size_t b = tok.find_first_not_of(' ');
-    if (b == std::string::npos) continue;
-    try {
-      a.shape.push_back(std::stoll(tok.substr(b)));
-    } catch (...) {
-      return bad("bad shape " + shape);
+    size_t b = tok.find_first_not_of(' '), e = tok.find_last_not_of(' ');
+    if (closed) return bad_shape();
+    if (b == std::string::npos) {
+      if (a.shape.empty()) return bad_shape();
+      closed = true;
+      continue;
     }
+    std::string d = tok.substr(b, e - b + 1);
+    if (d.size() > 15 || d.find_first_not_of("0123456789") != std::string::npos) return bad_shape();
+    a.shape.push_back(std::stoll(d));
   }
-  int64_t numel = 1;
-  for (int64_t d : a.shape) numel *= d;
-  size_t need = static_cast<size_t>(numel) * dtype_size(a.dtype);
   size_t data_start = start + header_len;
-  if (bytes.size() - data_start < need)
-    return bad("holds " + std::to_string(bytes.size() - data_start) + " data bytes but its shape needs " + std::to_string(need));
+  const size_t have = bytes.size() - data_start;
+  size_t need = dtype_size(a.dtype);
+  bool overflow = false;
+  for (int64_t d : a.shape) overflow = __builtin_mul_overflow(need, static_cast<size_t>(d), &need) || overflow;
+  if (overflow || have < need)
+    return bad("holds " + std::to_string(have) + " data bytes but its shape needs " +
+               (overflow ? "more than 2^64" : std::to_string(need)));
   a.data.assign(bytes.begin() + static_cast<long>(data_start), bytes.begin() + static_cast<long>(data_start + need));
   return a;
 }

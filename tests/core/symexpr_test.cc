@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 namespace kiln::core {
@@ -84,6 +85,33 @@ TEST(SymExprDivision, PythonSemantics) {
   EXPECT_EQ(ceil_div(-7, 2), -3);
   EXPECT_EQ(floor_mod(-7, 3), 2);
   EXPECT_EQ(ceil_div(7, 2), 4);
+  EXPECT_EQ(ceil_div(-7, -2), 4);
+  EXPECT_EQ(floor_mod(7, -3), -2);
+  // Regression: ceil_div negated its operand and floor_mod multiplied back, overflowing
+  // (undefined) at the ends of the range; values can come from a damaged file.
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(ceil_div(kMin, 2), kMin / 2);
+  EXPECT_EQ(ceil_div(kMax, 2), kMax / 2 + 1);
+  EXPECT_EQ(floor_mod(kMin, 3), 1);  // -2^63 = 3 * floordiv + 1
+  EXPECT_EQ(floor_mod(kMax, -2), -1);
+}
+
+TEST(SymExprEval, OverflowFailsInsteadOfWrapping) {
+  // Regression: eval_exprs added and multiplied without checks (undefined on overflow).
+  const int64_t big = int64_t{1} << 62;
+  std::vector<ExprNode> nodes = {{ExprOp::kConst, -1, -1, big}, {ExprOp::kDim, 0, -1, 0},
+                                 {ExprOp::kMul, 0, 1, 0}, {ExprOp::kAdd, 0, 0, 0}};
+  std::vector<int64_t> out(nodes.size());
+  int64_t dim = 1;
+  size_t bad = 99;
+  EXPECT_TRUE(eval_exprs(nodes.data(), 3, &dim, out.data(), &bad));
+  EXPECT_EQ(out[2], big);
+  dim = 2;
+  EXPECT_FALSE(eval_exprs(nodes.data(), 3, &dim, out.data(), &bad));
+  EXPECT_EQ(bad, 2u);
+  dim = 1;
+  EXPECT_FALSE(eval_exprs(nodes.data(), nodes.size(), &dim, out.data(), &bad));
+  EXPECT_EQ(bad, 3u);
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 // inputs bound-sized and exact-sized; .npy; server mode with a bad request in the middle.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "e2e_util.h"
 #include "tooling/examples.h"
@@ -236,6 +238,50 @@ TEST(CnnE2E, DynamicHeightAndWidthFarBelowTheBound) {
     std::string what = std::to_string(c.n) + "x3x" + std::to_string(c.h) + "x" + std::to_string(c.w);
     expect_close(read_floats(out + "-0.bin"), cnn_reference(*m, x, c.n, c.h, c.w), 1e-4, what);
   }
+}
+
+// A damaged file or input gives one line of error and exit code 1, never a crash.
+void expect_one_line_error(const CommandResult& r, const std::string& text) {
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(text), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+TEST(CnnE2E, DamagedNpyInputsFailWithOneLine) {
+  // Regression: an empty shape field threw out of read_npy (abort), dims whose product passed
+  // 2^63 overflowed, and "(1x, 3, 4, 4)" or negative dims were accepted.
+  auto m = tooling::make_cnn_example();
+  ASSERT_TRUE(m.ok());
+  std::string model = write_example(*m, "cnn_damaged_npy.kiln");
+  struct Case { const char* shape; const char* error; };
+  for (Case c : {Case{"", "shape  is not a tuple of non-negative integers"},
+                 Case{"5", "shape 5 is not a tuple of non-negative integers"},
+                 Case{"(1x, 3, 4, 4)", "shape (1x, 3, 4, 4) is not a tuple of non-negative integers"},
+                 Case{"(-1, -3, 4, 4)", "shape (-1, -3, 4, 4) is not a tuple of non-negative integers"},
+                 Case{"(1, , 4, 4)", "shape (1, , 4, 4) is not a tuple of non-negative integers"},
+                 Case{"(4294967296, 4294967296, 4, 4)", "holds 192 data bytes but its shape needs more than 2^64"},
+                 Case{"(1, 3, 4, 5)", "holds 192 data bytes but its shape needs 240"}}) {
+    std::string header = std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + c.shape + "}";
+    std::string path = ::testing::TempDir() + "/damaged.npy";
+    {
+      std::ofstream f(path, std::ios::binary);
+      f << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(header.size()) << '\x00' << header;
+      f << std::string(192, '\0');
+    }
+    expect_one_line_error(run_command(bin("kiln_runner") + " --model_path=" + model + " --inputs=" + path), c.error);
+  }
+}
+
+TEST(CnnE2E, DamagedProgramsFailWithOneLine) {
+  auto m = tooling::make_cnn_example();
+  ASSERT_TRUE(m.ok());
+  std::string model = write_example(*m, "cnn_damaged.kiln");
+  std::ifstream in(model, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string cut = ::testing::TempDir() + "/cnn_cut.kiln";
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, 500);
+  expect_one_line_error(run_command(bin("kiln") + " inspect " + cut), "damaged program");
+  expect_one_line_error(run_command(bin("kiln_runner") + " --model_path=" + cut), "damaged program");
 }
 
 TEST(CnnE2E, InspectAndCheck) {

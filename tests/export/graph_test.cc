@@ -104,6 +104,18 @@ TEST(GraphBuilder, DimValidation) {
             "input 'x' axis 0 names dim 'seq', which has no bounds; declare it with --dim seq=MIN..MAX");
 }
 
+TEST(GraphBuilder, HugeValuesFailInsteadOfWrapping) {
+  // Regression: the bound's byte count was multiplied unchecked, so [n, n] f32 with n up to
+  // 2^35 wrapped to 0 bytes (2^72 mod 2^64) and was planned in no memory at all.
+  GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("n", 1, int64_t{1} << 35).ok());
+  int x = *g.add_input("x", DType::kF32, {"n", "n"});
+  int y = *g.add("Relu", "relu", {x});
+  ASSERT_TRUE(g.mark_output(y, "y").ok());
+  format::ProgramDesc d;
+  EXPECT_EQ(g.emit(&d).status().message(), "value 'x' would exceed 1 TiB at the bound");
+}
+
 // Arena-size regression checks for the bundled examples: a change to the planner or the
 // models that moves these numbers must be deliberate.
 TEST(GraphBuilder, ExampleArenasStayNearTheLowerBound) {

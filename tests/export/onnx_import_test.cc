@@ -59,6 +59,43 @@ TEST(OnnxImport, ParsesDimAndInputArguments) {
   EXPECT_EQ(i->second, (std::vector<std::string>{"1", "3", "H", "W"}));
 }
 
+TEST(OnnxImport, RejectsTrailingCommasAndRepeatedDims) {
+  // Regression: a trailing comma was dropped silently and a repeated --dim overrode the first.
+  EXPECT_EQ(exporter::parse_input_arg("x=1,3,").status().message(), "cannot parse --input 'x=1,3,': empty axis");
+  OnnxModel m;
+  m.input("x", {"n", "3"}).output("y");
+  m.node("Relu", "relu", {"x"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("twice.onnx"), dims({"n=1..4", "n=1..8"}), &d);
+  EXPECT_EQ(r.status().message(), "--dim 'n' is given more than once");
+}
+
+TEST(OnnxImport, HostileSizesAreErrorsNotOverflows) {
+  // Regression: an initializer's element count was multiplied unchecked (undefined on
+  // overflow) and allocated before its data was checked.
+  OnnxModel m;
+  m.input("x", {"2", "3"}).output("y");
+  m.floats("w", {1}, {1.f});
+  m.node("Add", "add", {"x", "w"}, {"y"});
+  onnx::TensorProto* w = m.graph()->mutable_initializer(0);
+  w->clear_dims();
+  for (int64_t k : {int64_t{1} << 32, int64_t{1} << 32, int64_t{4}}) w->add_dims(k);
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("huge_init.onnx"), {}, &d);
+  EXPECT_EQ(r.status().message(), "initializer 'w' has more than 2^63 elements, more than a model can hold");
+  w->clear_dims();
+  w->add_dims(int64_t{1} << 40);
+  r = exporter::export_onnx(m.save("big_init.onnx"), {}, &d);
+  EXPECT_EQ(r.status().message(), "initializer 'w' has 1099511627776 elements, more than a model can hold");
+  // Regression: a negative or 16-digit dim_value was taken for a dim name.
+  OnnxModel n;
+  n.input("x", {"2", "3"}).output("y");
+  n.node("Relu", "relu", {"x"}, {"y"});
+  n.graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(-2);
+  r = exporter::export_onnx(n.save("negative_dim.onnx"), {}, &d);
+  EXPECT_EQ(r.status().message(), "input 'x' axis 0 has size -2, which is neither a size (up to 15 digits) nor a dim name");
+}
+
 TEST(OnnxImport, UnboundedDimNamesInputAxisAndFix) {
   OnnxModel m;
   m.input("pixels", {"1", "3", "height", "width"}).output("y");

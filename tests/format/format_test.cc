@@ -2,6 +2,7 @@
 // with an error (never a crash).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -10,11 +11,12 @@
 #include "format/file_header.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "tooling/examples.h"
 
 namespace kiln {
 namespace {
 
-std::vector<uint8_t> small_program() {
+format::ProgramDesc small_desc() {
   exporter::GraphBuilder g("main");
   EXPECT_TRUE(g.add_dim("n", 1, 16, 1).ok());
   int x = *g.add_input("x", DType::kF32, {"n", 3});
@@ -24,7 +26,23 @@ std::vector<uint8_t> small_program() {
   EXPECT_TRUE(g.mark_output(z, "out").ok());
   format::ProgramDesc d;
   EXPECT_TRUE(g.emit(&d).ok());
-  return *format::serialize_program(d);
+  return d;
+}
+
+std::vector<uint8_t> small_program() { return *format::serialize_program(small_desc()); }
+
+size_t value_named(const format::MethodDesc& m, const std::string& name) {
+  for (size_t i = 0; i < m.values.size(); ++i)
+    if (m.values[i].name == name) return i;
+  ADD_FAILURE() << "no value '" << name << "'";
+  return 0;
+}
+
+size_t instruction_of(const format::MethodDesc& m, const std::string& op) {
+  for (size_t i = 0; i < m.instructions.size(); ++i)
+    if (m.instructions[i].op == op) return i;
+  ADD_FAILURE() << "no " << op << " instruction";
+  return 0;
 }
 
 struct Aligned {
@@ -126,6 +144,101 @@ TEST(Format, RandomCorruptionNeverCrashes) {
     if (!s.ok()) ++rejected;
   }
   EXPECT_GT(rejected, 0);
+}
+
+TEST(Format, RandomCorruptionOfTheCnnNeverCrashes) {
+  // Regression: before the reader re-ran every instruction's shape function, flipped bytes
+  // in attributes and operand lists reached the kernels (MaxPool read a missing
+  // kernel_shape through a null pointer, Gemm read past its weights) and arena offsets
+  // reached them unaligned.
+  std::vector<uint8_t> good = *format::serialize_program(tooling::make_cnn_example()->program);
+  uint64_t program_size;
+  std::memcpy(&program_size, good.data() + 24, 8);
+  std::mt19937 rng(7);
+  int rejected = 0;
+  for (int it = 0; it < 3000; ++it) {
+    std::vector<uint8_t> bytes = good;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) {
+      size_t pos = rng() % (format::kHeaderSize + program_size);  // the header and the FlatBuffer
+      switch (rng() % 3) {
+        case 0: bytes[pos] = static_cast<uint8_t>(rng()); break;
+        case 1: bytes[pos] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
+        default: bytes[pos] = rng() % 2 ? 0xff : 0; break;
+      }
+    }
+    if (!load_and_run(bytes).ok()) ++rejected;
+  }
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(Format, PlanMustMatchItsSlots) {
+  // Regression: an inflated arena_bytes (one flipped byte asked for 12 TB) went to the
+  // allocator, and a slot at an unaligned offset handed kernels misaligned floats.
+  format::ProgramDesc d = small_desc();
+  d.methods[0].arena_bytes += uint64_t{1} << 40;
+  EXPECT_NE(load_and_run(*format::serialize_program(d)).message().find("plans an arena of"), std::string::npos);
+  d = small_desc();
+  d.methods[0].values[value_named(d.methods[0], "out")].offset += 4;
+  d.methods[0].arena_bytes += 64;
+  EXPECT_NE(load_and_run(*format::serialize_program(d)).message().find("not 64-byte aligned"), std::string::npos);
+  // Regression: slots alive together could share bytes (Concat then memcpy'd onto its input).
+  d = small_desc();
+  format::MethodDesc& m = d.methods[0];
+  m.values[value_named(m, "out")].offset = m.values[value_named(m, "mul")].offset;
+  m.arena_bytes = 0;  // still as tight as the planner makes it
+  for (const format::ValueDesc& v : m.values)
+    if (v.storage != format::Storage::kConstant && v.storage != format::Storage::kAlias)
+      m.arena_bytes = std::max(m.arena_bytes, v.offset + (v.nbytes + 63) / 64 * 64);
+  Status s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("share arena bytes while both are alive"), std::string::npos) << s.message();
+}
+
+TEST(Format, ShapesMustFitTheirSlots) {
+  // Regression: a size raised to 2^62 in the expression table overflowed numel at bind.
+  format::ProgramDesc d = small_desc();
+  format::MethodDesc& m = d.methods[0];
+  for (core::ExprNode& e : m.exprs)
+    if (e.op == core::ExprOp::kConst && e.value == 3) e.value = int64_t{1} << 62;
+  Status s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("('x') may need over 1 TiB within its dims' ranges but reserves 192"), std::string::npos)
+      << s.message();
+  d = small_desc();
+  d.methods[0].values[value_named(d.methods[0], "x")].nbytes = 64;
+  s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("('x') may need 192 bytes within its dims' ranges but reserves 64"), std::string::npos)
+      << s.message();
+}
+
+TEST(Format, InstructionsMustAgreeWithTheirOps) {
+  // Regression: kernels trusted what the reader never checked against the op.
+  format::ProgramDesc d = tooling::make_cnn_example()->program;
+  d.methods[0].instructions[instruction_of(d.methods[0], "MaxPool")].attrs = core::AttrStore();
+  Status s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("(MaxPool) breaks its op's contract: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("attribute 'kernel_shape' is required"), std::string::npos) << s.message();
+
+  d = small_desc();
+  d.methods[0].values[value_named(d.methods[0], "mul")].dtype = DType::kI32;
+  s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("instruction #0 (Mul) output #0 is recorded as i32 [n, 3] but its op gives f32 [n, 3]"),
+            std::string::npos)
+      << s.message();
+
+  // A guard the op needs must be in the program.
+  exporter::GraphBuilder g("main");
+  ASSERT_TRUE(g.add_dim("a", 1, 8, 1).ok());
+  ASSERT_TRUE(g.add_dim("b", 1, 8, 1).ok());
+  int x = *g.add_input("x", DType::kF32, {"a"});
+  int y = *g.add_input("y", DType::kF32, {"b"});
+  ASSERT_TRUE(g.mark_output(*g.add("Add", "add", {x, y}), "z").ok());
+  format::ProgramDesc with_guard;
+  ASSERT_TRUE(g.emit(&with_guard).ok());
+  ASSERT_EQ(with_guard.methods[0].guards.size(), 1u);
+  EXPECT_TRUE(load_and_run(*format::serialize_program(with_guard)).ok());
+  with_guard.methods[0].guards.clear();
+  s = load_and_run(*format::serialize_program(with_guard));
+  EXPECT_NE(s.message().find("instruction #0 (Add) lacks the guard its op needs"), std::string::npos) << s.message();
 }
 
 TEST(Format, SemanticPassCatchesOutOfRangeIndices) {

@@ -194,6 +194,9 @@ TEST(Lstm, Errors) {
   EXPECT_TRUE(has_text(run(xwr, AttrStore().set_int("hidden_size", 3)),
                        "sizes 8 and 12 must be equal (W [1, 8, 2] must have 4*hidden_size rows)"));
   EXPECT_TRUE(has_text(run(xwr, AttrStore().set_int("hidden_size", 0)), "hidden_size 0 must be positive"));
+  // Regression: 4 * hidden_size overflowed (undefined) for an absurd hidden_size.
+  EXPECT_TRUE(has_text(run(xwr, AttrStore().set_int("hidden_size", int64_t{1} << 62)),
+                       "hidden_size 4611686018427387904 must be <= 1048576"));
   EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_int("layout", 2)), "layout 2 must be 0 or 1"));
   EXPECT_TRUE(
       has_text(run(xwr, AttrStore(h2).set_float("clip", -1.f)), "clip -1 must be positive (omit it to not clip)"));

@@ -275,6 +275,11 @@ TEST(Pool, Errors) {
   EXPECT_TRUE(has_text(run_op("MaxPool", {xi}, AttrStore().set_ints("kernel_shape", {2})).status,
                        "input #0 has dtype i64, expected f32"));
   EXPECT_TRUE(has_text(run_op("AveragePool", {x}, k3, 2).status, "has 1 output(s), 2 requested"));
+  // Regression: absurd window attributes overflowed the size arithmetic (undefined).
+  EXPECT_TRUE(has_text(run_op("MaxPool", {x}, AttrStore().set_ints("kernel_shape", {int64_t{1} << 62, 1})).status,
+                       "attribute 'kernel_shape' value 4611686018427387904 must be <= 1048576"));
+  EXPECT_TRUE(has_text(run_op("MaxPool", {x}, AttrStore(k3).set_ints("strides", {1, int64_t{1} << 62})).status,
+                       "attribute 'strides' value 4611686018427387904 must be <= 1048576"));
   EXPECT_TRUE(has_text(run_op("GlobalAveragePool", {make_tensor<float>({2, 3}, std::vector<float>(6, 0.f))}).status,
                        "node 'test' (GlobalAveragePool): needs an input of rank >= 3 (N, C, spatial...), got [2, 3]"));
   EXPECT_TRUE(has_text(run_op("GlobalAveragePool", {xi}).status, "input #0 has dtype i64, expected f32"));

@@ -1,5 +1,6 @@
 #include "export/onnx/onnx_import.h"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -13,6 +14,15 @@
 
 namespace kiln::exporter {
 
+namespace {
+
+/// A size as the CLI and the model spell it: decimal digits, at most 15 of them.
+bool is_integer(const std::string& s) {
+  return !s.empty() && s.size() < 16 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
 Result<DimArg> parse_dim_arg(const std::string& text) {
   auto bad = [&]() {
     return invalid_argument("cannot parse --dim '" + text + "': write NAME=MIN..MAX, NAME=MIN..MAX:STEP or NAME=VALUE");
@@ -23,7 +33,7 @@ Result<DimArg> parse_dim_arg(const std::string& text) {
   d.name = text.substr(0, eq);
   std::string rest = text.substr(eq + 1);
   auto num = [&](const std::string& s, int64_t* out) {
-    if (s.empty() || s.size() > 15 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (!is_integer(s)) return false;
     *out = std::stoll(s);
     return true;
   };
@@ -48,6 +58,7 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
   size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
     return invalid_argument("cannot parse --input '" + text + "': write NAME=D0,D1,... with integers or dim names");
+  if (text.back() == ',') return invalid_argument("cannot parse --input '" + text + "': empty axis");
   std::vector<std::string> axes;
   std::stringstream ss(text.substr(eq + 1));
   std::string tok;
@@ -59,10 +70,6 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
 }
 
 namespace {
-
-bool is_integer(const std::string& s) {
-  return !s.empty() && s.size() < 16 && s.find_first_not_of("0123456789") == std::string::npos;
-}
 
 // Ops the importer resolves itself instead of passing to the registry.
 const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If"};
@@ -106,10 +113,11 @@ class Importer {
     std::set<std::string> inits;
     for (const auto& t : graph.initializer()) inits.insert(t.name());
     std::map<std::string, DimArg> dim_args;
-    for (const DimArg& d : opts_.dims) dim_args[d.name] = d;
+    std::vector<std::string> errors;
+    for (const DimArg& d : opts_.dims)
+      if (!dim_args.emplace(d.name, d).second) errors.push_back("--dim '" + d.name + "' is given more than once");
     std::set<std::string> used_dims, given_inputs, known_inputs;
     for (const auto& [name, axes] : opts_.inputs) given_inputs.insert(name);
-    std::vector<std::string> errors;
     struct Pending { std::string name; DType dtype; std::vector<Axis> axes; };
     std::vector<Pending> pending;
     for (const onnx::ValueInfoProto& in : graph.input()) {
@@ -158,6 +166,11 @@ class Importer {
           continue;
         }
         if (s == "?") continue;
+        if (s[0] == '-' || std::isdigit(static_cast<unsigned char>(s[0]))) {
+          errors.push_back("input '" + in.name() + "' axis " + std::to_string(k) + " has size " + s +
+                           ", which is neither a size (up to 15 digits) nor a dim name");
+          continue;
+        }
         auto it = dim_args.find(s);
         if (it == dim_args.end()) {
           errors.push_back("input '" + in.name() + "' axis " + std::to_string(k) + " is dynamic ('" + s +

@@ -1,6 +1,7 @@
 #include "export/onnx/onnx_proto.h"
 
 #include <cstring>
+#include <limits>
 
 namespace kiln::exporter {
 
@@ -49,11 +50,17 @@ Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::stri
                                                           static_cast<onnx::TensorProto::DataType>(t.data_type())) +
                          "; Kiln supports float, double/float16 (as float), int64, int32 and bool");
   int64_t n = 1;
+  bool overflow = false;
   for (int64_t d : t.dims()) {
     if (d < 0) return invalid_argument(where + " has a negative dim");
     h.shape.push_back(d);
-    n *= d;
+    overflow = __builtin_mul_overflow(n, d, &n) || overflow;
   }
+  // Embedded data takes at least a byte per element and a model is under 2 GiB, so a larger
+  // shape cannot match its data: say so before allocating for it.
+  if (overflow || n > std::numeric_limits<int>::max())
+    return data_loss(where + " has " + (overflow ? "more than 2^63" : std::to_string(n)) +
+                     " elements, more than a model can hold");
   h.bytes.resize(static_cast<size_t>(n) * dtype_size(h.dtype));
   const std::string& raw = t.raw_data();
   auto need_raw = [&](size_t elem) -> Status {

@@ -218,6 +218,8 @@ inline Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* d
   if (c.attrs.has("hidden_size")) {
     int64_t hs = c.attrs.get_int("hidden_size", 0);
     if (hs <= 0) return c.error("hidden_size " + std::to_string(hs) + " must be positive");
+    if (hs > kMaxSizeAttr)
+      return c.error("hidden_size " + std::to_string(hs) + " must be <= " + std::to_string(kMaxSizeAttr));
     h = p.constant(hs);
     KILN_TRY(c.require_eq(w[1], p.mul(g, h),
                           "(" + shape_of(1) + " must have " + std::to_string(k.gates) + "*hidden_size rows)"));

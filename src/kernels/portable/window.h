@@ -59,7 +59,7 @@ inline void clip_range(int64_t start, int64_t step, int64_t limit, int64_t n, in
   if (*hi < *lo) *hi = *lo;
 }
 
-/// Reads an optional ints attribute of exactly `n` values each >= `min`, else `def`.
+/// Reads an optional ints attribute of exactly `n` values each in [`min`, kMaxSizeAttr], else `def`.
 inline Status window_ints(const ShapeCtx& c, const char* name, size_t n, int64_t min, int64_t def,
                           std::vector<int64_t>* out) {
   out->assign(n, def);
@@ -72,6 +72,9 @@ inline Status window_ints(const ShapeCtx& c, const char* name, size_t n, int64_t
     if (v[k] < min)
       return c.error(std::string("attribute '") + name + "' value " + std::to_string(v[k]) + " must be >= " +
                      std::to_string(min));
+    if (v[k] > kMaxSizeAttr)
+      return c.error(std::string("attribute '") + name + "' value " + std::to_string(v[k]) + " must be <= " +
+                     std::to_string(kMaxSizeAttr));
     (*out)[k] = v[k];
   }
   return ok_status();
