@@ -97,7 +97,8 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   }
   const fb::MemoryPlan* plan = m->plan();
   if (!plan) return bad("method '" + m->name()->str() + "' has no memory plan");
-  uint64_t arena_end = 0;  // where the furthest planned slot ends
+  uint64_t arena_end = 0;   // where the furthest planned slot ends
+  uint64_t slot_bytes = 0;  // all planned slots side by side, as no plan exceeds
   for (size_t i = 0; i < n_values; ++i) {
     const fb::Value* v = m->values()->Get(i);
     if (!v->shape() || !v->name()) return bad(where(m, "value", i) + " lacks its name or shape");
@@ -133,6 +134,9 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
       case fb::StorageKind::Alias: {
         uint64_t need = 0;
         const bool bounded = bound_bytes(v, range, &need);
+        if (v->nbytes() > kMaxValueBytes)
+          return bad(where(m, "value", i) + " ('" + v->name()->str() + "') reserves " + std::to_string(v->nbytes()) +
+                     " bytes, above the 1 TiB limit");
         if (!bounded || need > v->nbytes())
           return bad(where(m, "value", i) + " ('" + v->name()->str() + "') may need " +
                      (bounded ? std::to_string(need) + " bytes" : std::string("over 1 TiB")) +
@@ -149,6 +153,8 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
         if (v->offset() % kSegmentAlignment != 0)
           return bad(where(m, "value", i) + " has arena offset " + std::to_string(v->offset()) + ", not 64-byte aligned");
         arena_end = std::max(arena_end, v->offset() + v->nbytes());  // <= arena_bytes: no overflow
+        if (__builtin_add_overflow(slot_bytes, align_up(v->nbytes(), kSegmentAlignment), &slot_bytes))
+          slot_bytes = UINT64_MAX;
         break;
       }
       default: return bad(where(m, "value", i) + " has unknown storage");
@@ -159,6 +165,9 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   if (plan->arena_bytes() > align_up(arena_end, kSegmentAlignment))
     return bad("method '" + m->name()->str() + "' plans an arena of " + std::to_string(plan->arena_bytes()) +
                " bytes but its slots end at byte " + std::to_string(arena_end));
+  if (plan->arena_bytes() > slot_bytes)
+    return bad("method '" + m->name()->str() + "' plans an arena of " + std::to_string(plan->arena_bytes()) +
+               " bytes, more than its slots take side by side (" + std::to_string(slot_bytes) + ")");
   auto value_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_values; };
   std::vector<bool> dim_seen(n_dims, false);
   for (size_t i = 0; i < len(m->inputs()); ++i) {

@@ -1,6 +1,8 @@
 #pragma once
-// Opens a .kiln image in memory: header checks, FlatBuffers verifier, then a semantic pass.
-// After read_program() succeeds the runtime trusts every index and offset in the program.
+// Opens a .kiln image in memory: header checks, FlatBuffers verifier, then a semantic pass
+// (indices, offsets, alignment, sizes within their slots, slots alive together apart) and
+// every instruction's shape function run again over the program's own expressions. After
+// read_program() succeeds the runtime trusts every index, offset, size and attribute.
 
 #include <cstddef>
 #include <cstdint>

@@ -131,7 +131,7 @@ Status Method::Impl::apply_shapes() {
   size_t bad = 0;
   if (!core::eval_exprs(exprs.data(), exprs.size(), dim_values.data(), expr_values.data(), &bad))
     return invalid_argument("shape expression " + core::format_expr(exprs.data(), exprs.size(), dim_names, static_cast<int32_t>(bad)) +
-                            " divides by zero for " + dims_of_expr(static_cast<int32_t>(bad)));
+                            " divides by zero or overflows int64 for " + dims_of_expr(static_cast<int32_t>(bad)));
   if (m->guards()) {
     for (const fb::Guard* g : *m->guards()) {
       int64_t l = expr_values[g->lhs()], r = expr_values[g->rhs()];

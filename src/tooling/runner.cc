@@ -17,9 +17,15 @@ namespace kiln::tooling {
 
 Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text) {
   std::vector<std::vector<int64_t>> shapes;
+  if (text.empty() || text.back() == ',' || text.back() == 'x')
+    return invalid_argument("cannot parse shapes '" + text + "': write sizes joined by 'x' and shapes separated by ',' "
+                            "(e.g. 1x3x224x224,1x4)");
   std::stringstream ss(text);
   std::string tok;
   while (std::getline(ss, tok, ',')) {
+    if (tok.empty() || tok.back() == 'x')
+      return invalid_argument("cannot parse shape '" + tok + "' in '" + text +
+                              "': write sizes joined by 'x' and shapes separated by ',' (e.g. 1x3x224x224,1x4)");
     std::vector<int64_t> shape;
     if (tok != "scalar") {
       std::stringstream ds(tok);
@@ -283,6 +289,10 @@ Result<Request> parse_request(const std::string& line, const RunnerOptions& defa
 int run_runner(const RunnerOptions& opts, std::istream& in, std::ostream& out, std::ostream& err) {
   if (opts.output_format != "bin" && opts.output_format != "npy") {
     err << "error: --output_format must be bin or npy, got '" << opts.output_format << "'\n";
+    return 1;
+  }
+  if (opts.num_executions < 1) {
+    err << "error: --num_executions must be at least 1, got " << opts.num_executions << "\n";
     return 1;
   }
   if (opts.print_output != "none" && opts.print_output != "summary" && opts.print_output != "all") {

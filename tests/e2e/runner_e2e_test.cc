@@ -199,6 +199,14 @@ TEST_F(MlpE2E, ContractErrorsExitNonZero) {
   r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --input_shapes=2x17");
   EXPECT_NE(r.output.find("dim 1 is 17 but the program fixed it to 16 (exported from example shape 8x16)"), std::string::npos)
       << r.output;
+  for (const char* bad : {"1x", "2x16x", ",,", "1,,2", "x16"}) {
+    r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --input_shapes=" + bad);
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_NE(r.output.find("error: cannot parse shape"), std::string::npos) << bad << ": " << r.output;
+  }
+  r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --num_executions=0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--num_executions must be at least 1"), std::string::npos) << r.output;
   r = run_command(bin("kiln_runner") + " --model_path=/nonexistent.kiln");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("cannot open program '/nonexistent.kiln'"), std::string::npos) << r.output;

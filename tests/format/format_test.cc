@@ -178,6 +178,11 @@ TEST(Format, PlanMustMatchItsSlots) {
   format::ProgramDesc d = small_desc();
   d.methods[0].arena_bytes += uint64_t{1} << 40;
   EXPECT_NE(load_and_run(*format::serialize_program(d)).message().find("plans an arena of"), std::string::npos);
+  d = small_desc();  // a slot moved far up (a flipped offset byte) asks for more than the slots take
+  d.methods[0].values[value_named(d.methods[0], "out")].offset = uint64_t{1} << 30;
+  d.methods[0].arena_bytes = (uint64_t{1} << 30) + 192;  // where "out" (192 bytes) ends
+  Status s = load_and_run(*format::serialize_program(d));
+  EXPECT_NE(s.message().find("more than its slots take side by side"), std::string::npos) << s.message();
   d = small_desc();
   d.methods[0].values[value_named(d.methods[0], "out")].offset += 4;
   d.methods[0].arena_bytes += 64;
@@ -190,7 +195,7 @@ TEST(Format, PlanMustMatchItsSlots) {
   for (const format::ValueDesc& v : m.values)
     if (v.storage != format::Storage::kConstant && v.storage != format::Storage::kAlias)
       m.arena_bytes = std::max(m.arena_bytes, v.offset + (v.nbytes + 63) / 64 * 64);
-  Status s = load_and_run(*format::serialize_program(d));
+  s = load_and_run(*format::serialize_program(d));
   EXPECT_NE(s.message().find("share arena bytes while both are alive"), std::string::npos) << s.message();
 }
 

@@ -180,7 +180,7 @@ TEST(ReshapeSymbolic, GuardWhenCountsCannotBeProven) {
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.shape, "[floordiv(batch*seq,3), 3]");
   ASSERT_EQ(r.guards.size(), 1u);
-  EXPECT_EQ(r.guards[0].op, kernels::Guard::Op::kEq);
+  EXPECT_EQ(r.guards[0].op, kernels::Guard::Op::kDivisible);  // stated as batch*seq % 3 == 0
   EXPECT_EQ(r.guards[0].context, "to reshape [batch, seq] into [-1, 3]");
   EXPECT_TRUE(guard_holds(p, r.guards[0], {2, 6}));
   EXPECT_FALSE(guard_holds(p, r.guards[0], {2, 7}));

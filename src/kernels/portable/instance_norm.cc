@@ -1,8 +1,7 @@
 // InstanceNormalization: X [N, C, ...] normalized per (n, c) over the remaining axes,
 // Y = scale[c] * (X - mean) / sqrt(var + epsilon) + B[c]; scale and B are [C].
-#include <cmath>
-
 #include "kernels/kernel.h"
+#include "kernels/portable/moments.h"
 
 namespace kiln::kernels {
 
@@ -40,15 +39,9 @@ KernelStatus instance_norm_run(const RunCtx& c) {
   for (int64_t inst = 0; inst < instances; ++inst) {
     const float* xp = x + inst * plane;
     float* yp = y + inst * plane;
-    // Two passes in double: the mean, then the variance around it (no cancellation).
-    double sum = 0;
-    for (int64_t i = 0; i < plane; ++i) sum += xp[i];
-    const double mean = sum / static_cast<double>(plane);
-    double sq = 0;
-    for (int64_t i = 0; i < plane; ++i) sq += (xp[i] - mean) * (xp[i] - mean);
-    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(plane) + eps);
+    const RowMoments mo = row_moments(xp, plane, eps);
     const int64_t ch = inst % channels;
-    const float m = static_cast<float>(mean), a = static_cast<float>(scale[ch] * inv), b = bias[ch];
+    const float m = static_cast<float>(mo.mean), a = static_cast<float>(scale[ch] * mo.inv_std), b = bias[ch];
     for (int64_t i = 0; i < plane; ++i) yp[i] = (xp[i] - m) * a + b;
   }
   return KernelStatus::kOk;

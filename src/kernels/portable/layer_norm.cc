@@ -2,9 +2,8 @@
 // -1), Y = (X - mean) / sqrt(var + epsilon) * Scale + B. Scale and the optional B broadcast
 // onto the normalized shape X.shape[axis:]. Optional outputs Mean and InvStdDev have shape
 // X.shape[:axis] followed by ones. Statistics are accumulated in double.
-#include <cmath>
-
 #include "kernels/kernel.h"
+#include "kernels/portable/moments.h"
 
 namespace kiln::kernels {
 
@@ -89,15 +88,10 @@ KernelStatus layer_norm_run(const RunCtx& c) {
   for (int64_t o = 0; o < outer; ++o) {
     const float* xr = x + o * inner;
     float* yr = y + o * inner;
-    double sum = 0;
-    for (int64_t j = 0; j < inner; ++j) sum += xr[j];
-    const double mean = sum / static_cast<double>(inner);
-    double sq = 0;
-    for (int64_t j = 0; j < inner; ++j) sq += (xr[j] - mean) * (xr[j] - mean);
-    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
-    if (mean_out) mean_out[o] = static_cast<float>(mean);
-    if (inv_out) inv_out[o] = static_cast<float>(inv);
-    const float m = static_cast<float>(mean), s = static_cast<float>(inv);
+    const RowMoments mo = row_moments(xr, inner, eps);
+    if (mean_out) mean_out[o] = static_cast<float>(mo.mean);
+    if (inv_out) inv_out[o] = static_cast<float>(mo.inv_std);
+    const float m = static_cast<float>(mo.mean), s = static_cast<float>(mo.inv_std);
     if (scale_full && bias_full) {
       for (int64_t j = 0; j < inner; ++j) yr[j] = (xr[j] - m) * s * scale[j] + (bias ? bias[j] : 0.f);
       continue;
