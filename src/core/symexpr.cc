@@ -39,41 +39,37 @@ int64_t floor_mod(int64_t a, int64_t b) {
   return r;
 }
 
+namespace {
+// One node's value from its operands' values (kDim reads `dim_value`); false on division by
+// zero or int64 overflow. The one evaluation rule bind and export's census share.
+bool eval_node(const ExprNode& e, int64_t a, int64_t b, int64_t dim_value, int64_t* out) {
+  switch (e.op) {
+    case ExprOp::kConst: *out = e.value; return true;
+    case ExprOp::kDim: *out = dim_value; return true;
+    case ExprOp::kAdd: return !__builtin_add_overflow(a, b, out);
+    case ExprOp::kSub: return !__builtin_sub_overflow(a, b, out);
+    case ExprOp::kMul: return !__builtin_mul_overflow(a, b, out);
+    case ExprOp::kFloorDiv:
+    case ExprOp::kCeilDiv:
+    case ExprOp::kMod:
+      if (b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min())) return false;
+      *out = e.op == ExprOp::kFloorDiv ? floor_div(a, b) : e.op == ExprOp::kCeilDiv ? ceil_div(a, b) : floor_mod(a, b);
+      return true;
+    case ExprOp::kMin: *out = std::min(a, b); return true;
+    case ExprOp::kMax: *out = std::max(a, b); return true;
+  }
+  return false;
+}
+}  // namespace
+
 bool eval_exprs(const ExprNode* nodes, size_t n, const int64_t* dim_values, int64_t* out,
                 size_t* bad_node) {
   for (size_t i = 0; i < n; ++i) {
     const ExprNode& e = nodes[i];
     const bool binary = e.op != ExprOp::kConst && e.op != ExprOp::kDim;
-    int64_t a = binary ? out[e.a] : 0;
-    int64_t b = binary ? out[e.b] : 0;
-    switch (e.op) {
-      case ExprOp::kConst: out[i] = e.value; break;
-      case ExprOp::kDim: out[i] = dim_values[e.a]; break;
-      case ExprOp::kAdd:
-      case ExprOp::kSub:
-      case ExprOp::kMul: {
-        bool overflow = e.op == ExprOp::kAdd   ? __builtin_add_overflow(a, b, &out[i])
-                        : e.op == ExprOp::kSub ? __builtin_sub_overflow(a, b, &out[i])
-                                               : __builtin_mul_overflow(a, b, &out[i]);
-        if (overflow) {
-          if (bad_node) *bad_node = i;
-          return false;
-        }
-        break;
-      }
-      case ExprOp::kFloorDiv:
-      case ExprOp::kCeilDiv:
-      case ExprOp::kMod:
-        if (b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min())) {
-          if (bad_node) *bad_node = i;
-          return false;
-        }
-        out[i] = e.op == ExprOp::kFloorDiv ? floor_div(a, b)
-                 : e.op == ExprOp::kCeilDiv ? ceil_div(a, b)
-                                            : floor_mod(a, b);
-        break;
-      case ExprOp::kMin: out[i] = std::min(a, b); break;
-      case ExprOp::kMax: out[i] = std::max(a, b); break;
+    if (!eval_node(e, binary ? out[e.a] : 0, binary ? out[e.b] : 0, e.op == ExprOp::kDim ? dim_values[e.a] : 0, &out[i])) {
+      if (bad_node) *bad_node = i;
+      return false;
     }
   }
   return true;
@@ -516,20 +512,9 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
     bool ok = true;
     for (ExprId e : order) {
       const ExprNode& n = nodes_[e];
-      int64_t a = n.op != ExprOp::kConst && n.op != ExprOp::kDim ? value[n.a] : 0;
-      int64_t b = n.op != ExprOp::kConst && n.op != ExprOp::kDim ? value[n.b] : 0;
-      switch (n.op) {
-        case ExprOp::kConst: value[e] = n.value; break;
-        case ExprOp::kDim: value[e] = assign[std::find(c.dims.begin(), c.dims.end(), n.a) - c.dims.begin()]; break;
-        case ExprOp::kAdd: value[e] = a + b; break;
-        case ExprOp::kSub: value[e] = a - b; break;
-        case ExprOp::kMul: value[e] = a * b; break;
-        case ExprOp::kFloorDiv: ok = ok && b != 0; value[e] = b ? floor_div(a, b) : 0; break;
-        case ExprOp::kCeilDiv: ok = ok && b != 0; value[e] = b ? ceil_div(a, b) : 0; break;
-        case ExprOp::kMod: ok = ok && b != 0; value[e] = b ? floor_mod(a, b) : 0; break;
-        case ExprOp::kMin: value[e] = std::min(a, b); break;
-        case ExprOp::kMax: value[e] = std::max(a, b); break;
-      }
+      const bool binary = n.op != ExprOp::kConst && n.op != ExprOp::kDim;
+      int64_t dim_value = n.op == ExprOp::kDim ? assign[std::find(c.dims.begin(), c.dims.end(), n.a) - c.dims.begin()] : 0;
+      ok = ok && eval_node(n, binary ? value[n.a] : 0, binary ? value[n.b] : 0, dim_value, &value[e]);
     }
     int64_t l = value[lhs], r = value[rhs];
     bool holds = ok && (rel == Relation::kEq ? l == r : rel == Relation::kGe ? l >= r : (r != 0 && floor_mod(l, r) == 0));

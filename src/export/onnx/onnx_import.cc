@@ -367,48 +367,21 @@ class Importer {
   // admits just one size. A guard no value satisfies is an error too.
   Status check_specializations() {
     core::ExprPool& pool = g_.pool();
-    const auto& dims = pool.dims();
     for (const kernels::Guard& gd : g_.guards()) {
-      int only = -1;
-      bool single = true;
-      std::vector<bool> seen(dims.size(), false);
-      for (core::ExprId root : {gd.lhs, gd.rhs}) {
-        std::vector<core::ExprId> stack = {root};
-        while (!stack.empty()) {
-          core::ExprId e = stack.back();
-          stack.pop_back();
-          const core::ExprNode& nd = pool.node(e);
-          if (nd.op == core::ExprOp::kDim) {
-            if (only >= 0 && only != nd.a) single = false;
-            only = nd.a;
-          } else if (nd.op != core::ExprOp::kConst) {
-            stack.push_back(nd.a);
-            stack.push_back(nd.b);
-          }
-        }
-      }
-      if (!single || only < 0) continue;
-      const core::DimInfo& d = dims[only];
-      if ((d.max - d.min) / d.step > 100000) continue;
-      std::vector<int64_t> values(dims.size(), 0), out(pool.size(), 0);
-      for (size_t k = 0; k < dims.size(); ++k) values[k] = dims[k].max / dims[k].step * dims[k].step;
-      int64_t count = 0, last = 0;
-      for (int64_t v = (d.min + d.step - 1) / d.step * d.step; v <= d.max; v += d.step) {
-        values[only] = v;
-        if (!core::eval_exprs(pool.nodes().data(), pool.size(), values.data(), out.data(), nullptr)) continue;
-        int64_t l = out[gd.lhs], r = out[gd.rhs];
-        bool ok = gd.op == kernels::Guard::Op::kEq ? l == r : gd.op == kernels::Guard::Op::kGe ? l >= r : (r != 0 && l % r == 0);
-        if (ok) ++count, last = v;
-      }
+      core::ExprPool::Census c = pool.census(gd.lhs, static_cast<core::ExprPool::Relation>(gd.op), gd.rhs, 100000);
+      if (!c.complete || c.dims.size() != 1) continue;
+      const core::DimInfo& d = pool.dims()[c.dims[0]];
       std::string origin = "node '" + gd.node_name + "' (" + gd.op_type + ")";
-      if (count == 0)
+      if (c.satisfied == 0)
         return invalid_argument("no value of dim '" + d.name + "' in [" + std::to_string(d.min) + ", " + std::to_string(d.max) +
                                 "] satisfies what " + origin + " needs " + gd.context + "; widen or move the --dim range");
-      if (count == 1 && d.min != d.max)
-        return invalid_argument("dim '" + d.name + "' is specialized to " + std::to_string(last) + " by " + origin +
-                                (gd.context.empty() ? "" : " " + gd.context) + "; export with --dim " + d.name + "=" +
-                                std::to_string(last) + " to accept that, or change the model so it does not fix the size "
+      if (c.satisfied == 1 && c.assignments > 1) {
+        std::string v = std::to_string(c.last_solution[0]);
+        return invalid_argument("dim '" + d.name + "' is specialized to " + v + " by " + origin +
+                                (gd.context.empty() ? "" : " " + gd.context) + "; export with --dim " + d.name + "=" + v +
+                                " to accept that, or change the model so it does not fix the size "
                                 "(e.g. reshape with -1 or x.shape[0] instead of a literal)");
+      }
     }
     return ok_status();
   }
