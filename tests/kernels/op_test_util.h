@@ -2,6 +2,8 @@
 // Runs one op concretely, the way export + runtime would: shape function over constant
 // SymExprs, then the kernel on buffers of exactly the inferred sizes.
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <random>
 #include <string>
@@ -90,6 +92,47 @@ inline std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
   return s;
 }
 
+/// Runs op `name`'s kernel directly on `inputs`, writing outputs of the given shapes
+/// (the sizes bind would compute) and dtype. Outputs start poisoned. `scratch` is the planned
+/// scratch, for ops whose shape function asks for it.
+inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tensor>& inputs,
+                                        std::vector<Tensor>* outputs,
+                                        const core::AttrStore& attrs = core::AttrStore(),
+                                        void* scratch = nullptr, size_t scratch_bytes = 0) {
+  const kernels::OpDef* op = kernels::find_op(name);
+  EXPECT_TRUE(op && op->run) << name;
+  if (!op || !op->run) return kernels::KernelStatus::kInvalidValue;
+  std::vector<TensorView> in_views(inputs.size()), out_views(outputs->size());
+  std::vector<const TensorView*> in_ptrs(inputs.size());
+  std::vector<TensorView*> out_ptrs(outputs->size());
+  auto fill = [](TensorView& v, const Tensor& t) {
+    v.dtype = t.dtype;
+    v.rank = static_cast<int32_t>(t.shape.size());
+    for (size_t k = 0; k < t.shape.size(); ++k) v.dims[k] = t.shape[k];
+    v.data = const_cast<unsigned char*>(t.bytes.data());
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    fill(in_views[i], inputs[i]);
+    in_ptrs[i] = inputs[i].present ? &in_views[i] : nullptr;
+  }
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    Tensor& t = (*outputs)[i];
+    t.bytes.assign(static_cast<size_t>(t.numel()) * dtype_size(t.dtype), 0xCD);
+    fill(out_views[i], t);
+    out_ptrs[i] = &out_views[i];
+  }
+  kernels::RunCtx rc;
+  rc.inputs = in_ptrs.data();
+  rc.num_inputs = static_cast<uint32_t>(in_ptrs.size());
+  rc.outputs = out_ptrs.data();
+  rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
+  rc.attrs = attrs.view();
+  rc.scratch = scratch;
+  rc.scratch_bytes = scratch_bytes;
+  return op->run(rc);
+}
+
+/// Whether `s` contains `part` (for message checks that print the message on failure).
 struct OpResult {
   Status status;                  ///< shape function status (kernel failures set kernel)
   kernels::KernelStatus kernel = kernels::KernelStatus::kOk;
@@ -140,40 +183,17 @@ inline OpResult run_op(const char* name, const std::vector<Tensor>& inputs,
     r.outputs[0].bytes = inputs[0].bytes;
     return r;
   }
-  std::vector<TensorView> in_views(inputs.size()), out_views(r.outputs.size());
-  std::vector<const TensorView*> in_ptrs(inputs.size());
-  std::vector<TensorView*> out_ptrs(r.outputs.size());
-  auto fill = [](TensorView& v, const Tensor& t) {
-    v.dtype = t.dtype;
-    v.rank = static_cast<int32_t>(t.shape.size());
-    for (size_t k = 0; k < t.shape.size(); ++k) v.dims[k] = t.shape[k];
-    v.data = const_cast<unsigned char*>(t.bytes.data());
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    fill(in_views[i], inputs[i]);
-    in_ptrs[i] = inputs[i].present ? &in_views[i] : nullptr;
-  }
-  for (size_t i = 0; i < r.outputs.size(); ++i) {
-    fill(out_views[i], r.outputs[i]);
-    out_ptrs[i] = &out_views[i];
-  }
-  kernels::RunCtx rc;
-  rc.inputs = in_ptrs.data();
-  rc.num_inputs = static_cast<uint32_t>(in_ptrs.size());
-  rc.outputs = out_ptrs.data();
-  rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
-  rc.attrs = attrs.view();
   std::vector<uint64_t> scratch;  // planned scratch, when the shape function asked for it
+  size_t scratch_bytes = 0;
   if (ctx.scratch_bytes != core::kNoExpr) {
     if (!pool.is_const(ctx.scratch_bytes)) {
       r.status = internal_error("scratch size not constant");
       return r;
     }
-    scratch.assign(static_cast<size_t>(pool.const_value(ctx.scratch_bytes)) / 8 + 8, 0xCDCDCDCDCDCDCDCDull);
-    rc.scratch = scratch.data();
-    rc.scratch_bytes = static_cast<size_t>(pool.const_value(ctx.scratch_bytes));
+    scratch_bytes = static_cast<size_t>(pool.const_value(ctx.scratch_bytes));
+    scratch.assign(scratch_bytes / 8 + 8, 0xCDCDCDCDCDCDCDCDull);
   }
-  r.kernel = op->run(rc);
+  r.kernel = run_kernel(name, inputs, &r.outputs, attrs, scratch.empty() ? nullptr : scratch.data(), scratch_bytes);
   return r;
 }
 

@@ -130,47 +130,6 @@ inline void expect_picked(const Tensor& out, const Tensor& src, const std::vecto
         << what << ": element " << i << " should be input element " << from[i];
 }
 
-/// Runs op `name`'s kernel directly on `inputs`, writing outputs of the given shapes
-/// (the sizes bind would compute) and dtype. Outputs start poisoned. `scratch` is the planned
-/// scratch, for ops whose shape function asks for it.
-inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tensor>& inputs,
-                                        std::vector<Tensor>* outputs,
-                                        const core::AttrStore& attrs = core::AttrStore(),
-                                        void* scratch = nullptr, size_t scratch_bytes = 0) {
-  const kernels::OpDef* op = kernels::find_op(name);
-  EXPECT_TRUE(op && op->run) << name;
-  if (!op || !op->run) return kernels::KernelStatus::kInvalidValue;
-  std::vector<TensorView> in_views(inputs.size()), out_views(outputs->size());
-  std::vector<const TensorView*> in_ptrs(inputs.size());
-  std::vector<TensorView*> out_ptrs(outputs->size());
-  auto fill = [](TensorView& v, const Tensor& t) {
-    v.dtype = t.dtype;
-    v.rank = static_cast<int32_t>(t.shape.size());
-    for (size_t k = 0; k < t.shape.size(); ++k) v.dims[k] = t.shape[k];
-    v.data = const_cast<unsigned char*>(t.bytes.data());
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    fill(in_views[i], inputs[i]);
-    in_ptrs[i] = inputs[i].present ? &in_views[i] : nullptr;
-  }
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    Tensor& t = (*outputs)[i];
-    t.bytes.assign(static_cast<size_t>(t.numel()) * dtype_size(t.dtype), 0xCD);
-    fill(out_views[i], t);
-    out_ptrs[i] = &out_views[i];
-  }
-  kernels::RunCtx rc;
-  rc.inputs = in_ptrs.data();
-  rc.num_inputs = static_cast<uint32_t>(in_ptrs.size());
-  rc.outputs = out_ptrs.data();
-  rc.num_outputs = static_cast<uint32_t>(out_ptrs.size());
-  rc.attrs = attrs.view();
-  rc.scratch = scratch;
-  rc.scratch_bytes = scratch_bytes;
-  return op->run(rc);
-}
-
-/// Whether `s` contains `part` (for message checks that print the message on failure).
 inline ::testing::AssertionResult has_text(const Status& s, const std::string& part) {
   if (s.ok()) return ::testing::AssertionFailure() << "status is ok, expected an error containing '" << part << "'";
   if (s.message().find(part) == std::string::npos)
