@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "scratch_dir.h"
 
 namespace kiln::testing {
 
@@ -20,7 +21,7 @@ inline CommandResult run_command(const std::string& cmd, const std::string& stdi
   std::string full = cmd;
   std::string in_path;
   if (!stdin_text.empty()) {
-    in_path = ::testing::TempDir() + "/stdin_" + std::to_string(reinterpret_cast<uintptr_t>(&cmd)) + ".txt";
+    in_path = ::kiln::testing::scratch_dir() + "/stdin_" + std::to_string(reinterpret_cast<uintptr_t>(&cmd)) + ".txt";
     std::ofstream(in_path) << stdin_text;
     full += " < " + in_path;
   }

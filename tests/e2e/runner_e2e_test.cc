@@ -13,6 +13,7 @@
 #include "tooling/npy.h"
 
 #include <nlohmann/json.hpp>
+#include "scratch_dir.h"
 
 namespace kiln::testing {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 using tooling::ExampleModel;
 
 std::string write_example(const ExampleModel& m, const std::string& name) {
-  std::string path = ::testing::TempDir() + "/" + name;
+  std::string path = ::kiln::testing::scratch_dir() + "/" + name;
   EXPECT_TRUE(format::write_program_file(m.program, path).ok());
   return path;
 }
@@ -141,7 +142,7 @@ class MlpE2E : public ::testing::Test {
 TEST_F(MlpE2E, NpyInputsAtTheBoundAndFarBelow) {
   for (int64_t batch : {64, 17, 3, 1}) {
     std::vector<float> x = random_input(batch * 16, static_cast<uint32_t>(batch));
-    std::string in = ::testing::TempDir() + "/mlp_x.npy", out = ::testing::TempDir() + "/mlp_out";
+    std::string in = ::kiln::testing::scratch_dir() + "/mlp_x.npy", out = ::kiln::testing::scratch_dir() + "/mlp_out";
     ASSERT_TRUE(tooling::write_npy(in, DType::kF32, {batch, 16}, x.data()).ok());
     CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + in +
                                   " --output_file=" + out + " --output_format=npy --print_output=summary");
@@ -158,7 +159,7 @@ TEST_F(MlpE2E, NpyInputsAtTheBoundAndFarBelow) {
 
 TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   std::vector<float> bound = random_input(64 * 16, 99);
-  std::string bound_path = ::testing::TempDir() + "/x_bound.bin", out = ::testing::TempDir() + "/mlp_bin";
+  std::string bound_path = ::kiln::testing::scratch_dir() + "/x_bound.bin", out = ::kiln::testing::scratch_dir() + "/mlp_bin";
   write_floats(bound_path, bound);
   // Bound-sized file, smaller shape: the leading 5x16 values are used.
   CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + bound_path +
@@ -167,7 +168,7 @@ TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   std::vector<float> lead(bound.begin(), bound.begin() + 5 * 16);
   expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "bound-sized bin");
   // Exactly sized file.
-  std::string exact_path = ::testing::TempDir() + "/x_exact.bin";
+  std::string exact_path = ::kiln::testing::scratch_dir() + "/x_exact.bin";
   write_floats(exact_path, lead);
   r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path +
                   " --input_shapes=5x16 --output_file=" + out + " --print_output=none");
@@ -213,7 +214,7 @@ TEST_F(MlpE2E, ContractErrorsExitNonZero) {
 }
 
 TEST_F(MlpE2E, ServerModeKeepsServingAfterABadRequest) {
-  std::string p1 = ::testing::TempDir() + "/srv1", p3 = ::testing::TempDir() + "/srv3";
+  std::string p1 = ::kiln::testing::scratch_dir() + "/srv1", p3 = ::kiln::testing::scratch_dir() + "/srv3";
   std::string requests = "--input_shapes=1x16 --output_file=" + p1 + "\n" + "--input_shapes=100x16\n" +
                          "--bogus=1\n" + "--input_shapes=7x16 --output_file=" + p3 + "\nquit\n";
   CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --server_mode --print_output=none", requests);
@@ -238,7 +239,7 @@ TEST(CnnE2E, DynamicHeightAndWidthFarBelowTheBound) {
   struct Case { int64_t n, h, w; };
   for (Case c : {Case{4, 64, 64}, Case{1, 1, 1}, Case{1, 3, 3}, Case{2, 17, 17}, Case{1, 17, 5}, Case{3, 64, 1}, Case{1, 2, 33}}) {
     std::vector<float> x = random_input(static_cast<size_t>(c.n * 3 * c.h * c.w), static_cast<uint32_t>(c.h * 100 + c.w));
-    std::string in = ::testing::TempDir() + "/cnn_x.npy", out = ::testing::TempDir() + "/cnn_out";
+    std::string in = ::kiln::testing::scratch_dir() + "/cnn_x.npy", out = ::kiln::testing::scratch_dir() + "/cnn_out";
     ASSERT_TRUE(tooling::write_npy(in, DType::kF32, {c.n, 3, c.h, c.w}, x.data()).ok());
     CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path + " --inputs=" + in + " --output_file=" + out +
                                   " --print_output=none");
@@ -270,7 +271,7 @@ TEST(CnnE2E, DamagedNpyInputsFailWithOneLine) {
                  Case{"(4294967296, 4294967296, 4, 4)", "holds 192 data bytes but its shape needs more than 2^64"},
                  Case{"(1, 3, 4, 5)", "holds 192 data bytes but its shape needs 240"}}) {
     std::string header = std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + c.shape + "}";
-    std::string path = ::testing::TempDir() + "/damaged.npy";
+    std::string path = ::kiln::testing::scratch_dir() + "/damaged.npy";
     {
       std::ofstream f(path, std::ios::binary);
       f << "\x93NUMPY" << '\x01' << '\x00' << static_cast<char>(header.size()) << '\x00' << header;
@@ -286,7 +287,7 @@ TEST(CnnE2E, DamagedProgramsFailWithOneLine) {
   std::string model = write_example(*m, "cnn_damaged.kiln");
   std::ifstream in(model, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string cut = ::testing::TempDir() + "/cnn_cut.kiln";
+  std::string cut = ::kiln::testing::scratch_dir() + "/cnn_cut.kiln";
   std::ofstream(cut, std::ios::binary) << bytes.substr(0, 500);
   expect_one_line_error(run_command(bin("kiln") + " inspect " + cut), "damaged program");
   expect_one_line_error(run_command(bin("kiln_runner") + " --model_path=" + cut), "damaged program");

@@ -12,6 +12,7 @@
 
 #include "e2e_util.h"
 #include "tooling/npy.h"
+#include "scratch_dir.h"
 
 namespace kiln::testing {
 namespace {
@@ -49,7 +50,7 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
     if (x["name"] == GetParam()) model = x;
   ASSERT_FALSE(model.is_null());
   std::string name = model["name"];
-  std::string kiln_path = ::testing::TempDir() + "/zoo_" + name + ".kiln";
+  std::string kiln_path = ::kiln::testing::scratch_dir() + "/zoo_" + name + ".kiln";
   std::string cmd = bin("kiln") + " export " + kZoo + "/" + model["onnx"].get<std::string>() + " -o " + kiln_path;
   for (const auto& a : model["export_args"]) cmd += " " + a.get<std::string>();
   auto t0 = std::chrono::steady_clock::now();
@@ -62,7 +63,7 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
   for (const auto& c : model["cases"]) {
     std::string inputs;
     for (const auto& p : c["inputs"]) inputs += (inputs.empty() ? "" : ",") + kZoo + "/" + p.get<std::string>();
-    std::string out = ::testing::TempDir() + "/zoo_out_" + name;
+    std::string out = ::kiln::testing::scratch_dir() + "/zoo_out_" + name;
     CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + kiln_path + " --inputs=" + inputs +
                                   " --output_file=" + out + " --output_format=npy --print_output=none");
     std::string what = name + " case " + c["name"].get<std::string>() + " (" + c["input_shapes"].get<std::string>() + ")";

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "onnx/onnx_pb.h"
+#include "scratch_dir.h"
 
 namespace kiln::testing {
 
@@ -70,7 +71,7 @@ class OnnxModel {
   }
   onnx::GraphProto* graph() { return g_; }
   std::string save(const std::string& file) {
-    std::string path = ::testing::TempDir() + "/" + file;
+    std::string path = ::kiln::testing::scratch_dir() + "/" + file;
     std::ofstream f(path, std::ios::binary);
     model_.SerializeToOstream(&f);
     return path;

@@ -12,6 +12,7 @@
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "tooling/examples.h"
+#include "scratch_dir.h"
 
 namespace kiln {
 namespace {
@@ -74,7 +75,7 @@ Status load_and_run(const std::vector<uint8_t>& bytes) {
 
 TEST(Format, RoundTripKeepsTheContract) {
   std::vector<uint8_t> bytes = small_program();
-  std::string path = ::testing::TempDir() + "/round_trip.kiln";
+  std::string path = ::kiln::testing::scratch_dir() + "/round_trip.kiln";
   std::FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   std::fwrite(bytes.data(), 1, bytes.size(), f);
@@ -107,7 +108,7 @@ TEST(Format, MissingAndEmptyFiles) {
   auto p = Program::load("/nonexistent/model.kiln");
   EXPECT_EQ(p.status().code(), Code::kIoError);
   EXPECT_NE(p.status().message().find("cannot open program '/nonexistent/model.kiln'"), std::string::npos);
-  std::string path = ::testing::TempDir() + "/empty.kiln";
+  std::string path = ::kiln::testing::scratch_dir() + "/empty.kiln";
   std::fclose(std::fopen(path.c_str(), "wb"));
   EXPECT_EQ(Program::load(path).status().code(), Code::kDataLoss);
 }
