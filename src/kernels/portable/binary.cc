@@ -61,16 +61,7 @@ KernelStatus run_typed(const RunCtx& c) {
     for (int64_t i = 0; i < nb; ++i)
       if (b[i] == 0) return KernelStatus::kInvalidValue;
   }
-  int64_t n = c.out(0).numel();
-  if (c.in(0).numel() == n && c.in(1).numel() == n) {  // same shape: one flat loop
-    for (int64_t i = 0; i < n; ++i) y[i] = apply<op>(a[i], b[i]);
-    return KernelStatus::kOk;
-  }
-  BroadcastIter it;
-  it.init(c.out(0), c.inputs, 2);
-  it.for_each_row([&](int64_t o, int64_t oa, int64_t ob, int64_t, int64_t count, int64_t sa, int64_t sb, int64_t) {
-    for (int64_t i = 0; i < count; ++i) y[o + i] = apply<op>(a[oa + i * sa], b[ob + i * sb]);
-  });
+  broadcast_binary(c.out(0), c.inputs, a, b, y, [](T u, T v) { return apply<op>(u, v); });
   return KernelStatus::kOk;
 }
 

@@ -60,4 +60,20 @@ struct BroadcastIter {
   }
 };
 
+/// y[i] = f(a[ia], b[ib]) over `out`'s shape, with ins[0] (a) and ins[1] (b) broadcast to it;
+/// one flat loop when both already have out's element count.
+template <typename A, typename B, typename Y, typename F>
+void broadcast_binary(const TensorView& out, const TensorView* const* ins, const A* a, const B* b, Y* y, F f) {
+  const int64_t n = out.numel();
+  if (ins[0]->numel() == n && ins[1]->numel() == n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+    return;
+  }
+  BroadcastIter it;
+  it.init(out, ins, 2);
+  it.for_each_row([&](int64_t o, int64_t oa, int64_t ob, int64_t, int64_t count, int64_t sa, int64_t sb, int64_t) {
+    for (int64_t i = 0; i < count; ++i) y[o + i] = f(a[oa + i * sa], b[ob + i * sb]);
+  });
+}
+
 }  // namespace kiln::kernels

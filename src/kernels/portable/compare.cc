@@ -39,16 +39,9 @@ KernelStatus compare_typed(const RunCtx& c) {
   const T* a = c.in(0).as<T>();
   const T* b = c.in(1).as<T>();
   auto* y = c.out(0).as<uint8_t>();
-  BroadcastIter it;
-  it.init(c.out(0), c.inputs, 2);
-  it.for_each_row([&](int64_t o, int64_t oa, int64_t ob, int64_t, int64_t count, int64_t sa, int64_t sb, int64_t) {
-    for (int64_t i = 0; i < count; ++i) {
-      if constexpr (std::is_same_v<T, uint8_t>) {  // bool: any non-zero byte is true
-        y[o + i] = holds<op>(a[oa + i * sa] != 0, b[ob + i * sb] != 0) ? 1 : 0;
-      } else {
-        y[o + i] = holds<op>(a[oa + i * sa], b[ob + i * sb]) ? 1 : 0;
-      }
-    }
+  broadcast_binary(c.out(0), c.inputs, a, b, y, [](T u, T v) -> uint8_t {
+    if constexpr (std::is_same_v<T, uint8_t>) return holds<op>(u != 0, v != 0);  // bool: non-zero is true
+    return holds<op>(u, v);
   });
   return KernelStatus::kOk;
 }

@@ -109,14 +109,10 @@ KernelStatus conv_transpose_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const TensorView& wv = c.in(1);
   TensorView& yv = c.out(0);
-  const int nsp = xv.rank - 2;
-  // A 1-D transposed convolution runs as 2-D with H = kH = OH = 1.
-  const int64_t n_batch = xv.dims[0], in_ch = xv.dims[1];
-  const int64_t in_h = nsp == 2 ? xv.dims[2] : 1, in_w = xv.dims[xv.rank - 1];
-  const int64_t group_out = wv.dims[1];
-  const int64_t k_h = nsp == 2 ? wv.dims[2] : 1, k_w = wv.dims[wv.rank - 1];
-  const int64_t out_ch = yv.dims[1];
-  const int64_t out_h = nsp == 2 ? yv.dims[2] : 1, out_w = yv.dims[yv.rank - 1];
+  const ConvDims g(xv, wv, yv);
+  const int nsp = g.nsp;
+  const int64_t n_batch = g.batch, in_ch = g.in_ch, in_h = g.in_h, in_w = g.in_w, out_ch = g.out_ch;
+  const int64_t group_out = wv.dims[1], k_h = g.k_h, k_w = g.k_w, out_h = g.out_h, out_w = g.out_w;
   const int64_t group_in = in_ch / c.attrs.get_int("group", 1);
   Window win;
   win.read(c.attrs, nsp);
@@ -134,7 +130,7 @@ KernelStatus conv_transpose_run(const RunCtx& c) {
   const float* w = wv.as<float>();
   const float* bias = c.has_input(2) ? c.in(2).as<float>() : nullptr;
   float* y = yv.as<float>();
-  const int64_t in_plane = in_h * in_w, out_plane = out_h * out_w, k_plane = k_h * k_w;
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane(), k_plane = g.k_plane();
   for (int64_t n = 0; n < n_batch; ++n)
     for (int64_t m = 0; m < out_ch; ++m) {
       float* yp = y + (n * out_ch + m) * out_plane;

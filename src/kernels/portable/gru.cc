@@ -36,61 +36,39 @@ KernelStatus gru_run(const RunCtx& c) {
   const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
   for (int64_t d = 0; d < r.dirs; ++d) {
-    const bool reverse = r.reverse || d == 1;
     const float* w = c.in(1).as<float>() + d * g3 * in;
     const float* rw = c.in(2).as<float>() + d * g3 * hs;
     const float* rh = rw + 2 * hs * hs;  // Rh
     const float* wb = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g3 : nullptr;
     const float* rb = wb ? wb + g3 : nullptr;
     const RnnAct fa = r.f(d, 0, 2), ga = r.f(d, 1, 2);
-    for (int64_t b = 0; b < r.batch; ++b) {
-      float* st = hstate + b * hs;
-      if (c.has_input(5))
-        std::memcpy(st, c.in(5).as<float>() + r.state_off(d, b), hs * sizeof(float));
-      else
-        std::fill(st, st + hs, 0.f);
-    }
-    for (int64_t step = 0; step < r.seq; ++step) {
-      for (int64_t b = 0; b < r.batch; ++b) {
-        const int64_t len = rnn_seq_len(c, r, b);
-        if (step >= len) continue;
-        const int64_t t = reverse ? len - 1 - step : step;
-        float* gb = gates + b * g3;
-        float* tb = tmp + b * hs;
-        float* hb = hstate + b * hs;
-        // z and r get both biases; h gets Wbh, plus Rbh here unless it sits inside r.(...).
-        for (int64_t j = 0; j < g3; ++j) gb[j] = wb ? wb[j] + (j < 2 * hs || !lbr ? rb[j] : 0.f) : 0.f;
-        rnn_add_matvec(w, g3, in, x + r.x_off(t, b), gb);
-        rnn_add_matvec(rw, 2 * hs, hs, hb, gb);
-        float* zg = gb;
-        float* rg = gb + hs;
-        for (int64_t j = 0; j < 2 * hs; ++j) gb[j] = rnn_apply(fa, r.clipped(gb[j]));
-        if (lbr) {
-          for (int64_t j = 0; j < hs; ++j) tb[j] = rb ? rb[2 * hs + j] : 0.f;
-          rnn_add_matvec(rh, hs, hs, hb, tb);
-          for (int64_t j = 0; j < hs; ++j) gb[2 * hs + j] += rg[j] * tb[j];
-        } else {
-          for (int64_t j = 0; j < hs; ++j) tb[j] = rg[j] * hb[j];
-          rnn_add_matvec(rh, hs, hs, tb, gb + 2 * hs);
-        }
-        for (int64_t j = 0; j < hs; ++j) {
-          const float hh = rnn_apply(ga, r.clipped(gb[2 * hs + j]));
-          hb[j] = (1.f - zg[j]) * hh + zg[j] * hb[j];
-        }
-        std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+    rnn_load_states(c, r, d, &hstate, 1);
+    rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
+      float* gb = gates + b * g3;
+      float* tb = tmp + b * hs;
+      float* hb = hstate + b * hs;
+      // z and r get both biases; h gets Wbh, plus Rbh here unless it sits inside r.(...).
+      for (int64_t j = 0; j < g3; ++j) gb[j] = wb ? wb[j] + (j < 2 * hs || !lbr ? rb[j] : 0.f) : 0.f;
+      rnn_add_matvec(w, g3, in, x + r.x_off(t, b), gb);
+      rnn_add_matvec(rw, 2 * hs, hs, hb, gb);
+      float* zg = gb;
+      float* rg = gb + hs;
+      for (int64_t j = 0; j < 2 * hs; ++j) gb[j] = rnn_apply(fa, r.clipped(gb[j]));
+      if (lbr) {
+        for (int64_t j = 0; j < hs; ++j) tb[j] = rb ? rb[2 * hs + j] : 0.f;
+        rnn_add_matvec(rh, hs, hs, hb, tb);
+        for (int64_t j = 0; j < hs; ++j) gb[2 * hs + j] += rg[j] * tb[j];
+      } else {
+        for (int64_t j = 0; j < hs; ++j) tb[j] = rg[j] * hb[j];
+        rnn_add_matvec(rh, hs, hs, tb, gb + 2 * hs);
       }
-    }
-    for (int64_t b = 0; b < r.batch; ++b) {
-      const int64_t len = rnn_seq_len(c, r, b);
-      for (int64_t t = len; t < r.seq; ++t) std::fill(y + r.y_off(t, d, b), y + r.y_off(t, d, b) + hs, 0.f);
-      if (c.num_outputs > 1) {
-        float* dst = c.out(1).as<float>() + r.state_off(d, b);
-        if (len > 0)
-          std::memcpy(dst, hstate + b * hs, hs * sizeof(float));
-        else
-          std::fill(dst, dst + hs, 0.f);
+      for (int64_t j = 0; j < hs; ++j) {
+        const float hh = rnn_apply(ga, r.clipped(gb[2 * hs + j]));
+        hb[j] = (1.f - zg[j]) * hh + zg[j] * hb[j];
       }
-    }
+      std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+    });
+    rnn_finish_direction(c, r, d, &hstate, 1);
   }
   return KernelStatus::kOk;
 }

@@ -49,13 +49,9 @@ KernelStatus logic_run(const RunCtx& c) {
   const auto* a = c.in(0).as<uint8_t>();
   const auto* b = c.in(1).as<uint8_t>();
   auto* y = c.out(0).as<uint8_t>();
-  BroadcastIter it;
-  it.init(c.out(0), c.inputs, 2);
-  it.for_each_row([&](int64_t o, int64_t oa, int64_t ob, int64_t, int64_t count, int64_t sa, int64_t sb, int64_t) {
-    for (int64_t i = 0; i < count; ++i) {
-      const bool x = a[oa + i * sa] != 0, z = b[ob + i * sb] != 0;
-      y[o + i] = op == LogicOp::kAnd ? x && z : op == LogicOp::kOr ? x || z : x != z;
-    }
+  broadcast_binary(c.out(0), c.inputs, a, b, y, [](uint8_t u, uint8_t v) -> uint8_t {
+    const bool x = u != 0, z = v != 0;
+    return op == LogicOp::kAnd ? x && z : op == LogicOp::kOr ? x || z : x != z;
   });
   return KernelStatus::kOk;
 }

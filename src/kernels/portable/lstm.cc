@@ -40,60 +40,37 @@ KernelStatus lstm_run(const RunCtx& c) {
   float* cstate = hstate + r.batch * hs;          // [batch, H]
   const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
+  float* const states[2] = {hstate, cstate};
   for (int64_t d = 0; d < r.dirs; ++d) {
-    const bool reverse = r.reverse || d == 1;
     const float* w = c.in(1).as<float>() + d * g4 * in;
     const float* rw = c.in(2).as<float>() + d * g4 * hs;
     const float* bias = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g4 : nullptr;
     const float* peep = c.has_input(7) ? c.in(7).as<float>() + d * 3 * hs : nullptr;  // Pi, Po, Pf
     const RnnAct fa = r.f(d, 0, 3), ga = r.f(d, 1, 3), ha = r.f(d, 2, 3);
-    for (int64_t b = 0; b < r.batch; ++b)
-      for (int s = 0; s < 2; ++s) {
-        float* st = (s == 0 ? hstate : cstate) + b * hs;
-        if (c.has_input(5 + s))
-          std::memcpy(st, c.in(5 + s).as<float>() + r.state_off(d, b), hs * sizeof(float));
-        else
-          std::fill(st, st + hs, 0.f);
-      }
-    for (int64_t step = 0; step < r.seq; ++step) {
-      for (int64_t b = 0; b < r.batch; ++b) {
-        const int64_t len = rnn_seq_len(c, r, b);
-        if (step >= len) continue;
-        const int64_t t = reverse ? len - 1 - step : step;
-        float* gb = gates + b * g4;
-        float* hb = hstate + b * hs;
-        float* cb = cstate + b * hs;
-        for (int64_t j = 0; j < g4; ++j) gb[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
-        rnn_add_matvec(w, g4, in, x + r.x_off(t, b), gb);
-        rnn_add_matvec(rw, g4, hs, hb, gb);
-        for (int64_t j = 0; j < hs; ++j) {  // hb is read only by the matvec above: update in place
-          float pi = gb[j], po = gb[hs + j], pf = gb[2 * hs + j], pc = gb[3 * hs + j];
-          const float c_prev = cb[j];
-          if (peep) {
-            pi += peep[j] * c_prev;
-            pf += peep[2 * hs + j] * c_prev;
-          }
-          const float ig = rnn_apply(fa, r.clipped(pi)), fg = rnn_apply(fa, r.clipped(pf));
-          const float c_new = fg * c_prev + ig * rnn_apply(ga, r.clipped(pc));
-          if (peep) po += peep[hs + j] * c_new;
-          cb[j] = c_new;
-          hb[j] = rnn_apply(fa, r.clipped(po)) * rnn_apply(ha, r.clipped(c_new));
+    rnn_load_states(c, r, d, states, 2);
+    rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
+      float* gb = gates + b * g4;
+      float* hb = hstate + b * hs;
+      float* cb = cstate + b * hs;
+      for (int64_t j = 0; j < g4; ++j) gb[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
+      rnn_add_matvec(w, g4, in, x + r.x_off(t, b), gb);
+      rnn_add_matvec(rw, g4, hs, hb, gb);
+      for (int64_t j = 0; j < hs; ++j) {  // hb is read only by the matvec above: update in place
+        float pi = gb[j], po = gb[hs + j], pf = gb[2 * hs + j], pc = gb[3 * hs + j];
+        const float c_prev = cb[j];
+        if (peep) {
+          pi += peep[j] * c_prev;
+          pf += peep[2 * hs + j] * c_prev;
         }
-        std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+        const float ig = rnn_apply(fa, r.clipped(pi)), fg = rnn_apply(fa, r.clipped(pf));
+        const float c_new = fg * c_prev + ig * rnn_apply(ga, r.clipped(pc));
+        if (peep) po += peep[hs + j] * c_new;
+        cb[j] = c_new;
+        hb[j] = rnn_apply(fa, r.clipped(po)) * rnn_apply(ha, r.clipped(c_new));
       }
-    }
-    for (int64_t b = 0; b < r.batch; ++b) {
-      const int64_t len = rnn_seq_len(c, r, b);
-      for (int64_t t = len; t < r.seq; ++t) std::fill(y + r.y_off(t, d, b), y + r.y_off(t, d, b) + hs, 0.f);
-      for (uint32_t o = 1; o < c.num_outputs && o < 3; ++o) {
-        float* dst = c.out(o).as<float>() + r.state_off(d, b);
-        const float* src = (o == 1 ? hstate : cstate) + b * hs;
-        if (len > 0)
-          std::memcpy(dst, src, hs * sizeof(float));
-        else
-          std::fill(dst, dst + hs, 0.f);
-      }
-    }
+      std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+    });
+    rnn_finish_direction(c, r, d, states, 2);
   }
   return KernelStatus::kOk;
 }

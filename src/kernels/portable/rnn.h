@@ -149,6 +149,50 @@ inline int64_t rnn_seq_len(const RunCtx& c, const RnnRun& r, int64_t b) {
   return len >= 0 && len <= r.seq ? len : -1;
 }
 
+/// Direction d's running states (h, then c for LSTM; each [batch, H] in scratch) start from
+/// inputs 5.. (initial_h, initial_c) when given, else from zeros.
+inline void rnn_load_states(const RunCtx& c, const RnnRun& r, int64_t d, float* const* states, int n) {
+  const int64_t hs = r.hidden;
+  for (int s = 0; s < n; ++s)
+    for (int64_t b = 0; b < r.batch; ++b) {
+      float* st = states[s] + b * hs;
+      if (c.has_input(5 + s))
+        std::memcpy(st, c.in(5 + s).as<float>() + r.state_off(d, b), hs * sizeof(float));
+      else
+        std::fill(st, st + hs, 0.f);
+    }
+}
+
+/// Runs step(t, b) for every batch row b and every time t inside its sequence length, in
+/// the order of direction d: all rows advance one step before any row takes the next.
+template <typename Step>
+inline void rnn_for_each_step(const RunCtx& c, const RnnRun& r, int64_t d, Step step) {
+  const bool reverse = r.reverse || d == 1;
+  for (int64_t i = 0; i < r.seq; ++i)
+    for (int64_t b = 0; b < r.batch; ++b) {
+      const int64_t len = rnn_seq_len(c, r, b);
+      if (i < len) step(reverse ? len - 1 - i : i, b);
+    }
+}
+
+/// After direction d: zeroes Y past each row's sequence length and writes the final states
+/// to outputs 1.. (Y_h, Y_c); a row of length 0 gets zero states.
+inline void rnn_finish_direction(const RunCtx& c, const RnnRun& r, int64_t d, const float* const* states, int n) {
+  const int64_t hs = r.hidden;
+  float* y = c.out(0).as<float>();
+  for (int64_t b = 0; b < r.batch; ++b) {
+    const int64_t len = rnn_seq_len(c, r, b);
+    for (int64_t t = len; t < r.seq; ++t) std::fill(y + r.y_off(t, d, b), y + r.y_off(t, d, b) + hs, 0.f);
+    for (int s = 0; s < n && static_cast<uint32_t>(1 + s) < c.num_outputs; ++s) {
+      float* dst = c.out(1 + s).as<float>() + r.state_off(d, b);
+      if (len > 0)
+        std::memcpy(dst, states[s] + b * hs, hs * sizeof(float));
+      else
+        std::fill(dst, dst + hs, 0.f);
+    }
+  }
+}
+
 /// gates[j] += dot(m row j, v) for a row-major [rows, cols] matrix m, i.e. gates += v * m^T.
 inline void rnn_add_matvec(const float* m, int64_t rows, int64_t cols, const float* v, float* gates) {
   for (int64_t j = 0; j < rows; ++j) {

@@ -51,6 +51,28 @@ struct Window {
   }
 };
 
+/// Actual sizes of a Conv or ConvTranspose run (x [N, C, (H,) W], weight [., ., (kH,) kW],
+/// y [N, M, (OH,) OW]); a 1-D one is seen as 2-D with H = kH = OH = 1.
+struct ConvDims {
+  int nsp;  ///< spatial axes: 1 or 2
+  int64_t batch, in_ch, in_h, in_w, out_ch, out_h, out_w, k_h, k_w;
+
+  ConvDims(const TensorView& x, const TensorView& w, const TensorView& y)
+      : nsp(x.rank - 2),
+        batch(x.dims[0]),
+        in_ch(x.dims[1]),
+        in_h(nsp == 2 ? x.dims[2] : 1),
+        in_w(x.dims[x.rank - 1]),
+        out_ch(y.dims[1]),
+        out_h(nsp == 2 ? y.dims[2] : 1),
+        out_w(y.dims[y.rank - 1]),
+        k_h(nsp == 2 ? w.dims[2] : 1),
+        k_w(w.dims[w.rank - 1]) {}
+  int64_t in_plane() const { return in_h * in_w; }
+  int64_t out_plane() const { return out_h * out_w; }
+  int64_t k_plane() const { return k_h * k_w; }
+};
+
 /// Sets [lo, hi) to the indices j in [0, n) with 0 <= start + j*step < limit (step >= 1): the
 /// taps of a window that land inside an axis, or the outputs whose tap lands inside it.
 inline void clip_range(int64_t start, int64_t step, int64_t limit, int64_t n, int64_t* lo, int64_t* hi) {
