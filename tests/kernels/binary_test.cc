@@ -52,38 +52,16 @@ TEST(Binary, RandomBroadcastSweep) {
     int rank = 1 + static_cast<int>(rng() % 5);
     std::vector<int64_t> out = random_shape(rng, rank, 6);
     // Each operand drops leading axes and sets some axes to 1.
-    auto derive = [&]() {
-      int drop = static_cast<int>(rng() % (rank + 1));
-      std::vector<int64_t> s(out.begin() + drop, out.end());
-      for (auto& d : s)
-        if (rng() % 3 == 0) d = 1;
-      return s;
-    };
-    std::vector<int64_t> sa = derive(), sb = derive();
+    std::vector<int64_t> sa = broadcastable_shape(rng, out), sb = broadcastable_shape(rng, out);
     float lo = op == "Pow" ? 0.1f : -2.f;
     Tensor a = random_f32(rng, sa, lo, 2.f), b = random_f32(rng, sb, op == "Div" ? 0.5f : lo, 2.f);
     OpResult r = run_op(op.c_str(), {a, b});
     ASSERT_TRUE(r.status.ok()) << r.status.message();
     const Tensor& y = r.outputs[0];
     // Reference: the broadcast output shape and values from first principles.
-    size_t n = std::max(sa.size(), sb.size());
-    std::vector<int64_t> expect(n);
-    for (size_t k = 0; k < n; ++k) {
-      int64_t x = k + sa.size() >= n ? sa[k + sa.size() - n] : 1;
-      int64_t z = k + sb.size() >= n ? sb[k + sb.size() - n] : 1;
-      expect[k] = std::max(x, z);
-    }
+    const std::vector<int64_t> expect = broadcast_shape({&sa, &sb});
     ASSERT_EQ(y.shape, expect);
-    auto index_into = [&](const std::vector<int64_t>& s, int64_t flat) {
-      std::vector<int64_t> os = strides_of(expect), ss = strides_of(s);
-      int64_t off = 0;
-      for (size_t k = 0; k < n; ++k) {
-        int64_t i = flat / os[k] % expect[k];
-        int64_t sk = static_cast<int64_t>(k) - static_cast<int64_t>(n - s.size());
-        if (sk >= 0 && s[sk] != 1) off += i * ss[sk];
-      }
-      return off;
-    };
+    auto index_into = [&](const std::vector<int64_t>& s, int64_t flat) { return broadcast_source(expect, s, flat); };
     for (int64_t i = 0; i < y.numel(); ++i) {
       double want = reference(op, a.at(index_into(sa, i)), b.at(index_into(sb, i)));
       ASSERT_NEAR(y.at(i), want, 1e-5 * (1 + std::abs(want))) << op << " at " << i;

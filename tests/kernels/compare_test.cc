@@ -60,13 +60,7 @@ TEST(Compare, RandomBroadcastSweep) {
     const std::string op = t == DType::kBool ? "Equal" : ops[iter % 5];
     const int rank = static_cast<int>(rng() % 4);
     V out = random_shape(rng, rank, 4);
-    auto derive = [&]() {
-      V s(out.begin() + static_cast<int64_t>(rng() % (rank + 1)), out.end());
-      for (auto& d : s)
-        if (rng() % 3 == 0) d = 1;
-      return s;
-    };
-    V sa = derive(), sb = derive();
+    V sa = broadcastable_shape(rng, out), sb = broadcastable_shape(rng, out);
     Tensor a = random_tensor(rng, t, sa), b = random_tensor(rng, t, sb);
     if (t != DType::kBool)  // plenty of ties
       for (int64_t e = 0; e < std::min(a.numel(), b.numel()); e += 2)
@@ -74,19 +68,9 @@ TEST(Compare, RandomBroadcastSweep) {
     SlotRun s = run_op_in_slots(op.c_str(), {a, b});
     ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
     const Tensor& y = s.exact.outputs[0];
-    const size_t wr = std::max(sa.size(), sb.size());  // the broadcast rank
-    V want(wr, 1);
-    for (const V* sh : {&sa, &sb})
-      for (size_t k = 0; k < sh->size(); ++k) want[wr - sh->size() + k] = std::max(want[wr - sh->size() + k], (*sh)[k]);
+    const V want = broadcast_shape({&sa, &sb});
     ASSERT_EQ(y.shape, want);
-    const V os = strides_of(want);
-    auto src = [&](const V& in, int64_t e) {
-      const V is = strides_of(in);
-      int64_t off = 0;
-      for (size_t k = 0; k < in.size(); ++k)
-        if (in[k] != 1) off += e / os[k + want.size() - in.size()] % want[k + want.size() - in.size()] * is[k];
-      return off;
-    };
+    auto src = [&](const V& in, int64_t e) { return broadcast_source(want, in, e); };
     for (int64_t e = 0; e < y.numel(); ++e) {
       // Exact comparisons in each dtype (doubles hold every i32 and every test i64).
       const bool expect = holds(op, a.at(src(sa, e)), b.at(src(sb, e)));

@@ -36,31 +36,14 @@ TEST(Logic, RandomBroadcastSweep) {
     const std::string op = ops[iter % 4];
     const int rank = static_cast<int>(rng() % 5);
     V out = random_shape(rng, rank, 4);
-    auto derive = [&]() {
-      V s(out.begin() + static_cast<int64_t>(rng() % (rank + 1)), out.end());
-      for (auto& d : s)
-        if (rng() % 3 == 0) d = 1;
-      return s;
-    };
-    V sa = op == "Not" ? out : derive(), sb = derive();
+    V sa = op == "Not" ? out : broadcastable_shape(rng, out), sb = broadcastable_shape(rng, out);
     Tensor a = random_tensor(rng, DType::kBool, sa), b = random_tensor(rng, DType::kBool, sb);
     SlotRun s = op == "Not" ? run_op_in_slots("Not", {a}) : run_op_in_slots(op.c_str(), {a, b});
     ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
     const Tensor& y = s.exact.outputs[0];
-    const size_t wr = std::max(sa.size(), sb.size());  // the broadcast rank
-    V want(wr, 1);
-    for (const V* sh : {&sa, &sb})
-      for (size_t k = 0; k < sh->size(); ++k) want[wr - sh->size() + k] = std::max(want[wr - sh->size() + k], (*sh)[k]);
-    if (op == "Not") want = sa;
+    const V want = op == "Not" ? sa : broadcast_shape({&sa, &sb});
     ASSERT_EQ(y.shape, want);
-    const V os = strides_of(want);
-    auto src = [&](const V& in, int64_t e) {
-      const V is = strides_of(in);
-      int64_t off = 0;
-      for (size_t k = 0; k < in.size(); ++k)
-        if (in[k] != 1) off += e / os[k + want.size() - in.size()] % want[k + want.size() - in.size()] * is[k];
-      return off;
-    };
+    auto src = [&](const V& in, int64_t e) { return broadcast_source(want, in, e); };
     for (int64_t e = 0; e < y.numel(); ++e) {
       const bool x = a.bytes[src(sa, e)] != 0, z = op == "Not" ? false : b.bytes[src(sb, e)] != 0;
       const bool expect = op == "And" ? x && z : op == "Or" ? x || z : op == "Xor" ? x != z : !x;

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,6 +92,34 @@ inline std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
   for (int k = static_cast<int>(shape.size()) - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
   return s;
+}
+
+/// A random shape that broadcasts to `out`: some leading axes dropped, some axes set to 1.
+inline std::vector<int64_t> broadcastable_shape(std::mt19937& rng, const std::vector<int64_t>& out) {
+  std::vector<int64_t> s(out.begin() + static_cast<int64_t>(rng() % (out.size() + 1)), out.end());
+  for (auto& d : s)
+    if (rng() % 3 == 0) d = 1;
+  return s;
+}
+
+/// The numpy broadcast of shapes that are known to be compatible.
+inline std::vector<int64_t> broadcast_shape(std::initializer_list<const std::vector<int64_t>*> shapes) {
+  size_t rank = 0;
+  for (const auto* s : shapes) rank = std::max(rank, s->size());
+  std::vector<int64_t> out(rank, 1);
+  for (const auto* s : shapes)
+    for (size_t k = 0; k < s->size(); ++k) out[rank - s->size() + k] = std::max(out[rank - s->size() + k], (*s)[k]);
+  return out;
+}
+
+/// Flat index into an operand of shape `in` for element e of the broadcast output `out`.
+inline int64_t broadcast_source(const std::vector<int64_t>& out, const std::vector<int64_t>& in, int64_t e) {
+  const std::vector<int64_t> os = strides_of(out), is = strides_of(in);
+  const size_t lead = out.size() - in.size();
+  int64_t off = 0;
+  for (size_t k = 0; k < in.size(); ++k)
+    if (in[k] != 1) off += e / os[k + lead] % out[k + lead] * is[k];
+  return off;
 }
 
 /// Runs op `name`'s kernel directly on `inputs`, writing outputs of the given shapes

@@ -13,16 +13,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-/// Flat index into an operand of shape `in` for output element e of shape `out`.
-int64_t source(const V& out, const V& in, int64_t e) {
-  const V os = strides_of(out), is = strides_of(in);
-  const size_t lead = out.size() - in.size();
-  int64_t off = 0;
-  for (size_t k = 0; k < in.size(); ++k)
-    if (in[k] != 1) off += e / os[k + lead] % out[k + lead] * is[k];
-  return off;
-}
-
 TEST(Where, HandComputed) {
   Tensor c = make_tensor<bool>({2, 1}, {true, false});
   Tensor x = make_tensor<float>({3}, {1, 2, 3});
@@ -44,17 +34,8 @@ TEST(Where, RandomSweep) {
   for (int iter = 0; iter < 300; ++iter) {
     const int rank = static_cast<int>(rng() % 5);
     V out = random_shape(rng, rank, 4);
-    auto derive = [&]() {
-      V s(out.begin() + static_cast<int64_t>(rng() % (rank + 1)), out.end());
-      for (auto& d : s)
-        if (rng() % 3 == 0) d = 1;
-      return s;
-    };
-    V sc = derive(), sx = derive(), sy = derive();
-    const size_t wr = std::max({sc.size(), sx.size(), sy.size()});  // the broadcast rank
-    V want(wr, 1);
-    for (const V* s : {&sc, &sx, &sy})
-      for (size_t k = 0; k < s->size(); ++k) want[wr - s->size() + k] = std::max(want[wr - s->size() + k], (*s)[k]);
+    V sc = broadcastable_shape(rng, out), sx = broadcastable_shape(rng, out), sy = broadcastable_shape(rng, out);
+    const V want = broadcast_shape({&sc, &sx, &sy});
     const DType t = dtypes[iter % 4];
     Tensor c = random_tensor(rng, DType::kBool, sc), x = random_tensor(rng, t, sx), y = random_tensor(rng, t, sy);
     SlotRun s = run_op_in_slots("Where", {c, x, y});
@@ -63,7 +44,7 @@ TEST(Where, RandomSweep) {
     ASSERT_EQ(o.shape, want);
     ASSERT_EQ(o.dtype, t);
     for (int64_t e = 0; e < o.numel(); ++e) {
-      const double expect = c.at(source(want, sc, e)) != 0 ? x.at(source(want, sx, e)) : y.at(source(want, sy, e));
+      const double expect = c.at(broadcast_source(want, sc, e)) != 0 ? x.at(broadcast_source(want, sx, e)) : y.at(broadcast_source(want, sy, e));
       ASSERT_EQ(o.at(e), expect) << "iter " << iter << " at " << e;
     }
     EXPECT_TRUE(s.tails_intact);
@@ -104,8 +85,8 @@ TEST(WhereSymbolic, ShapesAndGuards) {
     ASSERT_EQ(run_kernel("Where", in, &out), kernels::KernelStatus::kOk);
     for (int64_t e = 0; e < out[0].numel(); ++e) {
       const V& o = out[0].shape;
-      const double expect = in[0].at(source(o, in[0].shape, e)) != 0 ? in[1].at(source(o, in[1].shape, e))
-                                                                       : in[2].at(source(o, in[2].shape, e));
+      const double expect = in[0].at(broadcast_source(o, in[0].shape, e)) != 0 ? in[1].at(broadcast_source(o, in[1].shape, e))
+                                                                       : in[2].at(broadcast_source(o, in[2].shape, e));
       ASSERT_EQ(out[0].at(e), expect);
     }
   }
