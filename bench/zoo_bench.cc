@@ -18,16 +18,13 @@
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "tooling/runner.h"
+#include "aligned_bytes.h"
 
 namespace {
 
 using namespace kiln;
 
-struct Image {
-  std::vector<uint8_t> bytes;
-  void* buf = nullptr;
-  ~Image() { std::free(buf); }
-};
+using Image = testing::AlignedBytes;
 
 std::shared_ptr<Image> export_image(const std::string& onnx, const std::vector<exporter::DimArg>& dims) {
   exporter::ExportOptions opts;
@@ -35,24 +32,20 @@ std::shared_ptr<Image> export_image(const std::string& onnx, const std::vector<e
   format::ProgramDesc desc;
   auto r = exporter::export_onnx(onnx, opts, &desc);
   if (!r.ok()) return nullptr;
-  auto img = std::make_shared<Image>();
-  img->bytes = *format::serialize_program(desc);
-  img->buf = std::aligned_alloc(64, (img->bytes.size() + 63) / 64 * 64);
-  std::memcpy(img->buf, img->bytes.data(), img->bytes.size());
-  return img;
+  return std::make_shared<Image>(*format::serialize_program(desc));
 }
 
 void bm_load(benchmark::State& state, std::shared_ptr<Image> img) {
   for (auto _ : state) {
-    auto p = Program::load_buffer(img->buf, img->bytes.size());
+    auto p = img->load();
     auto m = Method::create(**p, "forward");
     benchmark::DoNotOptimize(m.ok());
   }
-  state.counters["file_bytes"] = static_cast<double>(img->bytes.size());
+  state.counters["file_bytes"] = static_cast<double>(img->size());
 }
 
 void bm_execute(benchmark::State& state, std::shared_ptr<Image> img, std::vector<std::vector<int64_t>> shapes) {
-  auto p = Program::load_buffer(img->buf, img->bytes.size()).value();
+  auto p = img->load().value();
   auto m = Method::create(*p, "forward").value();
   if (!m->bind_shapes(shapes).ok()) {
     state.SkipWithError("shape outside the contract");

@@ -6,6 +6,7 @@
 
 #include "kiln/method.h"
 #include "tooling/examples.h"
+#include "aligned_bytes.h"
 
 namespace kiln::exporter {
 namespace {
@@ -78,9 +79,8 @@ TEST(GraphBuilder, ViewsAliasAndDeadNodesVanish) {
   // The view's root lives to the end: runs correctly below the bound.
   auto bytes = format::serialize_program(d);
   ASSERT_TRUE(bytes.ok());
-  void* buf = std::aligned_alloc(64, (bytes->size() + 63) / 64 * 64);
-  std::memcpy(buf, bytes->data(), bytes->size());
-  auto p = Program::load_buffer(buf, bytes->size());
+  testing::AlignedBytes buf(*bytes);
+  auto p = buf.load();
   ASSERT_TRUE(p.ok());
   auto meth = Method::create(**p, "forward");
   ASSERT_TRUE(meth.ok());
@@ -92,7 +92,6 @@ TEST(GraphBuilder, ViewsAliasAndDeadNodesVanish) {
   EXPECT_EQ(y.dims[0], 3);
   EXPECT_EQ(y.dims[1], 8);
   for (int i = 0; i < 24; ++i) EXPECT_EQ(y.as<float>()[i], std::max(0.0f, static_cast<float>(i % 5) - 2.0f));
-  std::free(buf);
 }
 
 TEST(GraphBuilder, DimValidation) {

@@ -10,6 +10,7 @@
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "onnx_model_util.h"
+#include "aligned_bytes.h"
 
 namespace kiln::testing {
 namespace {
@@ -23,23 +24,15 @@ ExportOptions dims(std::vector<std::string> args) {
 }
 
 struct Loaded {
-  std::vector<uint8_t> bytes;
-  void* buf = nullptr;
+  explicit Loaded(const std::vector<uint8_t>& bytes) : buf(bytes) {}
+  AlignedBytes buf;  // declared first: destroyed after the program and method borrowing it
   std::unique_ptr<Program> program;
   std::unique_ptr<Method> method;
-  ~Loaded() {
-    method.reset();
-    program.reset();
-    std::free(buf);
-  }
 };
 
 std::unique_ptr<Loaded> load(const format::ProgramDesc& d) {
-  auto l = std::make_unique<Loaded>();
-  l->bytes = *format::serialize_program(d);
-  l->buf = std::aligned_alloc(64, (l->bytes.size() + 63) / 64 * 64);
-  std::memcpy(l->buf, l->bytes.data(), l->bytes.size());
-  l->program = Program::load_buffer(l->buf, l->bytes.size()).value();
+  auto l = std::make_unique<Loaded>(*format::serialize_program(d));
+  l->program = l->buf.load().value();
   l->method = Method::create(*l->program, d.methods[0].name).value();
   return l;
 }

@@ -13,6 +13,7 @@
 #include "kiln/program.h"
 #include "tooling/examples.h"
 #include "scratch_dir.h"
+#include "aligned_bytes.h"
 
 namespace kiln {
 namespace {
@@ -46,20 +47,10 @@ size_t instruction_of(const format::MethodDesc& m, const std::string& op) {
   return 0;
 }
 
-struct Aligned {
-  explicit Aligned(const std::vector<uint8_t>& b) : size(b.size()) {
-    data = static_cast<uint8_t*>(std::aligned_alloc(64, (b.size() + 63) / 64 * 64 + 64));
-    if (!b.empty()) std::memcpy(data, b.data(), b.size());
-  }
-  ~Aligned() { std::free(data); }
-  uint8_t* data;
-  size_t size;
-};
-
 // Loads, and if that works, binds and runs at a few shapes; must never crash.
 Status load_and_run(const std::vector<uint8_t>& bytes) {
-  Aligned a(bytes);
-  auto p = Program::load_buffer(a.data, a.size);
+  testing::AlignedBytes a(bytes);
+  auto p = a.load();
   if (!p.ok()) return p.status();
   for (size_t i = 0; i < (*p)->num_methods(); ++i) {
     auto m = Method::create(**p, (*p)->method_name(i));

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "aligned_bytes.h"
 #include "export/graph.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
@@ -71,9 +72,8 @@ TEST(Allocations, ExecuteAllocatesNothing) {
   format::ProgramDesc d;
   ASSERT_TRUE(g.emit(&d).ok());
   std::vector<uint8_t> bytes = *format::serialize_program(d);
-  void* buf = std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64);
-  std::memcpy(buf, bytes.data(), bytes.size());
-  auto p = Program::load_buffer(buf, bytes.size());
+  testing::AlignedBytes buf(bytes);
+  auto p = buf.load();
   ASSERT_TRUE(p.ok());
   auto m = Method::create(**p, "forward");
   ASSERT_TRUE(m.ok());
@@ -83,7 +83,6 @@ TEST(Allocations, ExecuteAllocatesNothing) {
     EXPECT_EQ(n, 0) << "execute allocated at batch " << batch;
     EXPECT_EQ((*m)->output(0).dims[0], batch);
   }
-  std::free(buf);
 }
 
 }  // namespace
@@ -114,10 +113,9 @@ TEST(Allocations, ZooModelsExecuteWithoutAllocating) {
     auto report = exporter::export_onnx(std::string(KILN_SOURCE_DIR) + "/zoo/" + model["onnx"].get<std::string>(), opts, &desc);
     ASSERT_TRUE(report.ok()) << report.status().message();
     std::vector<uint8_t> bytes = *format::serialize_program(desc);
-    void* buf = std::aligned_alloc(64, (bytes.size() + 63) / 64 * 64);
-    std::memcpy(buf, bytes.data(), bytes.size());
+    testing::AlignedBytes buf(bytes);
     {
-      auto p = Program::load_buffer(buf, bytes.size());
+      auto p = buf.load();
       ASSERT_TRUE(p.ok());
       auto m = Method::create(**p, "forward");
       ASSERT_TRUE(m.ok());
@@ -138,7 +136,6 @@ TEST(Allocations, ZooModelsExecuteWithoutAllocating) {
         EXPECT_EQ(n, 0) << model["name"] << " at " << c["input_shapes"];
       }
     }
-    std::free(buf);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "export/graph.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "aligned_bytes.h"
 
 namespace kiln {
 namespace {
@@ -43,9 +44,8 @@ class MethodTest : public ::testing::Test {
  protected:
   void SetUp() override {
     bytes_ = build_program();
-    buf_.resize(bytes_.size() / 64 + 1);
-    std::memcpy(buf_.data(), bytes_.data(), bytes_.size());
-    auto p = Program::load_buffer(buf_.data(), bytes_.size());
+    buf_ = std::make_unique<testing::AlignedBytes>(bytes_);
+    auto p = buf_->load();
     ASSERT_TRUE(p.ok()) << p.status().message();
     program_ = std::move(*p);
     auto m = Method::create(*program_, "forward");
@@ -58,8 +58,7 @@ class MethodTest : public ::testing::Test {
     return s.message();
   }
   std::vector<uint8_t> bytes_;
-  struct alignas(64) Block { uint8_t b[64]; };
-  std::vector<Block> buf_;
+  std::unique_ptr<testing::AlignedBytes> buf_;
   std::unique_ptr<Program> program_;
   std::unique_ptr<Method> method_;
 };
@@ -155,7 +154,7 @@ TEST_F(MethodTest, ExecuteBeforeSuccessfulBindFails) {
 
 TEST_F(MethodTest, ConstantsAreNotCopied) {
   // The program borrows the caller's buffer: the constant segment lies inside it.
-  auto* base = reinterpret_cast<const uint8_t*>(buf_.data());
+  const uint8_t* base = buf_->data();
   auto* c = static_cast<const uint8_t*>(program_->constant_data());
   EXPECT_GE(c, base);
   EXPECT_LT(c, base + bytes_.size());
