@@ -552,4 +552,13 @@ ExprId ExprPool::max(ExprId a, ExprId b) {
   return make(ExprOp::kMax, a, b, 0);
 }
 
+std::string relation_text(const std::string& lhs, ExprPool::Relation rel, const std::string& rhs) {
+  switch (rel) {
+    case ExprPool::Relation::kEq: return lhs + " == " + rhs;
+    case ExprPool::Relation::kGe: return lhs + " >= " + rhs;
+    case ExprPool::Relation::kDivisible: return lhs + " % " + rhs + " == 0";
+  }
+  return lhs + " ? " + rhs;
+}
+
 }  // namespace kiln::core

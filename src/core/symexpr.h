@@ -151,4 +151,7 @@ class ExprPool {
   std::unordered_map<std::string, ExprId> dedup_;
 };
 
+/// "lhs == rhs", "lhs >= rhs" or "lhs % rhs == 0": how guards read everywhere.
+std::string relation_text(const std::string& lhs, ExprPool::Relation rel, const std::string& rhs);
+
 }  // namespace kiln::core

@@ -50,8 +50,8 @@ Status ShapeCtx::add_guard(Guard::Op op, ExprId a, ExprId b, const std::string& 
   core::ExprPool::Census c = pool.census(a, static_cast<core::ExprPool::Relation>(op), b);
   if (c.complete && c.satisfied == c.assignments) return ok_status();
   if (c.complete && c.satisfied == 0) {
-    std::string rel = op == Guard::Op::kEq ? " == " : op == Guard::Op::kGe ? " >= " : " % ";
-    std::string text = pool.to_string(a) + rel + pool.to_string(b) + (op == Guard::Op::kDivisible ? " == 0" : "");
+    std::string text =
+        core::relation_text(pool.to_string(a), static_cast<core::ExprPool::Relation>(op), pool.to_string(b));
     return error(text + " holds for no admissible value of its dims " + why + "; widen or move the --dim ranges");
   }
   guards.push_back(Guard{op, a, b, node_name, op_type, why});

@@ -41,6 +41,10 @@ struct Guard {
   std::string op_type;
   std::string context;  ///< why, e.g. "to broadcast [1,96,H] with [1,96,W]"
 };
+static_assert(static_cast<int>(Guard::Op::kEq) == static_cast<int>(core::ExprPool::Relation::kEq) &&
+                  static_cast<int>(Guard::Op::kGe) == static_cast<int>(core::ExprPool::Relation::kGe) &&
+                  static_cast<int>(Guard::Op::kDivisible) == static_cast<int>(core::ExprPool::Relation::kDivisible),
+              "a guard's op is the pool's relation");
 
 /// Shape inference for one node. Inputs are filled in by the caller; the shape function
 /// fills `outputs` (already sized to the number of outputs requested) and may add guards.

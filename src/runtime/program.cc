@@ -50,12 +50,11 @@ std::string guard_text(const fb::Guard* g, const std::vector<core::ExprNode>& ex
                        const std::vector<std::string>& names) {
   std::string l = core::format_expr(exprs.data(), exprs.size(), names, g->lhs());
   std::string r = core::format_expr(exprs.data(), exprs.size(), names, g->rhs());
-  switch (g->op()) {
-    case fb::GuardOp::Eq: return l + " == " + r;
-    case fb::GuardOp::Ge: return l + " >= " + r;
-    case fb::GuardOp::Divisible: return l + " % " + r + " == 0";
-  }
-  return l + " ? " + r;
+  static_assert(static_cast<int>(fb::GuardOp::Eq) == static_cast<int>(core::ExprPool::Relation::kEq) &&
+                    static_cast<int>(fb::GuardOp::Ge) == static_cast<int>(core::ExprPool::Relation::kGe) &&
+                    static_cast<int>(fb::GuardOp::Divisible) == static_cast<int>(core::ExprPool::Relation::kDivisible),
+                "the file's guard ops are the pool's relations");
+  return core::relation_text(l, static_cast<core::ExprPool::Relation>(g->op()), r);
 }
 
 namespace {

@@ -129,6 +129,44 @@ TEST(OnnxImport, ForcedSpecializationIsReported) {
   EXPECT_TRUE(exporter::export_onnx(m.save("forced.onnx"), dims({"batch=1"}), &d).ok());
 }
 
+TEST(OnnxImport, Opset10ResizeHasUpsampleGeometry) {
+  // Regression: Resize-10 (X, scales) ran with opset 11's default half_pixel coordinates.
+  // Resize-10 maps output x to input x / scale (asymmetric); nearest takes the floor, or the
+  // ceiling on a shrinking axis (ONNX Runtime's rule, checked against it at these shapes).
+  // X[r][c] = 7r + c is linear, so bilinear sampling gives 7*min(r', 4) + min(c', 6) exactly.
+  struct Case {
+    const char* mode;
+    float sh, sw;
+    int64_t oh, ow;
+  };
+  for (const Case& k : {Case{"nearest", 0.6f, 0.7f, 3, 4}, Case{"nearest", 2.5f, 1.5f, 12, 10},
+                        Case{"linear", 0.6f, 0.7f, 3, 4}, Case{"linear", 2.5f, 1.5f, 12, 10}}) {
+    OnnxModel m(10);
+    m.input("x", {"1", "1", "5", "7"}).output("y");
+    m.floats("scales", {4}, {1.f, 1.f, k.sh, k.sw});
+    OnnxModel::attr_str(m.node("Resize", "resize", {"x", "scales"}, {"y"}), "mode", k.mode);
+    format::ProgramDesc d;
+    auto r = exporter::export_onnx(m.save("resize10.onnx"), {}, &d);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto l = load(d);
+    ASSERT_TRUE(l->method->bind_shapes({{1, 1, 5, 7}}).ok());
+    for (int i = 0; i < 35; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i);
+    ASSERT_TRUE(l->method->execute().ok());
+    const TensorView& y = l->method->output(0);
+    ASSERT_EQ(y.dims[2], k.oh);
+    ASSERT_EQ(y.dims[3], k.ow);
+    const bool nearest = std::string(k.mode) == "nearest";
+    for (int64_t i = 0; i < k.oh; ++i)
+      for (int64_t j = 0; j < k.ow; ++j) {
+        const double rh = i / static_cast<double>(k.sh), rw = j / static_cast<double>(k.sw);
+        const double want = nearest ? 7 * std::min(4.0, k.sh < 1 ? std::ceil(rh) : std::floor(rh)) +
+                                          std::min(6.0, k.sw < 1 ? std::ceil(rw) : std::floor(rw))
+                                    : 7 * std::min(rh, 4.0) + std::min(rw, 6.0);
+        EXPECT_NEAR(y.as<float>()[i * k.ow + j], want, 1e-4) << k.mode << " " << k.sh << " at " << i << "," << j;
+      }
+  }
+}
+
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   OnnxModel m;
   m.input("x", {"N", "2", "H", "W"}).output("y");

@@ -63,6 +63,12 @@ class OnnxModel {
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  static void attr_str(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
   static void attr_ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n.add_attribute();
     a->set_name(name);

@@ -297,8 +297,12 @@ class Importer {
       attrs->set_int("coerce_2d", 1);
       if (!attrs->view().has("axis")) attrs->set_int("axis", 1);
     }
-    if (op == "Resize" && opset_ == 10 && inputs->size() == 2) {  // (X, scales) -> (X, roi, scales)
-      inputs->insert(inputs->begin() + 1, -1);
+    if (op == "Resize" && opset_ == 10) {
+      // Resize-10 is (X, scales) with Upsample's geometry: asymmetric coordinates, and the
+      // nearest input is found by ONNX Runtime's "simple" rule (floor, ceil when shrinking).
+      if (inputs->size() == 2) inputs->insert(inputs->begin() + 1, -1);  // (X, roi, scales)
+      attrs->set_str("coordinate_transformation_mode", "asymmetric");
+      attrs->set_str("nearest_mode", "simple");
     }
     if (op == "ConstantOfShape" && attrs->view().has("value_dtype")) attrs->set_int("dtype", attrs->view().get_int("value_dtype", 1));
   }
@@ -422,8 +426,8 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
   for (int32_t id : m.outputs)
     report.outputs.push_back("'" + m.values[id].name + "' " + dtype_name(m.values[id].dtype) + " " + pool.shape_to_string(m.values[id].shape));
   for (const kernels::Guard& gd : m.guards) {
-    std::string l = pool.to_string(gd.lhs), r = pool.to_string(gd.rhs);
-    std::string text = gd.op == kernels::Guard::Op::kEq ? l + " == " + r : gd.op == kernels::Guard::Op::kGe ? l + " >= " + r : l + " % " + r + " == 0";
+    std::string text = core::relation_text(pool.to_string(gd.lhs), static_cast<core::ExprPool::Relation>(gd.op),
+                                           pool.to_string(gd.rhs));
     report.guards.push_back(text + "  (node '" + gd.node_name + "' (" + gd.op_type + ")" + (gd.context.empty() ? "" : " " + gd.context) + ")");
   }
   for (const auto& in : m.instructions) ++report.ops[in.op];

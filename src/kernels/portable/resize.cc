@@ -10,7 +10,8 @@
 //   tf_half_pixel_for_nn  (x + 0.5) / scale
 // then nearest rounds it by nearest_mode, linear blends the two neighbours; both clamp
 // indices to [0, in - 1] (edge replication). Output sizes: floor(in * scale), or sizes.
-// Upsample is asymmetric with nearest_mode floor. roi is ignored (tf_crop_and_resize and
+// Upsample, and Resize from opset 10 (the importer sets its attributes), is asymmetric with
+// nearest_mode simple: floor, or ceil on a shrinking axis. roi is ignored (tf_crop_and_resize and
 // cubic are refused).
 #include <cmath>
 #include <string>
@@ -24,7 +25,9 @@ namespace kiln::kernels {
 namespace {
 
 enum class Coord : uint8_t { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn };
-enum class Nearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+/// kSimple (not an ONNX nearest_mode; Upsample and opset-10 Resize): floor when the axis
+/// grows or keeps its size, ceil when it shrinks, as ONNX Runtime does.
+enum class Nearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
 /// How one node resamples.
 struct Params {
@@ -66,6 +69,8 @@ bool read_resize_params(const core::Attrs& a, Params* p, const char** bad) {
     p->nearest = Nearest::kFloor;
   } else if (nm == "ceil") {
     p->nearest = Nearest::kCeil;
+  } else if (nm == "simple") {
+    p->nearest = Nearest::kSimple;
   } else {
     *bad = "nearest_mode";
     return false;
@@ -73,12 +78,12 @@ bool read_resize_params(const core::Attrs& a, Params* p, const char** bad) {
   return true;
 }
 
-/// Upsample: asymmetric coordinates, nearest rounds down.
+/// Upsample: asymmetric coordinates, nearest rounds down (it only enlarges).
 Params upsample_params(const core::Attrs& a) {
   Params p;
   p.linear = a.str_equals("mode", "linear");
   p.coord = Coord::kAsymmetric;
-  p.nearest = Nearest::kFloor;
+  p.nearest = Nearest::kSimple;
   return p;
 }
 
@@ -168,6 +173,7 @@ int64_t nearest_index(const Axis& a, const Params& p, int64_t x) {
     case Nearest::kRoundPreferCeil: pick = frac >= 0.5 ? fl + 1 : fl; break;
     case Nearest::kFloor: pick = fl; break;
     case Nearest::kCeil: pick = std::ceil(xo); break;
+    case Nearest::kSimple: pick = a.scale < 1 ? std::ceil(xo) : fl; break;
   }
   return clamp_index(static_cast<int64_t>(pick), a.in);
 }
