@@ -120,6 +120,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
       if (folded >= 0) return std::vector<int>{folded};
     }
   }
+  const bool view = op->view || ctx.same_bytes;
   Node node;
   node.op = op;
   node.name = node_name;
@@ -135,7 +136,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     if (v.shape.size() > static_cast<size_t>(kMaxRank))
       return invalid_argument("node '" + node_name + "' (" + op_type + "): output rank " + std::to_string(v.shape.size()) +
                               " exceeds the maximum 8");
-    if (op->view) {
+    if (view) {
       const Value& in = values_[inputs[0]];
       v.kind = Kind::kView;
       v.alias_of = in.alias_of >= 0 ? in.alias_of : inputs[0];
@@ -144,7 +145,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     outs.push_back(static_cast<int>(values_.size()) - 1);
   }
   node.outputs = outs;
-  if (ctx.scratch_bytes != core::kNoExpr && !op->view) {
+  if (ctx.scratch_bytes != core::kNoExpr && !view) {
     Value sv;
     sv.name = node_name + ":scratch";
     sv.dtype = DType::kBool;  // bytes
@@ -152,7 +153,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     values_.push_back(std::move(sv));
     node.scratch = static_cast<int>(values_.size()) - 1;
   }
-  if (!op->view) nodes_.push_back(std::move(node));
+  if (!view) nodes_.push_back(std::move(node));
   return outs;
 }
 

@@ -60,6 +60,10 @@ class ShapeCtx {
   /// Bytes of planned scratch memory the kernel needs (symbolic; kNoExpr = none). The
   /// planner gives it a slot alive only during this instruction; see RunCtx::scratch.
   ExprId scratch_bytes = core::kNoExpr;
+  /// Set by an op that copies for some shapes but, for these, would write output 0 byte for
+  /// byte as input 0 (e.g. a Transpose that moves only size-1 axes): the builder then makes
+  /// the output a view of the input, as for the view ops.
+  bool same_bytes = false;
   std::string node_name;
   std::string op_type;
 

@@ -167,6 +167,48 @@ TEST(OnnxImport, Opset10ResizeHasUpsampleGeometry) {
   }
 }
 
+TEST(OnnxImport, TorchOpset9ArangeBecomesRange) {
+  // torch before opset 11 writes arange(seq) as NonZero(ConstantOfShape([seq], 1)), then
+  // Transpose and Squeeze. Here y = x + arange(seq) for x [1, seq].
+  for (int64_t fill : {1, 0}) {
+    OnnxModel m(9);
+    m.input("x", {"1", "seq"}).output("y");
+    m.ints("one", {}, {1});
+    m.node("Shape", "shape", {"x"}, {"s"});
+    m.node("Gather", "gather", {"s", "one"}, {"n"});
+    OnnxModel::attr_ints(m.node("Unsqueeze", "unsqueeze", {"n"}, {"n1"}), "axes", {0});
+    OnnxModel::attr_i64_tensor(m.node("ConstantOfShape", "fill", {"n1"}, {"ones"}), "value", fill);
+    m.node("NonZero", "nonzero", {"ones"}, {"nz"});
+    m.node("Transpose", "transpose", {"nz"}, {"nzt"});
+    OnnxModel::attr_ints(m.node("Squeeze", "squeeze", {"nzt"}, {"idx"}), "axes", {1});
+    OnnxModel::attr_int(m.node("Cast", "cast", {"idx"}, {"f"}), "to", onnx::TensorProto::FLOAT);
+    m.node("Add", "add", {"x", "f"}, {"y"});
+    format::ProgramDesc d;
+    auto r = exporter::export_onnx(m.save("arange9.onnx"), dims({"seq=1..32"}), &d);
+    if (fill == 0) {  // all zeros: the result is empty, and its size depends on the data in general
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().message(),
+                "node 'nonzero' (NonZero): its output size depends on the input's values, so no bound can be "
+                "planned; only NonZero of a ConstantOfShape over one axis with a non-zero value (torch's arange "
+                "before opset 11) is supported");
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    // [1, seq] -> [seq, 1] moves only a size-1 axis: a view, not a Transpose instruction
+    // (SymbolicInts makes the scalar seq that Range reads).
+    EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Add", 1}, {"Cast", 1}, {"Range", 1}, {"SymbolicInts", 1}}));
+    auto l = load(d);
+    for (int64_t seq : {32, 5, 1}) {
+      ASSERT_TRUE(l->method->bind_shapes({{1, seq}}).ok());
+      for (int64_t j = 0; j < seq; ++j) l->method->input(0).as<float>()[j] = 0.5f * static_cast<float>(j * j);
+      ASSERT_TRUE(l->method->execute().ok());
+      const TensorView& y = l->method->output(0);
+      ASSERT_EQ(y.dims[1], seq);
+      for (int64_t j = 0; j < seq; ++j) EXPECT_EQ(y.as<float>()[j], 0.5f * static_cast<float>(j * j) + j) << seq;
+    }
+  }
+}
+
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   OnnxModel m;
   m.input("x", {"N", "2", "H", "W"}).output("y");

@@ -69,6 +69,15 @@ class OnnxModel {
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(v);
   }
+  /// A one-element i64 TENSOR attribute (ConstantOfShape's value).
+  static void attr_i64_tensor(onnx::NodeProto& n, const std::string& name, int64_t v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_int64_data(v);
+  }
   static void attr_ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n.add_attribute();
     a->set_name(name);

@@ -50,6 +50,8 @@ struct SymResult {
   std::string shape;
   /// Planned scratch bytes the shape function asked for (kNoExpr = none).
   ExprId scratch_bytes = core::kNoExpr;
+  /// The shape function said output 0 has input 0's bytes (the builder makes it a view).
+  bool same_bytes = false;
 };
 
 /// Runs op `name`'s shape function over symbolic inputs.
@@ -70,6 +72,7 @@ inline SymResult infer(core::ExprPool& pool, const char* name, std::vector<kerne
   r.outputs = ctx.outputs;
   r.guards = ctx.guards;
   r.scratch_bytes = ctx.scratch_bytes;
+  r.same_bytes = ctx.same_bytes;
   if (r.status.ok()) r.shape = pool.shape_to_string(ctx.outputs[0].shape);
   return r;
 }

@@ -88,6 +88,43 @@ TEST(Transpose, Errors) {
   EXPECT_TRUE(has_text(run_op("Transpose", {x, x}).status, "node 'test' (Transpose): expects 1 inputs, got 2"));
 }
 
+TEST(TransposeSymbolic, SameBytesExactlyWhenOnlySizeOneAxesMove) {
+  // The claim lets the builder alias instead of copy, so it must match what the kernel
+  // writes: with distinct input values, the output bytes equal the input's iff it is made.
+  std::mt19937 rng(77);
+  int claimed = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    const int rank = 1 + static_cast<int>(rng() % 5);
+    Shape dims = random_shape(rng, rank, 3);
+    for (auto& d : dims)
+      if (rng() % 2) d = 1;
+    Shape perm(rank);
+    for (int k = 0; k < rank; ++k) perm[k] = k;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    core::ExprPool p;
+    std::vector<ExprId> sym;
+    for (int64_t d : dims) sym.push_back(p.constant(d));
+    SymResult r = infer(p, "Transpose", {sym_input(DType::kI32, sym)}, perm_attr(perm));
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::vector<int32_t> distinct(static_cast<size_t>(n));
+    for (int64_t e = 0; e < n; ++e) distinct[e] = static_cast<int32_t>(e);
+    Tensor in = make_tensor<int32_t>(dims, distinct);
+    OpResult out = run_op("Transpose", {in}, perm_attr(perm));
+    ASSERT_TRUE(out.status.ok());
+    EXPECT_EQ(r.same_bytes, out.outputs[0].bytes == in.bytes) << "iter " << iter;
+    claimed += r.same_bytes;
+  }
+  EXPECT_GT(claimed, 50);  // both outcomes are exercised
+  EXPECT_LT(claimed, 350);
+  // Symbolic sizes count as possibly > 1: [seq, 1] -> [1, seq] is the same bytes,
+  // [batch, seq] -> [seq, batch] is not.
+  SymPool s;
+  EXPECT_TRUE(infer(s.pool, "Transpose", {sym_input(DType::kF32, {s.seq, s.c(1)})}).same_bytes);
+  EXPECT_FALSE(infer(s.pool, "Transpose", {sym_input(DType::kF32, {s.batch, s.seq})}).same_bytes);
+}
+
 TEST(TransposeSymbolic, ShapesAndRunsBelowTheBound) {
   SymPool s;
   core::ExprPool& p = s.pool;

@@ -1,9 +1,12 @@
 #include "export/onnx/onnx_import.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -72,7 +75,7 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
 namespace {
 
 // Ops the importer resolves itself instead of passing to the registry.
-const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If"};
+const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero"};
 
 class Importer {
  public:
@@ -261,6 +264,7 @@ class Importer {
 
   Status import_node(const onnx::NodeProto& n, const std::string& name) {
     const std::string& op = n.op_type();
+    for (const std::string& out : n.output()) producers_[out] = &n;
     if (op == "Constant") return import_constant(n, name);
     if (op == "Identity" || op == "Dropout") {
       KILN_ASSIGN_OR_RETURN(int in, lookup(n.input(0), name));
@@ -271,6 +275,7 @@ class Importer {
       return ok_status();
     }
     if (op == "If") return import_if(n, name);
+    if (op == "NonZero") return import_nonzero(n, name);
     KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, attrs_from_node(n));
     std::vector<int> inputs;
     for (const std::string& in : n.input()) {
@@ -288,6 +293,45 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op(kernel_op, name, inputs, attrs, num_outputs));
     for (size_t k = 0; k < num_outputs; ++k)
       if (!n.output(static_cast<int>(k)).empty()) names_[n.output(static_cast<int>(k))] = outs[k];
+    return ok_status();
+  }
+
+  // NonZero's output size depends on the input's values, which a planned program cannot
+  // bound in general. One case is known at export: torch before opset 11 lowers arange(n)
+  // to NonZero(ConstantOfShape([n], value != 0)), whose result is [[0, 1, ..., n-1]]; it
+  // becomes Unsqueeze(Range(0, n, 1)), which shape math folds like any arange.
+  Status import_nonzero(const onnx::NodeProto& n, const std::string& name) {
+    const std::string unsupported =
+        "node '" + name +
+        "' (NonZero): its output size depends on the input's values, so no bound can be planned; only "
+        "NonZero of a ConstantOfShape over one axis with a non-zero value (torch's arange before opset 11) "
+        "is supported";
+    auto it = producers_.find(n.input(0));
+    if (it == producers_.end() || it->second->op_type() != "ConstantOfShape") return unimplemented(unsupported);
+    const onnx::NodeProto& fill = *it->second;
+    bool nonzero = false;  // ConstantOfShape's default value is 0
+    for (const onnx::AttributeProto& a : fill.attribute()) {
+      if (a.name() != "value") continue;
+      KILN_ASSIGN_OR_RETURN(HostTensor t, tensor_from_proto(a.t(), "node '" + fill.name() + "' (ConstantOfShape)"));
+      if (t.dtype == DType::kF32) {
+        float v = 0.f;
+        if (t.bytes.size() == sizeof v) std::memcpy(&v, t.bytes.data(), sizeof v);
+        nonzero = v != 0.f;
+      } else {
+        nonzero = std::any_of(t.bytes.begin(), t.bytes.end(), [](uint8_t b) { return b != 0; });
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(int dims, lookup(fill.input(0), name));
+    const std::vector<core::ExprId>& ds = g_.shape(dims);
+    if (!nonzero || ds.size() != 1 || !g_.pool().is_const_value(ds[0], 1)) return unimplemented(unsupported);
+    core::AttrStore axis0;
+    axis0.set_ints("axes", {0});
+    KILN_ASSIGN_OR_RETURN(int count, g_.add("Squeeze", name + "/count", {dims}, axis0));
+    KILN_ASSIGN_OR_RETURN(int start, g_.add_constant(name + "/start", DType::kI64, {}, std::vector<int64_t>{0}));
+    KILN_ASSIGN_OR_RETURN(int delta, g_.add_constant(name + "/delta", DType::kI64, {}, std::vector<int64_t>{1}));
+    KILN_ASSIGN_OR_RETURN(int range, g_.add("Range", name + "/range", {start, count, delta}));
+    KILN_ASSIGN_OR_RETURN(int out, g_.add("Unsqueeze", name, {range}, axis0));
+    names_[n.output(0)] = out;
     return ok_status();
   }
 
@@ -394,6 +438,7 @@ class Importer {
   ExportReport* report_;
   GraphBuilder g_;
   int64_t opset_ = 13;
+  std::map<std::string, const onnx::NodeProto*> producers_;  ///< value name -> the node that makes it
   std::unordered_map<std::string, int> names_;
 };
 

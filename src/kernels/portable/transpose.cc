@@ -37,6 +37,14 @@ Status transpose_shape(ShapeCtx& c) {
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape.resize(rank);
   for (int64_t k = 0; k < rank; ++k) c.out(0).shape[k] = c.in(0).shape[perm[k]];
+  // Axes of size 1 may move freely: if the others keep their order, the bytes do not change.
+  int64_t last = -1;
+  c.same_bytes = true;
+  for (int64_t k = 0; k < rank && c.same_bytes; ++k) {
+    if (c.pool.is_const_value(c.in(0).shape[perm[k]], 1)) continue;
+    c.same_bytes = perm[k] > last;
+    last = perm[k];
+  }
   return ok_status();
 }
 
