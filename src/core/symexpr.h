@@ -100,6 +100,8 @@ class ExprPool {
   /// a == b in their smallest terms.
   bool cancel_common(ExprId a, ExprId b, ExprId* a2, ExprId* b2);
 
+  /// True when x % d == 0 for every admissible dim value (from coefficients and steps).
+  bool provably_divisible(ExprId x, int64_t d) const;
   bool is_const(ExprId id) const { return nodes_[id].op == ExprOp::kConst; }
   /// Value of a constant node (precondition: is_const).
   int64_t const_value(ExprId id) const { return nodes_[id].value; }
@@ -142,8 +144,6 @@ class ExprPool {
   void collect_factors(ExprId id, std::vector<ExprId>* out) const;
   ExprId floordiv_const(ExprId a, int64_t d);
   ExprId divide_exact(ExprId a, ExprId b);  // kNoExpr when not provably exact
-  /// True when x % d == 0 for every admissible dim value (from coefficients and steps).
-  bool provably_divisible(ExprId x, int64_t d) const;
 
   std::vector<ExprNode> nodes_;
   std::vector<Interval> ranges_;

@@ -115,11 +115,12 @@ bool ShapeCtx::int_values(size_t i, std::vector<ExprId>* out) {
   out->clear();
   if (!has_input(i)) return false;
   const SymTensor& t = inputs[i];
+  if (t.dtype != DType::kI64 && t.dtype != DType::kI32) return false;  // f32 and bool values are not sizes
   if (!t.sym_values.empty()) {
     *out = t.sym_values;
     return true;
   }
-  if (!t.const_data || (t.dtype != DType::kI64 && t.dtype != DType::kI32)) return false;
+  if (!t.const_data) return false;
   int64_t n = 1;
   for (ExprId d : t.shape) {
     if (!pool.is_const(d)) return false;

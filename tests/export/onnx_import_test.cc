@@ -209,6 +209,41 @@ TEST(OnnxImport, TorchOpset9ArangeBecomesRange) {
   }
 }
 
+TEST(OnnxImport, FloatShapeArithmeticFolds) {
+  // As tf2onnx and paddle2onnx write a 2x resize: sizes = Cast(int64)(Cast(float)(Shape(x)[2:4]) * 2.0).
+  OnnxModel m;
+  m.input("x", {"1", "3", "H", "W"}).output("y");
+  m.ints("starts", {1}, {2}).ints("ends", {1}, {4}).ints("nc", {2}, {1, 3});
+  m.floats("two", {1}, {2.f}).floats("none", {0}, {});
+  m.node("Shape", "shape", {"x"}, {"s"});
+  m.node("Slice", "slice", {"s", "starts", "ends"}, {"hw"});
+  OnnxModel::attr_int(m.node("Cast", "to_float", {"hw"}, {"hwf"}), "to", onnx::TensorProto::FLOAT);
+  m.node("Mul", "double", {"hwf", "two"}, {"hw2f"});
+  OnnxModel::attr_int(m.node("Cast", "to_int", {"hw2f"}, {"hw2"}), "to", onnx::TensorProto::INT64);
+  OnnxModel::attr_int(m.node("Concat", "sizes", {"nc", "hw2"}, {"sz"}), "axis", 0);
+  auto& resize = m.node("Resize", "resize", {"x", "none", "none", "sz"}, {"y"});
+  OnnxModel::attr_str(resize, "coordinate_transformation_mode", "asymmetric");
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("float_shape.onnx"), dims({"H=1..16", "W=1..16"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->outputs, (std::vector<std::string>{"'y' f32 [1, 3, 2*H, 2*W]"}));
+  EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Resize", 1}, {"SymbolicInts", 1}}));  // no float math left
+  auto l = load(d);
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{16, 16}, {3, 5}, {1, 1}}) {
+    ASSERT_TRUE(l->method->bind_shapes({{1, 3, h, w}}).ok());
+    float* x = l->method->input(0).as<float>();
+    for (int64_t i = 0; i < 3 * h * w; ++i) x[i] = static_cast<float>(i);
+    ASSERT_TRUE(l->method->execute().ok());
+    const TensorView& y = l->method->output(0);
+    ASSERT_EQ(y.dims[2], 2 * h);
+    ASSERT_EQ(y.dims[3], 2 * w);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t i = 0; i < 2 * h; ++i)
+        for (int64_t j = 0; j < 2 * w; ++j)
+          ASSERT_EQ(y.as<float>()[(c * 2 * h + i) * 2 * w + j], x[(c * h + i / 2) * w + j / 2]) << h << "x" << w;
+  }
+}
+
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   OnnxModel m;
   m.input("x", {"N", "2", "H", "W"}).output("y");

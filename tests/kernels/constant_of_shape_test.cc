@@ -47,6 +47,14 @@ TEST(ConstantOfShape, HandComputed) {
   EXPECT_TRUE(fold_matches_kernel("ConstantOfShape", {i64s({2, 3})}, core::AttrStore().set_ints("value", {9})));
   EXPECT_TRUE(fold_matches_kernel("ConstantOfShape", {i64s({2})},
                                   core::AttrStore().set_floats("value", {0.5f}).set_int("dtype", 9)));
+  // f32 fills are carried only when they are exact integers.
+  EXPECT_TRUE(fold_matches_kernel("ConstantOfShape", {i64s({2})}, core::AttrStore().set_floats("value", {3.f})));
+  EXPECT_TRUE(fold_matches_kernel("ConstantOfShape", {i64s({2})}, core::AttrStore().set_floats("value", {2.5f}), false));
+  core::ExprPool p;
+  Tensor two = i64s({2});
+  EXPECT_TRUE(infer(p, "ConstantOfShape", {const_input(p, two)}, core::AttrStore().set_floats("value", {2.5f}))
+                  .outputs[0]
+                  .sym_values.empty());
 }
 
 TEST(ConstantOfShape, Errors) {

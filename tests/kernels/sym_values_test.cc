@@ -249,6 +249,76 @@ TEST(SymValues, FoldMatchesKernelSweep) {
   }
 }
 
+TEST(SymValues, FloatFoldMatchesKernelSweep) {
+  // f32 tensors carry values only while each is an integer that f32 holds exactly; then every
+  // carried value must be exactly what the kernel computes in float arithmetic.
+  std::mt19937 rng(98);
+  auto floats = [&](std::vector<int64_t> shape, bool halves) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = static_cast<float>(static_cast<int>(rng() % 19) - 9) + (halves && rng() % 2 ? 0.5f : 0.f);
+    return make_tensor<float>(shape, v);
+  };
+  auto shape = [&]() {
+    std::vector<int64_t> s(rng() % 3);
+    for (auto& d : s) d = 1 + static_cast<int64_t>(rng() % 3);
+    return s;
+  };
+  const auto to = [](int64_t code) { return core::AttrStore().set_int("to", code); };
+  for (int iter = 0; iter < 200; ++iter) {
+    const std::string it = "iter " + std::to_string(iter);
+    std::vector<int64_t> sa = shape(), sb = sa;
+    if (rng() % 2) sb.assign(sa.begin() + static_cast<int64_t>(rng() % (sa.size() + 1)), sa.end());
+    Tensor a = floats(sa, false), b = floats(sb, false), h = floats(sb, true);
+    for (const char* op : {"Add", "Sub", "Mul", "Max", "Min", "Equal", "Less", "GreaterOrEqual"}) {
+      EXPECT_TRUE(fold_matches_kernel(op, {a, b})) << op << " " << it;
+      EXPECT_TRUE(fold_matches_kernel(op, {a, h}, {}, false)) << op << " with halves " << it;
+    }
+    EXPECT_TRUE(fold_matches_kernel("Div", {a, b}, {}, false)) << it;  // only where b divides a
+    EXPECT_TRUE(fold_matches_kernel("Sum", {a, b, a})) << it;
+    for (const char* op : {"Neg", "Floor", "Ceil", "Round"}) {
+      EXPECT_TRUE(fold_matches_kernel(op, {a})) << op << " " << it;
+      EXPECT_TRUE(fold_matches_kernel(op, {h}, {}, false)) << op << " with halves " << it;
+    }
+    for (int64_t code : {7, 6, 9, 1}) EXPECT_TRUE(fold_matches_kernel("Cast", {a}, to(code))) << code << " " << it;
+    EXPECT_TRUE(fold_matches_kernel("Cast", {h}, to(7), false)) << it;
+    EXPECT_TRUE(fold_matches_kernel("Cast", {make_tensor<int64_t>({2}, {-9, 9})}, to(1))) << it;
+  }
+  // Integers past 2^24 are not exact in f32: not carried.
+  EXPECT_TRUE(fold_matches_kernel("Cast", {make_tensor<int64_t>({1}, {(int64_t{1} << 24) + 1})}, to(1), false));
+  core::ExprPool p;
+  SymResult big = infer(p, "Cast", {const_input(p, make_tensor<int64_t>({1}, {(int64_t{1} << 24) + 1}))}, to(1));
+  EXPECT_EQ(values_of(p, big), "[]");
+}
+
+TEST(SymValues, FloatShapeArithmeticAsTf2onnxWritesIt) {
+  // Shape -> Cast(float) -> Mul 2.0 -> Div -> Floor -> Cast(int64): exact while every value
+  // is an integer.
+  SymPool s;
+  core::ExprPool& p = s.pool;
+  const auto to = [](int64_t code) { return core::AttrStore().set_int("to", code); };
+  SymResult f = infer(p, "Cast", {sym_values_input(p, {s.batch, s.seq})}, to(1));
+  EXPECT_EQ(values_of(p, f), "[batch, seq]");
+  Tensor two = make_tensor<float>({1}, {2.f}), four = make_tensor<float>({1}, {4.f}), half = make_tensor<float>({1}, {0.5f});
+  SymResult m = infer(p, "Mul", {next(f), const_input(p, two)});
+  EXPECT_EQ(values_of(p, m), "[2*batch, 2*seq]");
+  EXPECT_EQ(values_of(p, infer(p, "Div", {next(m), const_input(p, two)})), "[batch, seq]");
+  EXPECT_EQ(values_of(p, infer(p, "Div", {next(m), const_input(p, four)})), "[]");  // seq may be odd
+  EXPECT_EQ(values_of(p, infer(p, "Mul", {next(f), const_input(p, half)})), "[]");   // 0.5 is not carried
+  SymResult fl = infer(p, "Floor", {next(m)});
+  EXPECT_EQ(values_of(p, fl), "[2*batch, 2*seq]");
+  SymResult back = infer(p, "Cast", {next(fl)}, to(7));
+  EXPECT_EQ(values_of(p, back), "[2*batch, 2*seq]");
+  // A step makes the division exact.
+  core::ExprPool q;
+  ExprId even = q.dim(q.add_dim({"H", 2, 64, 2}));
+  SymResult fh = infer(q, "Cast", {sym_values_input(q, {even})}, to(1));
+  EXPECT_EQ(values_of(q, infer(q, "Div", {next(fh), const_input(q, two)})), "[floordiv(H,2)]");
+  // f32 values are not sizes: a Reshape target must be i64.
+  EXPECT_FALSE(infer(p, "Reshape", {sym_input(DType::kF32, {s.batch, s.seq}), next(m)}).status.ok());
+}
+
 // Random chains of arithmetic on [batch, seq], folded symbolically, must agree with the
 // kernels run on the actual dims at many dim values.
 TEST(SymValues, ChainsEvaluateLikeTheKernels) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
 
@@ -23,26 +24,29 @@ bool dtype_from_onnx(int64_t code, DType* out) {
   }
 }
 
-/// Largest integer input whose values are carried to the output for shape folding.
-constexpr int64_t kMaxFoldedValues = 64;
-
-/// Carries the values of a small integer input known at export (a folded Shape result or a
-/// constant) to an integer output, so shape arithmetic after a Cast still folds.
-void fold_int_values(ShapeCtx& c, DType to) {
-  if (to != DType::kI64 && to != DType::kI32) return;
-  if (c.in(0).sym_values.empty()) {
-    int64_t n = 1;
-    for (ExprId d : c.in(0).shape) {
-      if (!c.pool.is_const(d)) return;
-      n *= c.pool.const_value(d);
-    }
-    if (n > kMaxFoldedValues) return;
-  }
+/// Carries the input's known values (a folded Shape result, a constant, carried f32
+/// integers) through the cast while they stay exact, so shape arithmetic after a Cast still
+/// folds: to i64 always, to i32 wrapping constants as the kernel does, to f32 within
+/// +-2^24, to bool for constants.
+void fold_cast_values(ShapeCtx& c, DType to) {
   std::vector<ExprId> values;
-  if (!c.int_values(0, &values)) return;
-  if (to == DType::kI32)  // constants wrap as the kernel would; symbolic sizes fit in i32
-    for (ExprId& v : values)
-      if (c.pool.is_const(v)) v = c.pool.constant(static_cast<int32_t>(c.pool.const_value(v)));
+  if (!small_values(c, 0, &values)) return;
+  core::ExprPool& p = c.pool;
+  for (ExprId& v : values) {
+    switch (to) {
+      case DType::kI64: break;
+      case DType::kI32:  // symbolic sizes fit in i32
+        if (p.is_const(v)) v = p.constant(static_cast<int32_t>(p.const_value(v)));
+        break;
+      case DType::kF32:
+        if (!exact_in_f32(p, v)) return;
+        break;
+      case DType::kBool:
+        if (!p.is_const(v)) return;
+        v = p.constant(p.const_value(v) != 0);
+        break;
+    }
+  }
   c.out(0).sym_values = std::move(values);
 }
 
@@ -98,7 +102,7 @@ Status cast_shape(ShapeCtx& c) {
                    " is not a supported dtype code; supported: 1 (float), 6 (int32), 7 (int64), 9 (bool)");
   c.out(0).dtype = to;
   c.out(0).shape = c.in(0).shape;
-  if (c.in(0).dtype == DType::kI64 || c.in(0).dtype == DType::kI32) fold_int_values(c, to);
+  fold_cast_values(c, to);
   return ok_status();
 }
 

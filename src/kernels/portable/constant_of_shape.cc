@@ -93,7 +93,11 @@ Status constant_of_shape_shape(ShapeCtx& c) {
   c.out(0).dtype = fill.dtype;
   c.out(0).shape = std::move(shape);
   std::vector<int64_t> dims;
-  if (can_carry(c, &dims)) c.out(0).sym_values.assign(static_cast<size_t>(numel_of(dims)), p.constant(fill.i));
+  const bool exact = fill.dtype != DType::kF32 ||
+                     (std::fabs(fill.f) <= static_cast<float>(kMaxExactF32) && fill.f == std::trunc(fill.f));
+  if (exact && can_carry(c, &dims))
+    c.out(0).sym_values.assign(static_cast<size_t>(numel_of(dims)),
+                               p.constant(fill.dtype == DType::kF32 ? static_cast<int64_t>(fill.f) : fill.i));
   return ok_status();
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/portable/sym_values.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -19,6 +20,28 @@ bool small_range(const core::ExprPool& p, ExprId e) {
 /// v wrapped to dtype t, as the kernel would store it.
 int64_t wrap(DType t, uint64_t v) {
   return t == DType::kI32 ? static_cast<int32_t>(static_cast<uint32_t>(v)) : static_cast<int64_t>(v);
+}
+
+/// fold_int_op for f32 operands (integers within +-kMaxExactF32).
+ExprId fold_f32_op(core::ExprPool& p, IntOp op, ExprId a, ExprId b) {
+  if (!exact_in_f32(p, a) || !exact_in_f32(p, b)) return core::kNoExpr;
+  ExprId r = core::kNoExpr;
+  switch (op) {
+    case IntOp::kAdd: r = p.add(a, b); break;
+    case IntOp::kSub: r = p.sub(a, b); break;
+    case IntOp::kMul: r = p.mul(a, b); break;
+    case IntOp::kMax: r = p.max(a, b); break;
+    case IntOp::kMin: r = p.min(a, b); break;
+    case IntOp::kDiv: {  // true division: an integer only when b divides a
+      if (!p.is_const(b) || p.const_value(b) == 0) return core::kNoExpr;
+      const int64_t d = p.const_value(b), m = d < 0 ? -d : d;
+      if (p.is_const(a) ? p.const_value(a) % m != 0 : !p.provably_divisible(a, m)) return core::kNoExpr;
+      r = p.floordiv(a, p.constant(m));
+      if (d < 0) r = p.sub(p.constant(0), r);
+      break;
+    }
+  }
+  return exact_in_f32(p, r) ? r : core::kNoExpr;
 }
 
 ExprId fold_constants(core::ExprPool& p, IntOp op, DType t, int64_t a, int64_t b) {
@@ -47,6 +70,11 @@ bool const_dims(const core::ExprPool& p, const std::vector<ExprId>& shape, std::
   return true;
 }
 
+bool exact_in_f32(const core::ExprPool& p, ExprId e) {
+  const core::Interval r = p.range(e);
+  return r.lo >= -kMaxExactF32 && r.hi <= kMaxExactF32;
+}
+
 int64_t numel_of(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -62,7 +90,7 @@ bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out) {
     return true;
   }
   std::vector<int64_t> dims;
-  if (!t.const_data || t.dtype == DType::kF32 || !const_dims(c.pool, t.shape, &dims)) return false;
+  if (!t.const_data || !const_dims(c.pool, t.shape, &dims)) return false;
   const int64_t n = numel_of(dims);
   if (n > kMaxSymValues) return false;
   for (int64_t k = 0; k < n; ++k) {
@@ -71,7 +99,12 @@ bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out) {
       case DType::kI64: v = static_cast<const int64_t*>(t.const_data)[k]; break;
       case DType::kI32: v = static_cast<const int32_t*>(t.const_data)[k]; break;
       case DType::kBool: v = static_cast<const uint8_t*>(t.const_data)[k] != 0; break;
-      case DType::kF32: return false;
+      case DType::kF32: {
+        const float f = static_cast<const float*>(t.const_data)[k];
+        if (!(std::fabs(f) <= static_cast<float>(kMaxExactF32)) || f != std::trunc(f)) return false;
+        v = static_cast<int64_t>(f);
+        break;
+      }
     }
     out->push_back(c.pool.constant(v));
   }
@@ -79,7 +112,7 @@ bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out) {
 }
 
 bool can_carry(ShapeCtx& c, std::vector<int64_t>* dims) {
-  if (c.out(0).dtype == DType::kF32 || !const_dims(c.pool, c.out(0).shape, dims)) return false;
+  if (!const_dims(c.pool, c.out(0).shape, dims)) return false;
   return numel_of(*dims) <= kMaxSymValues;
 }
 
@@ -103,7 +136,8 @@ std::vector<int64_t> broadcast_map(const std::vector<int64_t>& out, const std::v
 }
 
 ExprId fold_int_op(core::ExprPool& p, IntOp op, DType t, ExprId a, ExprId b) {
-  if (a == core::kNoExpr || b == core::kNoExpr || (t != DType::kI64 && t != DType::kI32)) return core::kNoExpr;
+  if (a == core::kNoExpr || b == core::kNoExpr || t == DType::kBool) return core::kNoExpr;
+  if (t == DType::kF32) return fold_f32_op(p, op, a, b);
   if (p.is_const(a) && p.is_const(b)) return fold_constants(p, op, t, p.const_value(a), p.const_value(b));
   ExprId r = core::kNoExpr;
   switch (op) {

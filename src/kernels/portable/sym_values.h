@@ -2,7 +2,9 @@
 // Export-time contents of small integer tensors (SymTensor::sym_values). Ops carry them so
 // that the shape arithmetic exporters emit (Shape -> Gather -> Mul -> Concat -> Reshape,
 // Equal/Where around Expand...) folds into SymExprs. Booleans are carried as the constants
-// 0 and 1, and only when the result is provable. Nothing here runs on the device.
+// 0 and 1, and only when the result is provable. f32 tensors are carried only while every
+// value is an integer within +-2^24, which f32 holds exactly (tf2onnx and paddle2onnx
+// compute sizes as Cast(float) -> Mul -> Cast(int64)). Nothing here runs on the device.
 
 #include <vector>
 
@@ -13,6 +15,12 @@ namespace kiln::kernels {
 /// Largest tensor (in elements) whose contents are carried.
 constexpr int64_t kMaxSymValues = 64;
 
+/// Every integer of magnitude up to 2^24 is exact in f32.
+constexpr int64_t kMaxExactF32 = int64_t{1} << 24;
+
+/// True when e lies within +-kMaxExactF32 for every dim value (so f32 holds it exactly).
+bool exact_in_f32(const core::ExprPool& p, ExprId e);
+
 /// The dims of `shape` as numbers; false if any is symbolic.
 bool const_dims(const core::ExprPool& p, const std::vector<ExprId>& shape, std::vector<int64_t>* out);
 
@@ -20,11 +28,13 @@ bool const_dims(const core::ExprPool& p, const std::vector<ExprId>& shape, std::
 int64_t numel_of(const std::vector<int64_t>& dims);
 
 /// Contents of input i when known and small: its sym_values, or the data of a constant
-/// i64/i32/bool tensor of at most kMaxSymValues elements (bool as 0/1). False otherwise.
+/// i64/i32/bool tensor of at most kMaxSymValues elements (bool as 0/1), or of an f32 one
+/// whose values are all integers within +-kMaxExactF32. False otherwise.
 bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out);
 
-/// Whether output 0 (dtype and shape already set) may carry values: i64, i32 or bool, and
-/// at most kMaxSymValues elements of constant dims, returned in *dims.
+/// Whether output 0 (dtype and shape already set) may carry values: at most kMaxSymValues
+/// elements of constant dims, returned in *dims. (f32 outputs too: an op that makes f32
+/// values must only make integers within +-kMaxExactF32.)
 bool can_carry(ShapeCtx& c, std::vector<int64_t>* dims);
 
 /// For each element of an output of dims `out`, the flat index of the element it reads in
@@ -34,10 +44,12 @@ std::vector<int64_t> broadcast_map(const std::vector<int64_t>& out, const std::v
 /// Integer elementwise ops as the kernels compute them.
 enum class IntOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
 
-/// a op b on tensors of dtype t (i64 or i32) as an expression. Constants fold exactly as the
-/// kernel computes (wrapping, Div truncating). Symbolic operands fold only when the result
+/// a op b on tensors of dtype t as an expression. i64/i32: constants fold exactly as the
+/// kernel computes (wrapping, Div truncating); symbolic operands fold only when the result
 /// is exact: no overflow possible, and Div only when a >= 0 and b >= 1 (truncation is then
-/// floordiv). kNoExpr when either operand is kNoExpr or the result cannot be expressed.
+/// floordiv). f32: only when the exact result is an integer within +-kMaxExactF32 (Div by a
+/// constant that provably divides a), which the kernel's float arithmetic then gives exactly.
+/// kNoExpr when either operand is kNoExpr or the result cannot be expressed.
 ExprId fold_int_op(core::ExprPool& p, IntOp op, DType t, ExprId a, ExprId b);
 
 /// Comparisons, as carried in bool tensors.

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
 
@@ -113,16 +114,30 @@ Status tanh_shape(ShapeCtx& c) { return float_shape(c); }
 Status exp_shape(ShapeCtx& c) { return float_shape(c); }
 Status log_shape(ShapeCtx& c) { return float_shape(c); }
 Status sqrt_shape(ShapeCtx& c) { return float_shape(c); }
-Status neg_shape(ShapeCtx& c) { return signed_shape(c); }
+Status neg_shape(ShapeCtx& c) {
+  KILN_TRY(signed_shape(c));
+  const DType t = c.in(0).dtype;
+  fold_broadcast(c, 1, [&](const std::vector<ExprId>& v) {
+    return fold_int_op(c.pool, IntOp::kSub, t, c.pool.constant(0), v[0]);
+  });
+  return ok_status();
+}
 Status abs_shape(ShapeCtx& c) { return signed_shape(c); }
 Status erf_shape(ShapeCtx& c) { return float_shape(c); }
 Status hard_sigmoid_shape(ShapeCtx& c) { return float_shape(c); }
 Status hard_swish_shape(ShapeCtx& c) { return float_shape(c); }
 Status leaky_relu_shape(ShapeCtx& c) { return float_shape(c); }
 Status reciprocal_shape(ShapeCtx& c) { return float_shape(c); }
-Status floor_shape(ShapeCtx& c) { return float_shape(c); }
-Status ceil_shape(ShapeCtx& c) { return float_shape(c); }
-Status round_shape(ShapeCtx& c) { return float_shape(c); }
+/// Floor, Ceil, Round: carried f32 values are integers already, so they pass unchanged.
+Status integer_rounding_shape(ShapeCtx& c) {
+  KILN_TRY(float_shape(c));
+  fold_broadcast(c, 1, [](const std::vector<ExprId>& v) { return v[0]; });
+  return ok_status();
+}
+
+Status floor_shape(ShapeCtx& c) { return integer_rounding_shape(c); }
+Status ceil_shape(ShapeCtx& c) { return integer_rounding_shape(c); }
+Status round_shape(ShapeCtx& c) { return integer_rounding_shape(c); }
 Status sin_shape(ShapeCtx& c) { return float_shape(c); }
 Status cos_shape(ShapeCtx& c) { return float_shape(c); }
 
