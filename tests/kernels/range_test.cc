@@ -92,7 +92,8 @@ TEST(Range, Errors) {
   EXPECT_TRUE(has_text(infer(p, "Range", {sym_input(DType::kF32, {}), sym_input(DType::kF32, {}),
                                           sym_input(DType::kF32, {})})
                            .status,
-                       "Range size depends on run-time data: f32 start, limit and delta must be constants"));
+                       "Range size depends on run-time data: start and limit must be constants or computed from "
+                       "input shapes, and delta a constant"));
 }
 
 TEST(RangeSymbolic, SizesFromDimsRunBelowTheBound) {
@@ -135,6 +136,25 @@ TEST(RangeSymbolic, SizesFromDimsRunBelowTheBound) {
         EXPECT_EQ(out[0].values<int64_t>(), want);
       }
     }
+  // f32 operands carried from shape arithmetic (Cast(float) of a dim) fold like integers.
+  auto f32 = [&](ExprId e) {
+    kernels::SymTensor t = one(e);
+    t.dtype = DType::kF32;
+    return t;
+  };
+  SymResult f = infer(p, "Range", {f32(s.c(1)), f32(s.seq), f32(s.c(2))});
+  ASSERT_TRUE(f.status.ok()) << f.status.message();
+  EXPECT_EQ(f.shape, "[floordiv(seq,2)]");
+  for (int64_t seq : {1, 2, 7, 512}) {
+    std::vector<Tensor> out(1);
+    out[0].dtype = DType::kF32;
+    out[0].shape = eval_shape(p, f.outputs[0].shape, {1, seq});
+    ASSERT_EQ(run_kernel("Range", {sf(1), sf(static_cast<float>(seq)), sf(2)}, &out), kernels::KernelStatus::kOk)
+        << f.shape << " at seq " << seq;
+    std::vector<float> want;
+    for (int64_t v = 1; v < seq; v += 2) want.push_back(static_cast<float>(v));
+    EXPECT_EQ(out[0].values<float>(), want);
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Range: start, start + delta, ... stopping before limit; start, limit and delta are
 // scalars of one dtype (f32, i64 or i32) and element i is start + i * delta. The size,
-// max(ceil((limit - start) / delta), 0), must be known at export: integer start and
-// limit may be symbolic (e.g. a folded Shape element) when delta is a constant; f32
-// operands must be constants.
+// max(ceil((limit - start) / delta), 0), must be known at export: start and limit may be
+// symbolic (e.g. a folded Shape element, also one cast to f32) when delta is a constant;
+// otherwise f32 operands must be constants.
 #include <cmath>
 #include <type_traits>
 
@@ -110,7 +110,11 @@ Status range_shape(ShapeCtx& c) {
   }
   if (t == DType::kBool) return c.error("does not accept bool operands");
   c.out(0).dtype = t;
-  return t == DType::kF32 ? float_range(c) : int_range(c);
+  // f32 operands: constants follow ONNX Runtime's float count; values carried from shape
+  // arithmetic (integers f32 holds exactly) fold as integers do.
+  std::vector<float> probe;
+  const bool float_consts = c.const_floats(0, &probe) && c.const_floats(1, &probe) && c.const_floats(2, &probe);
+  return t == DType::kF32 && float_consts ? float_range(c) : int_range(c);
 }
 
 KernelStatus range_run(const RunCtx& c) {
