@@ -292,10 +292,9 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
     if (!fits || bytes > root->nbytes()) return bad(where(m, "value", i) + " views more bytes than the constant it aliases");
     sym[i].const_data = constants + root->offset();
   }
-  // A view carries the integer contents export knew of its root (as kernels::fold_view does).
+  // A view carries the contents export knew of its root (as kernels::fold_view does).
   auto carry_to_views = [&](int32_t root) {
     for (int32_t i : views[root]) {
-      if (sym[i].dtype == DType::kF32) continue;
       int64_t n = 1;
       bool is_static = true;
       for (core::ExprId e : sym[i].shape) {

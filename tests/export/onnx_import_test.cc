@@ -3,6 +3,8 @@
 // If with a constant condition, shape arithmetic) and the result run below the bound.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstring>
 
@@ -32,7 +34,12 @@ struct Loaded {
 
 std::unique_ptr<Loaded> load(const format::ProgramDesc& d) {
   auto l = std::make_unique<Loaded>(*format::serialize_program(d));
-  l->program = l->buf.load().value();
+  auto p = l->buf.load();
+  if (!p.ok()) {
+    ADD_FAILURE() << "the exported program does not load: " << p.status().message();
+    std::abort();  // the caller cannot go on
+  }
+  l->program = std::move(*p);
   l->method = Method::create(*l->program, d.methods[0].name).value();
   return l;
 }
@@ -241,6 +248,30 @@ TEST(OnnxImport, FloatShapeArithmeticFolds) {
       for (int64_t i = 0; i < 2 * h; ++i)
         for (int64_t j = 0; j < 2 * w; ++j)
           ASSERT_EQ(y.as<float>()[(c * 2 * h + i) * 2 * w + j], x[(c * h + i / 2) * w + j / 2]) << h << "x" << w;
+  }
+}
+
+TEST(OnnxImport, FloatRangeFromShapeSurvivesTheReader) {
+  // y = x + arange(float(len(x))): the f32 length reaches Range through a view (Squeeze),
+  // and the file's reader must see the same carried values as export did.
+  OnnxModel m;
+  m.input("x", {"seq"}).output("y");
+  m.ints("axes", {1}, {0}).floats("zero", {}, {0.f}).floats("one", {}, {1.f});
+  m.node("Shape", "shape", {"x"}, {"s"});
+  OnnxModel::attr_int(m.node("Cast", "to_float", {"s"}, {"sf"}), "to", onnx::TensorProto::FLOAT);
+  m.node("Squeeze", "squeeze", {"sf", "axes"}, {"n"});
+  m.node("Range", "range", {"zero", "n", "one"}, {"r"});
+  m.node("Add", "add", {"x", "r"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("float_range.onnx"), dims({"seq=1..64"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->outputs, (std::vector<std::string>{"'y' f32 [seq]"}));
+  auto l = load(d);
+  for (int64_t seq : {64, 9, 1}) {
+    ASSERT_TRUE(l->method->bind_shapes({{seq}}).ok());
+    for (int64_t j = 0; j < seq; ++j) l->method->input(0).as<float>()[j] = 0.25f;
+    ASSERT_TRUE(l->method->execute().ok());
+    for (int64_t j = 0; j < seq; ++j) EXPECT_EQ(l->method->output(0).as<float>()[j], 0.25f + j);
   }
 }
 
