@@ -276,6 +276,7 @@ TEST(SymValues, FloatFoldMatchesKernelSweep) {
       EXPECT_TRUE(fold_matches_kernel(op, {a, h}, {}, false)) << op << " with halves " << it;
     }
     EXPECT_TRUE(fold_matches_kernel("Div", {a, b}, {}, false)) << it;  // only where b divides a
+    EXPECT_TRUE(fold_matches_kernel("Mod", {a, b}, core::AttrStore().set_int("fmod", 1), false)) << it;
     EXPECT_TRUE(fold_matches_kernel("Sum", {a, b, a})) << it;
     for (const char* op : {"Neg", "Floor", "Ceil", "Round"}) {
       EXPECT_TRUE(fold_matches_kernel(op, {a})) << op << " " << it;

@@ -32,6 +32,11 @@ ExprId fold_f32_op(core::ExprPool& p, IntOp op, ExprId a, ExprId b) {
     case IntOp::kMul: r = p.mul(a, b); break;
     case IntOp::kMax: r = p.max(a, b); break;
     case IntOp::kMin: r = p.min(a, b); break;
+    case IntOp::kFmod:  // integers: exact in f32
+      if (!p.is_const(b) || p.const_value(b) <= 0 || p.range(a).lo < 0) return core::kNoExpr;
+      r = p.mod(a, b);
+      break;
+    case IntOp::kMod: return core::kNoExpr;  // f32 Mod needs fmod=1
     case IntOp::kDiv: {  // true division: an integer only when b divides a
       if (!p.is_const(b) || p.const_value(b) == 0) return core::kNoExpr;
       const int64_t d = p.const_value(b), m = d < 0 ? -d : d;
@@ -55,6 +60,13 @@ ExprId fold_constants(core::ExprPool& p, IntOp op, DType t, int64_t a, int64_t b
     case IntOp::kDiv:
       if (b == 0) return core::kNoExpr;  // the kernel fails
       return p.constant(b == -1 ? wrap(t, 0 - ua) : a / b);  // lowest / -1 wraps to lowest
+    case IntOp::kMod:
+    case IntOp::kFmod: {
+      if (b == 0) return core::kNoExpr;  // the kernel fails
+      int64_t r = b == -1 ? 0 : a % b;
+      if (op == IntOp::kMod && r != 0 && (r < 0) != (b < 0)) r += b;
+      return p.constant(r);
+    }
   }
   return core::kNoExpr;
 }
@@ -145,6 +157,10 @@ ExprId fold_int_op(core::ExprPool& p, IntOp op, DType t, ExprId a, ExprId b) {
     case IntOp::kMin: return p.min(a, b);
     case IntOp::kDiv:
       if (p.range(a).lo >= 0 && p.range(b).lo >= 1) r = p.floordiv(a, b);
+      break;
+    case IntOp::kMod:  // the pool's mod has the divisor's sign; so does fmod for a >= 0
+    case IntOp::kFmod:
+      if (p.is_const(b) && p.const_value(b) >= 1 && (op == IntOp::kMod || p.range(a).lo >= 0)) r = p.mod(a, b);
       break;
     case IntOp::kAdd:
     case IntOp::kSub:

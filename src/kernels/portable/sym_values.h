@@ -42,7 +42,9 @@ bool can_carry(ShapeCtx& c, std::vector<int64_t>* dims);
 std::vector<int64_t> broadcast_map(const std::vector<int64_t>& out, const std::vector<int64_t>& in);
 
 /// Integer elementwise ops as the kernels compute them.
-enum class IntOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
+/// kMod: remainder with the divisor's sign (ONNX Mod, fmod=0); kFmod: with the dividend's
+/// sign (fmod=1, C's %).
+enum class IntOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kMod, kFmod };
 
 /// a op b on tensors of dtype t as an expression. i64/i32: constants fold exactly as the
 /// kernel computes (wrapping, Div truncating); symbolic operands fold only when the result
