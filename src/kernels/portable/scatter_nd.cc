@@ -1,0 +1,133 @@
+// ScatterND: output = data, then for each index tuple (the last axis of `indices`, k
+// entries) the slice data[i0, ..., ik-1, :] is replaced by (reduction none) or combined with
+// (add, mul, max, min) the matching slice of `updates`, in order. updates' shape is
+// indices.shape[:-1] + data.shape[k:]. Indices are i64 in [-size, size) of their axis
+// (negative counts from the end); anything else fails the run. torch writes it for slice
+// assignment (`mask[a:b, c:d] = v`), e.g. Swin's shifted-window attention mask.
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+#include "kernels/kernel.h"
+
+namespace kiln::kernels {
+
+namespace {
+
+enum class Reduce : uint8_t { kNone, kAdd, kMul, kMax, kMin };
+
+bool read_reduction(const core::Attrs& a, Reduce* out) {
+  const std::string_view r = a.get_str("reduction", "none");
+  if (r == "none") *out = Reduce::kNone;
+  else if (r == "add") *out = Reduce::kAdd;
+  else if (r == "mul") *out = Reduce::kMul;
+  else if (r == "max") *out = Reduce::kMax;
+  else if (r == "min") *out = Reduce::kMin;
+  else return false;
+  return true;
+}
+
+/// a + b and a * b; integers wrap (two's complement) as the arithmetic kernels do.
+template <typename T>
+T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + b);
+  return a + b;
+}
+template <typename T>
+T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
+  return a * b;
+}
+
+template <typename T>
+void combine(Reduce r, T* dst, const T* src, int64_t n) {
+  switch (r) {
+    case Reduce::kNone: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T)); return;
+    case Reduce::kAdd: for (int64_t i = 0; i < n; ++i) dst[i] = wrap_add(dst[i], src[i]); return;
+    case Reduce::kMul: for (int64_t i = 0; i < n; ++i) dst[i] = wrap_mul(dst[i], src[i]); return;
+    case Reduce::kMax: for (int64_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]); return;
+    case Reduce::kMin: for (int64_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]); return;
+  }
+}
+
+template <typename T>
+KernelStatus scatter_typed(const RunCtx& c, Reduce r) {
+  const TensorView& data = c.in(0);
+  const TensorView& idx = c.in(1);
+  TensorView& y = c.out(0);
+  const int64_t k = idx.dims[idx.rank - 1];
+  if (k < 1 || k > data.rank || y.numel() != data.numel()) return KernelStatus::kInvalidValue;
+  if (y.data != data.data) std::memcpy(y.data, data.data, static_cast<size_t>(data.nbytes()));
+  int64_t slice = 1;
+  for (int a = static_cast<int>(k); a < data.rank; ++a) slice *= data.dims[a];
+  const int64_t tuples = idx.numel() / k;
+  if (c.in(2).numel() != tuples * slice) return KernelStatus::kInvalidValue;
+  const int64_t* ix = idx.as<int64_t>();
+  const T* up = c.in(2).as<T>();
+  T* out = y.as<T>();
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t size = data.dims[j];
+      int64_t v = ix[t * k + j];
+      if (v < -size || v >= size) return KernelStatus::kInvalidValue;
+      offset = offset * size + (v < 0 ? v + size : v);
+    }
+    combine(r, out + offset * slice, up + t * slice, slice);
+  }
+  return KernelStatus::kOk;
+}
+
+}  // namespace
+
+Status scatter_nd_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(3, 3));
+  core::ExprPool& p = c.pool;
+  const SymTensor& data = c.in(0);
+  const SymTensor& idx = c.in(1);
+  const SymTensor& upd = c.in(2);
+  KILN_TRY(c.expect_dtype(1, DType::kI64));
+  if (upd.dtype != data.dtype)
+    return c.error(std::string("updates have dtype ") + dtype_name(upd.dtype) + " but data has " +
+                   dtype_name(data.dtype));
+  Reduce r;
+  if (!read_reduction(c.attrs, &r))
+    return c.error(std::string("reduction '") + c.attrs.get_str("reduction", "") +
+                   "' is not supported (none, add, mul, max, min)");
+  if (data.dtype == DType::kBool && r != Reduce::kNone) return c.error("bool data supports reduction none only");
+  const int64_t rank = c.rank(0), q = c.rank(1);
+  if (rank < 1) return c.error("data must have rank >= 1");
+  if (q < 1) return c.error("indices must have rank >= 1");
+  const ExprId last = idx.shape[q - 1];
+  if (!p.is_const(last))
+    return c.error("the last axis of indices " + p.shape_to_string(idx.shape) + " must have a fixed size");
+  const int64_t k = p.const_value(last);
+  if (k < 1 || k > rank)
+    return c.error("indices " + p.shape_to_string(idx.shape) + " address " + std::to_string(k) +
+                   " axes of data " + p.shape_to_string(data.shape) + ", expected 1.." + std::to_string(rank));
+  std::vector<ExprId> want(idx.shape.begin(), idx.shape.end() - 1);
+  want.insert(want.end(), data.shape.begin() + k, data.shape.end());
+  const std::string rule = "updates " + p.shape_to_string(upd.shape) + " must be " + p.shape_to_string(want) +
+                           " (indices.shape[:-1] + data.shape[" + std::to_string(k) + ":])";
+  if (upd.shape.size() != want.size()) return c.error(rule);
+  for (size_t a = 0; a < want.size(); ++a) KILN_TRY(c.require_eq(upd.shape[a], want[a], "(" + rule + ")"));
+  c.out(0).dtype = data.dtype;
+  c.out(0).shape = data.shape;
+  return ok_status();
+}
+
+KernelStatus scatter_nd_run(const RunCtx& c) {
+  Reduce r;
+  if (!read_reduction(c.attrs, &r)) return KernelStatus::kInvalidValue;
+  switch (c.in(0).dtype) {
+    case DType::kF32: return scatter_typed<float>(c, r);
+    case DType::kI64: return scatter_typed<int64_t>(c, r);
+    case DType::kI32: return scatter_typed<int32_t>(c, r);
+    case DType::kBool: return scatter_typed<uint8_t>(c, r);
+  }
+  return KernelStatus::kInvalidValue;
+}
+
+}  // namespace kiln::kernels
