@@ -477,6 +477,13 @@ ExprId ExprPool::mod(ExprId a, ExprId b) {
   return make(ExprOp::kMod, a, b, 0);
 }
 
+bool ExprPool::always(ExprId lhs, Relation rel, ExprId rhs, int64_t limit) const {
+  if (lhs == rhs && rel != Relation::kDivisible) return true;
+  if (rel == Relation::kGe && range(lhs).lo >= range(rhs).hi) return true;
+  const Census c = census(lhs, rel, rhs, limit);
+  return c.complete && c.satisfied == c.assignments;
+}
+
 ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t limit) const {
   Census c;
   // The sub-DAG both sides read, in id order (operands precede users).

@@ -124,6 +124,9 @@ class ExprPool {
     std::vector<int64_t> last_solution;  ///< one satisfying assignment (values of `dims`)
   };
   Census census(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
+  /// True when lhs rel rhs provably holds for every admissible dim value: by the ranges, or
+  /// by the census when there are at most `limit` assignments. False means "not proven".
+  bool always(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
 
   std::string to_string(ExprId id) const;
   /// "[batch, 64, ceildiv(H,2)]"

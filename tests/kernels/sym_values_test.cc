@@ -4,6 +4,7 @@
 // folded constants against the kernels, and random chains evaluated at many dim values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "fold_test_util.h"
@@ -67,6 +68,18 @@ TEST(SymValues, ReshapeTargetFromShapeArithmetic) {
   SymResult rev = infer(p, "Slice", {next(shape), const_input(p, rev_s), const_input(p, rev_e), const_input(p, ax0),
                                      const_input(p, st)});
   EXPECT_EQ(values_of(p, rev), "[64, seq, batch]");
+}
+
+TEST(SymValues, EmptyTensorsAreKnown) {
+  // torch's F.pad: Concat(Shape(y), Shape(x)[2:]) where x has rank 2, so the slice is empty.
+  SymPool s;
+  core::ExprPool& p = s.pool;
+  SymResult shape = infer(p, "Shape", {sym_input(DType::kF32, {s.batch, s.seq})});
+  SymResult tail = infer(p, "Slice", {next(shape), const_input(p, i64s({2})), const_input(p, i64s({INT64_MAX}))});
+  EXPECT_EQ(tail.shape, "[0]");
+  SymResult cat = infer(p, "Concat", {next(shape), next(tail)}, axis_attr(0));
+  EXPECT_EQ(values_of(p, cat), "[batch, seq]");
+  EXPECT_TRUE(fold_matches_kernel("Concat", {i64s({3, 4}), i64s({})}, axis_attr(0)));
 }
 
 TEST(SymValues, ViewsKeepValues) {
@@ -237,6 +250,10 @@ TEST(SymValues, FoldMatchesKernelSweep) {
     EXPECT_TRUE(fold_matches_kernel("Slice", {x, i64s({-2}), i64s({99}), i64s({axis}), i64s({1})})) << it;
     EXPECT_TRUE(fold_matches_kernel("Slice", {x, i64s({9}), i64s({-99}), i64s({axis}), i64s({-2})})) << it;
     EXPECT_TRUE(fold_matches_kernel("Unsqueeze", {x, i64s({-1})})) << it;
+    V perm(rank);
+    for (int64_t k = 0; k < rank; ++k) perm[k] = k;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    EXPECT_TRUE(fold_matches_kernel("Transpose", {x}, core::AttrStore().set_ints("perm", perm))) << it;
     EXPECT_TRUE(fold_matches_kernel("Flatten", {x}, axis_attr(axis))) << it;
     EXPECT_TRUE(fold_matches_kernel("Reshape", {x, i64s({-1})})) << it;
     V reps(rank);

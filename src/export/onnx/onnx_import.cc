@@ -269,8 +269,7 @@ class Importer {
     if (op == "Identity" || op == "Dropout") {
       KILN_ASSIGN_OR_RETURN(int in, lookup(n.input(0), name));
       names_[n.output(0)] = in;
-      if (n.output_size() > 1 && !n.output(1).empty())
-        return unimplemented("node '" + name + "' (Dropout): its mask output is not supported");
+      if (op == "Dropout") KILN_TRY(import_dropout_extras(n, name, in));
       ++report_->removed_nodes;
       return ok_status();
     }
@@ -332,6 +331,33 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(int range, g_.add("Range", name + "/range", {start, count, delta}));
     KILN_ASSIGN_OR_RETURN(int out, g_.add("Unsqueeze", name, {range}, axis0));
     names_[n.output(0)] = out;
+    return ok_status();
+  }
+
+  // Inference Dropout passes its input through; its optional mask output is then all true.
+  // training_mode true drops values at random unless the ratio is a constant 0 (torchvision's
+  // Swin calls dropout with training=True and p=0): refused otherwise.
+  Status import_dropout_extras(const onnx::NodeProto& n, const std::string& name, int in) {
+    auto constant_nonzero = [&](const std::string& value, bool* nonzero) -> Status {
+      KILN_ASSIGN_OR_RETURN(int id, lookup(value, name));
+      const std::vector<uint8_t>* bytes = g_.constant_bytes(id);
+      if (!bytes) return unimplemented("node '" + name + "' (Dropout): its ratio and training_mode must be constants");
+      *nonzero = std::any_of(bytes->begin(), bytes->end(), [](uint8_t b) { return b != 0; });  // bool, or f32 0.0
+      return ok_status();
+    };
+    bool training = false, dropping = true;  // the ratio defaults to 0.5
+    if (n.input_size() > 2 && !n.input(2).empty()) KILN_TRY(constant_nonzero(n.input(2), &training));
+    if (training && n.input_size() > 1 && !n.input(1).empty()) KILN_TRY(constant_nonzero(n.input(1), &dropping));
+    if (training && dropping)
+      return unimplemented("node '" + name +
+                           "' (Dropout): training_mode is true with a non-zero ratio, so it drops values at random; "
+                           "export the model in eval mode");
+    if (n.output_size() < 2 || n.output(1).empty()) return ok_status();
+    KILN_ASSIGN_OR_RETURN(int shape, g_.add("Shape", name + "/mask_shape", {in}));
+    core::AttrStore ones;
+    ones.set_ints("value", {1}).set_int("dtype", 9);  // bool true
+    KILN_ASSIGN_OR_RETURN(int mask, g_.add("ConstantOfShape", name + "/mask", {shape}, ones));
+    names_[n.output(1)] = mask;
     return ok_status();
   }
 

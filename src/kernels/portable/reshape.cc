@@ -41,11 +41,19 @@ Status reshape_shape(ShapeCtx& c) {
     const std::string where = "shape " + spec_str + " element " + std::to_string(k);
     ExprId v = spec[k];
     if (!p.is_const(v)) {
-      core::Interval r = p.range(v);
-      if (r.lo < (allow_zero ? 0 : 1))
+      // A computed 0 would mean "copy input dim k" (unless allowzero): fine when, whenever v
+      // is 0, input dim k is 0 as well, e.g. a slice that is empty for small inputs.
+      using Rel = core::ExprPool::Relation;
+      const ExprId zero = p.constant(0), one = p.constant(1);
+      const bool known = p.always(v, Rel::kGe, allow_zero ? zero : one) ||
+                         (p.always(v, Rel::kGe, zero) && k < x.shape.size() &&
+                          p.always(p.mul(p.sub(one, p.min(v, one)), x.shape[k]), Rel::kEq, zero));
+      if (!known) {
+        const core::Interval r = p.range(v);
         return c.error(where + " (" + p.to_string(v) + ") may be " + (allow_zero ? "negative" : "0 or negative") +
                        " (range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
                        "]), so its meaning is unknown at export");
+      }
       out[k] = v;
       continue;
     }

@@ -17,6 +17,11 @@ bool small_range(const core::ExprPool& p, ExprId e) {
   return r.lo >= -kSafeMagnitude && r.hi <= kSafeMagnitude;
 }
 
+/// e >= v for every admissible dim value (by ranges, else by checking every assignment).
+bool at_least(core::ExprPool& p, ExprId e, int64_t v) {
+  return p.always(e, core::ExprPool::Relation::kGe, p.constant(v));
+}
+
 /// v wrapped to dtype t, as the kernel would store it.
 int64_t wrap(DType t, uint64_t v) {
   return t == DType::kI32 ? static_cast<int32_t>(static_cast<uint32_t>(v)) : static_cast<int64_t>(v);
@@ -33,7 +38,7 @@ ExprId fold_f32_op(core::ExprPool& p, IntOp op, ExprId a, ExprId b) {
     case IntOp::kMax: r = p.max(a, b); break;
     case IntOp::kMin: r = p.min(a, b); break;
     case IntOp::kFmod:  // integers: exact in f32
-      if (!p.is_const(b) || p.const_value(b) <= 0 || p.range(a).lo < 0) return core::kNoExpr;
+      if (!p.is_const(b) || p.const_value(b) <= 0 || !at_least(p, a, 0)) return core::kNoExpr;
       r = p.mod(a, b);
       break;
     case IntOp::kMod: return core::kNoExpr;  // f32 Mod needs fmod=1
@@ -102,9 +107,10 @@ bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out) {
     return true;
   }
   std::vector<int64_t> dims;
-  if (!t.const_data || !const_dims(c.pool, t.shape, &dims)) return false;
+  if (!const_dims(c.pool, t.shape, &dims)) return false;
   const int64_t n = numel_of(dims);
-  if (n > kMaxSymValues) return false;
+  if (n == 0) return true;  // nothing to know (e.g. Shape(x)[2:] of a rank-2 x)
+  if (!t.const_data || n > kMaxSymValues) return false;
   for (int64_t k = 0; k < n; ++k) {
     int64_t v = 0;
     switch (t.dtype) {
@@ -156,11 +162,11 @@ ExprId fold_int_op(core::ExprPool& p, IntOp op, DType t, ExprId a, ExprId b) {
     case IntOp::kMax: return p.max(a, b);
     case IntOp::kMin: return p.min(a, b);
     case IntOp::kDiv:
-      if (p.range(a).lo >= 0 && p.range(b).lo >= 1) r = p.floordiv(a, b);
+      if (at_least(p, a, 0) && at_least(p, b, 1)) r = p.floordiv(a, b);
       break;
     case IntOp::kMod:  // the pool's mod has the divisor's sign; so does fmod for a >= 0
     case IntOp::kFmod:
-      if (p.is_const(b) && p.const_value(b) >= 1 && (op == IntOp::kMod || p.range(a).lo >= 0)) r = p.mod(a, b);
+      if (p.is_const(b) && p.const_value(b) >= 1 && (op == IntOp::kMod || at_least(p, a, 0))) r = p.mod(a, b);
       break;
     case IntOp::kAdd:
     case IntOp::kSub:

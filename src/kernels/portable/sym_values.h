@@ -29,7 +29,8 @@ int64_t numel_of(const std::vector<int64_t>& dims);
 
 /// Contents of input i when known and small: its sym_values, or the data of a constant
 /// i64/i32/bool tensor of at most kMaxSymValues elements (bool as 0/1), or of an f32 one
-/// whose values are all integers within +-kMaxExactF32. False otherwise.
+/// whose values are all integers within +-kMaxExactF32, or nothing for a tensor with no
+/// elements (always known). False otherwise.
 bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out);
 
 /// Whether output 0 (dtype and shape already set) may carry values: at most kMaxSymValues

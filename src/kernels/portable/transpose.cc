@@ -1,6 +1,7 @@
 // Transpose: output axis k is input axis perm[k]; perm defaults to the reversed axes.
 #include "kernels/kernel.h"
 #include "kernels/portable/strided_copy.h"
+#include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
 
@@ -21,6 +22,28 @@ bool read_perm(const core::Attrs& attrs, int64_t rank, int64_t* out) {
   return true;
 }
 
+/// Carries known values (e.g. torch's F.pad arithmetic transposes its [n, 2] pads table).
+void fold_transpose(ShapeCtx& c, const int64_t* perm) {
+  std::vector<int64_t> out_dims, in_dims;
+  std::vector<ExprId> values;
+  if (!can_carry(c, &out_dims) || !const_dims(c.pool, c.in(0).shape, &in_dims) || !small_values(c, 0, &values))
+    return;
+  if (static_cast<int64_t>(values.size()) != numel_of(in_dims)) return;
+  const size_t rank = in_dims.size();
+  std::vector<int64_t> in_strides(rank, 1);
+  for (size_t k = rank; k-- > 1;) in_strides[k - 1] = in_strides[k] * in_dims[k];
+  std::vector<ExprId> out(values.size());
+  for (int64_t e = 0; e < static_cast<int64_t>(out.size()); ++e) {
+    int64_t rest = e, src = 0;
+    for (size_t k = rank; k-- > 0;) {
+      src += rest % out_dims[k] * in_strides[perm[k]];
+      rest /= out_dims[k];
+    }
+    out[e] = values[src];
+  }
+  c.out(0).sym_values = std::move(out);
+}
+
 }  // namespace
 
 Status transpose_shape(ShapeCtx& c) {
@@ -37,6 +60,7 @@ Status transpose_shape(ShapeCtx& c) {
   c.out(0).dtype = c.in(0).dtype;
   c.out(0).shape.resize(rank);
   for (int64_t k = 0; k < rank; ++k) c.out(0).shape[k] = c.in(0).shape[perm[k]];
+  fold_transpose(c, perm);
   // Axes of size 1 may move freely: if the others keep their order, the bytes do not change.
   int64_t last = -1;
   c.same_bytes = true;
