@@ -56,6 +56,24 @@ TEST_F(SymExprTest, RangesAndMinMax) {
   EXPECT_EQ(r.hi, 256);
 }
 
+TEST_F(SymExprTest, AlwaysProvesWhatRangesCannot) {
+  // Swin pads x to a multiple of 7: x + (-x mod 7) >= 7 for x >= 1, though its range starts at 1.
+  ExprId x = p.floordiv(h, p.constant(4));  // 0..128
+  ExprId x1 = p.add(x, p.constant(1));      // 1..129
+  ExprId padded = p.add(x1, p.mod(p.sub(p.constant(0), x1), p.constant(7)));
+  ExprId windows = p.floordiv(padded, p.constant(7));
+  EXPECT_LT(p.range(windows).lo, 1);
+  EXPECT_TRUE(p.always(windows, ExprPool::Relation::kGe, p.constant(1)));
+  EXPECT_TRUE(p.always(padded, ExprPool::Relation::kDivisible, p.constant(7)));
+  EXPECT_FALSE(p.always(windows, ExprPool::Relation::kGe, p.constant(2)));  // x1 <= 7 gives 1 window
+  EXPECT_TRUE(p.always(h, ExprPool::Relation::kEq, h));
+  // Beyond the census limit nothing is proven that the ranges do not show.
+  ExprId hh = p.mul(h, h);
+  EXPECT_FALSE(p.always(hh, ExprPool::Relation::kGe, h, 100));  // 512 values of H
+  EXPECT_TRUE(p.always(hh, ExprPool::Relation::kGe, h));
+  EXPECT_TRUE(p.always(p.mul(h, w), ExprPool::Relation::kGe, p.constant(32), 100));  // by ranges
+}
+
 TEST_F(SymExprTest, EvaluationMatchesDirectArithmetic) {
   std::vector<ExprId> exprs = {
       p.ceildiv(h, p.constant(3)), p.floordiv(p.sub(h, p.constant(5)), p.constant(4)),

@@ -275,6 +275,51 @@ TEST(OnnxImport, FloatRangeFromShapeSurvivesTheReader) {
   }
 }
 
+TEST(OnnxImport, DropoutMaskAndTrainingMode) {
+  // torchvision's Swin exports Dropout(p=0, training=True) with its mask output.
+  auto model = [](float ratio, bool mode) {
+    OnnxModel m;
+    m.input("x", {"n", "3"}).output("y").output("mask", onnx::TensorProto::BOOL);
+    m.floats("ratio", {}, {ratio});
+    auto* t = m.graph()->add_initializer();
+    t->set_name("training");
+    t->set_data_type(onnx::TensorProto::BOOL);
+    t->add_int32_data(mode ? 1 : 0);
+    m.node("Dropout", "drop", {"x", "ratio", "training"}, {"y", "mask"});
+    return m;
+  };
+  for (bool mode : {false, true}) {
+    OnnxModel m = model(0.f, mode);
+    format::ProgramDesc d;
+    auto r = exporter::export_onnx(m.save("dropout.onnx"), dims({"n=1..8"}), &d);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto l = load(d);
+    for (int64_t n : {8, 1}) {
+      ASSERT_TRUE(l->method->bind_shapes({{n, 3}}).ok());
+      for (int64_t i = 0; i < 3 * n; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i) - 4.f;
+      ASSERT_TRUE(l->method->execute().ok());
+      const TensorView& mask = l->method->output(1);
+      ASSERT_EQ(mask.dtype, DType::kBool);
+      ASSERT_EQ(mask.numel(), 3 * n);
+      for (int64_t i = 0; i < 3 * n; ++i) {
+        EXPECT_EQ(l->method->output(0).as<float>()[i], static_cast<float>(i) - 4.f);
+        EXPECT_EQ(mask.as<uint8_t>()[i], 1);
+      }
+    }
+  }
+  OnnxModel dropping = model(0.5f, true);
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(dropping.save("dropping.onnx"), dims({"n=1..8"}), &d);
+  EXPECT_EQ(r.status().message(),
+            "node 'drop' (Dropout): training_mode is true with a non-zero ratio, so it drops values at random; "
+            "export the model in eval mode");
+  OnnxModel runtime_mode;
+  runtime_mode.input("x", {"4"}).input("training", {}, onnx::TensorProto::BOOL).output("y");
+  runtime_mode.node("Dropout", "drop", {"x", "", "training"}, {"y"});
+  r = exporter::export_onnx(runtime_mode.save("runtime_mode.onnx"), {}, &d);
+  EXPECT_EQ(r.status().message(), "node 'drop' (Dropout): its ratio and training_mode must be constants");
+}
+
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   OnnxModel m;
   m.input("x", {"N", "2", "H", "W"}).output("y");

@@ -203,6 +203,24 @@ TEST(ReshapeSymbolic, GuardWhenCountsCannotBeProven) {
   EXPECT_TRUE(has_text(r.status, "(seq - 1) may be 0 or negative"));
   r = infer(p, "Reshape", {x, sym_input(DType::kI64, {s.c(2)})});
   EXPECT_TRUE(has_text(r.status, "shape input #1 is not known at export"));
+  // An element that is 0 exactly when the input dim it would copy is 0 means itself either
+  // way (Swin's attention mask: a slice that is empty for the smallest inputs).
+  ExprId rows = p.sub(s.seq, s.c(1));  // 0..511
+  auto m = sym_input(DType::kF32, {rows, s.c(4)});
+  r = infer(p, "Reshape", {m, sym_values_input(p, {rows, s.c(2), s.c(2)})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.shape, "[seq - 1, 2, 2]");
+  auto other = sym_input(DType::kF32, {s.seq, p.mul(rows, s.c(4))});  // dim 0 is never 0
+  r = infer(p, "Reshape", {other, sym_values_input(p, {rows, s.seq, s.c(4)})});
+  EXPECT_TRUE(has_text(r.status, "(seq - 1) may be 0 or negative"));
+  // A positive element that ranges cannot show is proven by checking every value.
+  ExprId padded = p.add(s.seq, p.mod(p.sub(s.c(0), s.seq), s.c(7)));
+  ExprId windows = p.floordiv(padded, s.c(7));
+  ASSERT_LT(p.range(windows).lo, 1);
+  auto w = sym_input(DType::kF32, {windows, s.c(7)});
+  r = infer(p, "Reshape", {w, sym_values_input(p, {windows, s.c(-1)})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_TRUE(r.guards.empty());
 }
 
 TEST(ViewsSymbolic, FlattenSqueezeUnsqueeze) {

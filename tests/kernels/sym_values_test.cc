@@ -70,6 +70,17 @@ TEST(SymValues, ReshapeTargetFromShapeArithmetic) {
   EXPECT_EQ(values_of(p, rev), "[64, seq, batch]");
 }
 
+TEST(SymValues, DivisionByAWindowCountFolds) {
+  // Swin: B_ // num_windows, where num_windows' range includes 0 but no dim value makes it 0.
+  SymPool s;
+  core::ExprPool& p = s.pool;
+  ExprId padded = p.add(s.seq, p.mod(p.sub(s.c(0), s.seq), s.c(7)));
+  ExprId windows = p.floordiv(padded, s.c(7));
+  ExprId total = p.mul(s.batch, windows);
+  SymResult d = infer(p, "Div", {sym_values_input(p, {total}), sym_values_input(p, {windows})});
+  EXPECT_EQ(values_of(p, d), "[batch]");
+}
+
 TEST(SymValues, EmptyTensorsAreKnown) {
   // torch's F.pad: Concat(Shape(y), Shape(x)[2:]) where x has rank 2, so the slice is empty.
   SymPool s;
