@@ -312,6 +312,33 @@ def build_specs():
               "exported without a step on 'length', so export must emit a guard "
               "length % 4 == 0 (the -1 must divide the element count) that bind checks; "
               "Softmax on a dynamic last axis, MatMul with [4,8] weight."))
+
+    def swin():
+        from torchvision.models.swin_transformer import SwinTransformer
+        return SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4],
+                               window_size=[7, 7], stochastic_depth_prob=0.0, num_classes=10)
+
+    specs.append(dict(
+        name="swin_tiny", make=swin,
+        inputs=[("pixels", "float32", ["batch", 3, "H", "W"], {"kind": "normal"})],
+        outputs=["logits"],
+        dynamic_axes={"pixels": {0: "batch", 2: "H", 3: "W"}, "logits": {0: "batch"}},
+        example=[(1, 3, 64, 64)],
+        dims={"batch": (1, 2, None), "H": (60, 128, None), "W": (60, 128, None)},
+        cases=[case("b1_60x60", (1, 3, 60, 60)), case("b1_61x97", (1, 3, 61, 97)),
+               case("b2_64x80", (2, 3, 64, 80)), case("b1_128x128", (1, 3, 128, 128))],
+        rejects=[{"input_shapes": "1x3x59x64", "reason": "H below 60, where torch's traced "
+                                                      "shift branch no longer holds"},
+                 {"input_shapes": "1x3x64x129", "reason": "W above its bound 128"}],
+        notes="torchvision SwinTransformer, shrunk (embed 24, depths [2, 2], heads [2, 4], "
+              "window 7): shifted-window attention whose shape math pads H/4 and W/4 to "
+              "multiples of 7 with Mod ((7 - x % 7) % 7), rolls with Slice/Concat, builds the "
+              "shift mask with ScatterND over Range, and PatchMerging pads to even sizes. Every "
+              "size folds: no guards. The lower bound 60 is the model's, not Kiln's: torch traced "
+              "`if window >= padded size: no shift` at the 64x64 example, and for H or W below 60 "
+              "the second stage is 7 wide, where torch itself skips the shift, so the ONNX graph "
+              "(and ONNX Runtime, and Kiln) no longer equal the torch model there. The file cannot "
+              "say so; the contract can."))
     return specs
 
 
