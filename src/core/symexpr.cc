@@ -277,6 +277,57 @@ ExprId ExprPool::build_linear(const Linear& l) {
   return acc;
 }
 
+namespace {
+
+/// Drops zero coefficients and sorts the terms by atom id (the canonical order).
+void tidy(std::vector<std::pair<ExprId, int64_t>>* terms) {
+  terms->erase(std::remove_if(terms->begin(), terms->end(), [](auto& t) { return t.second == 0; }), terms->end());
+  std::sort(terms->begin(), terms->end());
+}
+
+}  // namespace
+
+bool ExprPool::fold_round_up(Linear* l) {
+  auto coef = [&](ExprId atom) -> int64_t* {
+    for (auto& t : l->terms)
+      if (t.first == atom) return &t.second;
+    return nullptr;
+  };
+  for (size_t i = 0; i < l->terms.size(); ++i) {
+    const ExprId m = l->terms[i].first;
+    const int64_t k = l->terms[i].second;
+    const ExprNode mn = nodes_[m];
+    if (mn.op != ExprOp::kMod || k <= 0 || !is_const(mn.b) || const_value(mn.b) <= 1) continue;
+    const int64_t d = const_value(mn.b);
+    // mod(y, d) with y == -x (mod d) term by term, and k*x among l's other terms.
+    const Linear y = linearize(mn.a);
+    Linear x;
+    bool ok = !y.terms.empty();
+    for (const auto& [atom, cy] : y.terms) {
+      const int64_t* cl = coef(atom);
+      if (!cl || *cl % k != 0 || floor_mod(*cl / k + cy, d) != 0) {
+        ok = false;
+        break;
+      }
+      x.terms.emplace_back(atom, *cl / k);
+    }
+    if (!ok) continue;
+    x.constant = floor_mod(-y.constant, d);
+    for (const auto& [atom, cx] : x.terms) *coef(atom) -= k * cx;
+    l->constant -= k * x.constant;
+    l->terms[i].second = 0;  // the mod term
+    const ExprId up = ceildiv(build_linear(x), constant(d));
+    if (int64_t* c = coef(up)) {
+      *c += k * d;
+    } else {
+      l->terms.emplace_back(up, k * d);
+    }
+    tidy(&l->terms);
+    return true;
+  }
+  return false;
+}
+
 ExprId ExprPool::add(ExprId a, ExprId b) {
   Linear la = linearize(a), lb = linearize(b);
   for (auto& t : lb.terms) la.terms.push_back(t);
@@ -284,10 +335,9 @@ ExprId ExprPool::add(ExprId a, ExprId b) {
   Linear merged;
   for (auto& t : la.terms) linearize_into(t.first, t.second, &merged);
   merged.constant += la.constant;
-  merged.terms.erase(std::remove_if(merged.terms.begin(), merged.terms.end(),
-                                    [](auto& t) { return t.second == 0; }),
-                     merged.terms.end());
-  std::sort(merged.terms.begin(), merged.terms.end());
+  tidy(&merged.terms);
+  while (fold_round_up(&merged)) {
+  }
   return build_linear(merged);
 }
 
@@ -454,7 +504,19 @@ ExprId ExprPool::mod(ExprId a, ExprId b) {
   if (is_const(b) && const_value(b) > 0) {
     int64_t d = const_value(b);
     if (d == 1) return constant(0);
-    Linear l = linearize(a), r;
+    // (x % d) is x modulo d: c*(x % d) % d == c*x % d, so inner mods by d are looked through.
+    Linear l0 = linearize(a), l;
+    l.constant = l0.constant;
+    for (auto& t : l0.terms) {
+      const ExprNode& n = nodes_[t.first];
+      if (n.op == ExprOp::kMod && is_const(n.b) && const_value(n.b) == d) {
+        linearize_into(n.a, t.second, &l);
+      } else {
+        linearize_into(t.first, t.second, &l);
+      }
+    }
+    tidy(&l.terms);
+    Linear r;
     for (auto& t : l.terms) {
       int64_t rc = floor_mod(t.second, d);
       if (rc) r.terms.emplace_back(t.first, rc);

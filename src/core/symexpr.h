@@ -137,6 +137,9 @@ class ExprPool {
     std::vector<std::pair<ExprId, int64_t>> terms;
     int64_t constant = 0;
   };
+  /// Rewrites one pair k*x + k*((-x) mod d) in l into k*d*ceildiv(x, d) (padding x up to a
+  /// multiple of d, as torch writes it); false when there is none.
+  bool fold_round_up(Linear* l);
   static std::string node_key(ExprOp op, int32_t a, int32_t b, int64_t value);
   ExprId make(ExprOp op, int32_t a, int32_t b, int64_t value);
   Interval compute_range(ExprOp op, int32_t a, int32_t b, int64_t value) const;

@@ -56,16 +56,38 @@ TEST_F(SymExprTest, RangesAndMinMax) {
   EXPECT_EQ(r.hi, 256);
 }
 
+TEST_F(SymExprTest, PaddingToAMultipleIsCeilDiv) {
+  // torch pads x to a multiple of 7 as x + (7 - x % 7) % 7, which is 7*ceildiv(x, 7).
+  ExprId x = p.floordiv(h, p.constant(4));
+  ExprId pad = p.mod(p.sub(p.constant(7), p.mod(x, p.constant(7))), p.constant(7));
+  ExprId padded = p.add(x, pad);
+  EXPECT_EQ(p.to_string(padded), "7*ceildiv(floordiv(H,4),7)");
+  EXPECT_EQ(p.to_string(p.floordiv(padded, p.constant(7))), "ceildiv(floordiv(H,4),7)");
+  // PatchMerging: pad to even, then every other row: floordiv(x + x % 2 + 1, 2) = ceildiv(x, 2).
+  ExprId even = p.add(x, p.mod(x, p.constant(2)));
+  EXPECT_EQ(p.to_string(p.floordiv(p.add(even, p.constant(1)), p.constant(2))), "ceildiv(floordiv(H,4),2)");
+  // Only the matching pair folds: x + (x % 7) stays.
+  EXPECT_EQ(p.to_string(p.add(x, p.mod(x, p.constant(7)))), "floordiv(H,4) + floordiv(H,4) % 7");
+  for (int64_t hv = 1; hv <= 512; ++hv) {
+    std::vector<int64_t> v(p.size());
+    size_t bad = 0;
+    std::vector<int64_t> dims = {hv, 32};
+    ASSERT_TRUE(eval_exprs(p.nodes().data(), p.nodes().size(), dims.data(), v.data(), &bad));
+    const int64_t xv = hv / 4;
+    EXPECT_EQ(v[padded], xv + (7 - xv % 7) % 7) << hv;
+    EXPECT_EQ(v[even], xv + xv % 2) << hv;
+  }
+}
+
 TEST_F(SymExprTest, AlwaysProvesWhatRangesCannot) {
-  // Swin pads x to a multiple of 7: x + (-x mod 7) >= 7 for x >= 1, though its range starts at 1.
-  ExprId x = p.floordiv(h, p.constant(4));  // 0..128
-  ExprId x1 = p.add(x, p.constant(1));      // 1..129
-  ExprId padded = p.add(x1, p.mod(p.sub(p.constant(0), x1), p.constant(7)));
-  ExprId windows = p.floordiv(padded, p.constant(7));
-  EXPECT_LT(p.range(windows).lo, 1);
-  EXPECT_TRUE(p.always(windows, ExprPool::Relation::kGe, p.constant(1)));
-  EXPECT_TRUE(p.always(padded, ExprPool::Relation::kDivisible, p.constant(7)));
-  EXPECT_FALSE(p.always(windows, ExprPool::Relation::kGe, p.constant(2)));  // x1 <= 7 gives 1 window
+  // H*H - H + 1 >= 1 for every H, though its range starts far below.
+  ExprId e = p.add(p.sub(p.mul(h, h), h), p.constant(1));
+  EXPECT_LT(p.range(e).lo, 1);
+  EXPECT_TRUE(p.always(e, ExprPool::Relation::kGe, p.constant(1)));
+  EXPECT_FALSE(p.always(e, ExprPool::Relation::kGe, p.constant(2)));  // H = 1 gives 1
+  ExprId x = p.floordiv(h, p.constant(4));
+  EXPECT_TRUE(p.always(p.add(x, p.mod(p.sub(p.constant(0), x), p.constant(7))), ExprPool::Relation::kDivisible,
+                       p.constant(7)));
   EXPECT_TRUE(p.always(h, ExprPool::Relation::kEq, h));
   // Beyond the census limit nothing is proven that the ranges do not show.
   ExprId hh = p.mul(h, h);
