@@ -1,5 +1,6 @@
-// MaxPool, AveragePool, GlobalAveragePool: hand cases, a seeded sweep of shapes and
-// attributes against a double N-d reference, errors, and symbolic shapes with their guards.
+// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool: hand cases, a seeded sweep of
+// shapes and attributes against a double N-d reference, errors, and symbolic shapes with
+// their guards (run far below the bound).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,6 +73,30 @@ TEST(Pool, HandComputedAverage) {
   r = run_op("GlobalAveragePool", {make_tensor<float>({2, 1, 3}, {1, 2, 3, -1, -2, -6})});
   EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{2, 1, 1}));
   EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{2, -3}));
+}
+
+TEST(Pool, HandComputedGlobalMax) {
+  // Rank 3, 4 and 5; all-negative planes (a max that starts from 0 would be wrong).
+  OpResult r = run_op("GlobalMaxPool", {make_tensor<float>({2, 1, 3}, {1, 2, 3, -1, -2, -6})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{3, -1}));
+  r = run_op("GlobalMaxPool", {make_tensor<float>({1, 2, 2, 2}, {-4, -2, -3, -9, 10, 10, 11, 10})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 2, 1, 1}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{-2, 11}));
+  std::vector<float> v5 = {-8, -7, -6, -5, -4, -3, -2.5f, -100, 0.5f, 0, -1, 7, 2, 3, 6.5f, 1};
+  r = run_op("GlobalMaxPool", {make_tensor<float>({1, 2, 2, 2, 2}, v5)});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 2, 1, 1, 1}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{-2.5f, 7}));
+  // A NaN anywhere makes the plane's max NaN (numpy, the ONNX reference); -inf stays -inf.
+  const float inf = std::numeric_limits<float>::infinity();
+  r = run_op("GlobalMaxPool", {make_tensor<float>({3, 1, 3}, {NAN, 1, 2, 3, 4, NAN, -inf, -inf, -inf})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_TRUE(std::isnan(r.outputs[0].at(0)));
+  EXPECT_TRUE(std::isnan(r.outputs[0].at(1)));
+  EXPECT_EQ(r.outputs[0].at(2), -inf);
 }
 
 /// One pooling call to check.
@@ -253,6 +278,37 @@ TEST(Pool, GlobalAverageSweep) {
   }
 }
 
+/// Max of each [N, C] plane over all spatial axes, in double.
+std::vector<double> reference_global_max(const Tensor& x) {
+  int64_t planes = x.shape[0] * x.shape[1], plane = x.numel() / planes;
+  std::vector<double> y(planes, -std::numeric_limits<double>::infinity());
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t i = 0; i < plane; ++i) y[p] = std::max(y[p], x.at(p * plane + i));
+  return y;
+}
+
+TEST(Pool, GlobalMaxSweep) {
+  std::mt19937 rng(81);
+  for (int iter = 0; iter < 60; ++iter) {
+    std::vector<int64_t> shape = random_shape(rng, 3 + iter % 3, 7);
+    // Every third case is all-negative.
+    Tensor x = iter % 3 == 0 ? random_f32(rng, shape, -9.f, -1.f) : random_f32(rng, shape, -5.f, 5.f);
+    SlotRun s = run_op_in_slots("GlobalMaxPool", {x});
+    ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
+    EXPECT_EQ(s.kernel, kernels::KernelStatus::kOk);
+    EXPECT_TRUE(s.tails_intact);
+    std::vector<int64_t> want_shape(shape.size(), 1);
+    want_shape[0] = shape[0];
+    want_shape[1] = shape[1];
+    ASSERT_EQ(s.exact.outputs[0].shape, want_shape);
+    std::vector<double> want = reference_global_max(x);
+    for (size_t p = 0; p < want.size(); ++p) {
+      ASSERT_EQ(s.exact.outputs[0].at(p), want[p]) << "iter " << iter << " plane " << p;
+      ASSERT_EQ(s.outputs[0].at(p), want[p]) << "slotted run, iter " << iter;
+    }
+  }
+}
+
 TEST(Pool, Errors) {
   Tensor x = make_tensor<float>({1, 2, 5, 5}, std::vector<float>(50, 0.f));
   AttrStore k3;
@@ -283,6 +339,11 @@ TEST(Pool, Errors) {
   EXPECT_TRUE(has_text(run_op("GlobalAveragePool", {make_tensor<float>({2, 3}, std::vector<float>(6, 0.f))}).status,
                        "node 'test' (GlobalAveragePool): needs an input of rank >= 3 (N, C, spatial...), got [2, 3]"));
   EXPECT_TRUE(has_text(run_op("GlobalAveragePool", {xi}).status, "input #0 has dtype i64, expected f32"));
+  EXPECT_TRUE(has_text(run_op("GlobalMaxPool", {make_tensor<float>({4}, std::vector<float>(4, 0.f))}).status,
+                       "node 'test' (GlobalMaxPool): needs an input of rank >= 3 (N, C, spatial...), got [4]"));
+  EXPECT_TRUE(has_text(run_op("GlobalMaxPool", {xi}).status,
+                       "node 'test' (GlobalMaxPool): input #0 has dtype i64, expected f32"));
+  EXPECT_TRUE(has_text(run_op("GlobalMaxPool", {x, x}).status, "expects 1 inputs, got 2"));
 }
 
 class PoolSymbolic : public ::testing::Test {
@@ -325,6 +386,38 @@ TEST_F(PoolSymbolic, Shapes) {
   r = pool_shape("GlobalAveragePool", {batch, k(64), h, w}, AttrStore());
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.shape, "[batch, 64, 1, 1]");
+  r = pool_shape("GlobalMaxPool", {batch, k(64), h, w}, AttrStore());
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.shape, "[batch, 64, 1, 1]");
+  EXPECT_EQ(guards_text(pool, r), "");
+  r = pool_shape("GlobalMaxPool", {batch, h, w}, AttrStore());
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.shape, "[batch, H, 1]");
+}
+
+TEST_F(PoolSymbolic, GlobalMaxRunsFarBelowTheBound) {
+  // Rank 3, 4 and 5 inputs over the dims batch <= 8, H <= 512, W <= 512, run at a few each.
+  std::vector<std::vector<ExprId>> shapes = {
+      {batch, k(3), h}, {batch, k(2), h, w}, {batch, w, k(2), h, k(3)}};
+  std::mt19937 rng(13);
+  for (const auto& xs : shapes) {
+    SymResult r = pool_shape("GlobalMaxPool", xs, AttrStore());
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_TRUE(r.guards.empty());
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 1, 1}, {2, 5, 3}, {3, 1, 7}, {1, 9, 2}}) {
+      std::vector<int64_t> in = eval_shape(pool, xs, dims);
+      Tensor x = random_f32(rng, in, -6.f, -0.5f);
+      std::vector<Tensor> out(1);
+      out[0].shape = eval_shape(pool, r.outputs[0].shape, dims);
+      std::vector<int64_t> want_shape(in.size(), 1);
+      want_shape[0] = in[0];
+      want_shape[1] = in[1];
+      ASSERT_EQ(out[0].shape, want_shape) << r.shape;
+      ASSERT_EQ(run_kernel("GlobalMaxPool", {x}, &out), kernels::KernelStatus::kOk);
+      std::vector<double> want = reference_global_max(x);
+      for (size_t p = 0; p < want.size(); ++p) ASSERT_EQ(out[0].at(p), want[p]) << r.shape << " plane " << p;
+    }
+  }
 }
 
 TEST_F(PoolSymbolic, CeilModeRuleEvaluatesAtEverySize) {

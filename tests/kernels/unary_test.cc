@@ -1,11 +1,14 @@
-// Pointwise unary ops: hand cases (Round halves to even), a seeded sweep against a double
-// reference (also run in oversized slots), errors, and the symbolic shape.
+// Pointwise unary ops (Relu ... Cos, Tan, Atan, Elu, Selu, Softplus, Softsign, Sign,
+// ThresholdedRelu, Mish): hand cases (Round halves to even, Softplus never overflows), a
+// seeded sweep against a double reference (also run in oversized slots), errors, and the
+// symbolic shape, evaluated and run far below the bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "bound_slot_util.h"
+#include "sym_test_util.h"
 
 namespace kiln::testing {
 namespace {
@@ -73,6 +76,61 @@ TEST(Unary, HandComputedRounding) {
   EXPECT_NEAR(sc[1], -1, 1e-7);
 }
 
+void expect_all_near(const std::vector<float>& got, const std::vector<double>& want, double tol,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at " << i;
+}
+
+TEST(Unary, HandComputedSmoothActivations) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Elu: alpha * (exp(x) - 1) below 0; exp(-1) - 1 = -0.6321205588.
+  Tensor x = make_tensor<float>({4}, {-1, 0, 2, -inf});
+  expect_all_near(run_f32("Elu", x), {-0.6321205588, 0, 2, -1}, 1e-7, "Elu");
+  expect_all_near(run_f32("Elu", x, core::AttrStore().set_float("alpha", 2)), {-1.2642411177, 0, 2, -2}, 1e-7,
+                  "Elu alpha=2");
+  // Selu: gamma * x above 0, gamma * alpha * (exp(x) - 1) else; ONNX's default alpha, gamma.
+  Tensor s = make_tensor<float>({4}, {-1, 0, 1, -2});
+  expect_all_near(run_f32("Selu", s), {-1.1113307413, 0, 1.0507010221, -1.5201664733}, 1e-7, "Selu");
+  expect_all_near(run_f32("Selu", s, core::AttrStore().set_float("alpha", 2).set_float("gamma", 0.5f)),
+                  {-0.6321205588, 0, 0.5, -0.8646647168}, 1e-7, "Selu alpha=2 gamma=0.5");
+  // Softplus: log(1 + exp(x)); the naive formula gives inf at 1000.
+  std::vector<float> sp = run_f32("Softplus", make_tensor<float>({6}, {0, 1, 100, -100, 1000, -1000}));
+  expect_all_near(sp, {0.6931471806, 1.3132616875, 100, 0, 1000, 0}, 1e-7, "Softplus");
+  EXPECT_NEAR(sp[3], 3.720076e-44, 1e-45);  // exp(-100): tiny, not 0 or NaN
+  EXPECT_EQ(sp[5], 0);
+  EXPECT_EQ(run_f32("Softsign", make_tensor<float>({4}, {-3, 0, 1, 1e30f})), (std::vector<float>{-0.75f, 0, 0.5f, 1}));
+  // ThresholdedRelu: x where x > alpha (strictly), else 0.
+  Tensor t = make_tensor<float>({5}, {-2, -0.5f, 0.5f, 1, 1.5f});
+  EXPECT_EQ(run_f32("ThresholdedRelu", t), (std::vector<float>{0, 0, 0, 0, 1.5f}));
+  EXPECT_EQ(run_f32("ThresholdedRelu", t, core::AttrStore().set_float("alpha", -1)),
+            (std::vector<float>{0, -0.5f, 0.5f, 1, 1.5f}));
+  // Mish: x * tanh(softplus(x)).
+  std::vector<float> m = run_f32("Mish", make_tensor<float>({6}, {0, 1, -1, 100, -80, -1000}));
+  expect_all_near(m, {0, 0.8650983883, -0.3034014614, 100, 0, 0}, 1e-7, "Mish");
+  EXPECT_NEAR(m[4], -1.4438811e-33, 1e-40);  // -80 * exp(-80): tiny, still a normal float
+  EXPECT_EQ(m[5], 0);
+  expect_all_near(run_f32("Tan", make_tensor<float>({3}, {0, 1, -1})), {0, 1.5574077247, -1.5574077247}, 1e-7, "Tan");
+  expect_all_near(run_f32("Atan", make_tensor<float>({4}, {1, -3, inf, -inf})),
+                  {0.7853981634, -1.2490457724, 1.5707963268, -1.5707963268}, 1e-7, "Atan");
+}
+
+TEST(Unary, HandComputedSign) {
+  std::vector<float> f = run_f32("Sign", make_tensor<float>({7}, {-2.5f, 0, 3, 1e-30f, -0.f, -1e-45f, NAN}));
+  EXPECT_EQ(std::vector<float>(f.begin(), f.begin() + 6), (std::vector<float>{-1, 0, 1, 1, 0, -1}));
+  EXPECT_FALSE(std::signbit(f[4]));  // -0 gives +0, as numpy
+  EXPECT_TRUE(std::isnan(f[6]));
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  OpResult r = run_op("Sign", {make_tensor<int64_t>({5}, {-5, 0, 7, lo, hi})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].dtype, DType::kI64);
+  EXPECT_EQ(r.outputs[0].values<int64_t>(), (std::vector<int64_t>{-1, 0, 1, -1, 1}));
+  r = run_op("Sign", {make_tensor<int32_t>({3}, {-7, 0, 9})});
+  EXPECT_EQ(r.outputs[0].dtype, DType::kI32);
+  EXPECT_EQ(r.outputs[0].values<int32_t>(), (std::vector<int32_t>{-1, 0, 1}));
+}
+
 TEST(Unary, IntegerNegAbsRelu) {
   const int64_t lo = std::numeric_limits<int64_t>::min();
   Tensor a = make_tensor<int64_t>({4}, {-3, 0, 5, lo});
@@ -128,33 +186,52 @@ double reference(const std::string& op, double x, double alpha, double beta) {
   if (op == "Round") return std::nearbyint(x);  // the default rounding mode: halves to even
   if (op == "Sin") return std::sin(x);
   if (op == "Cos") return std::cos(x);
+  if (op == "Tan") return std::tan(x);
+  if (op == "Atan") return std::atan(x);
+  if (op == "Elu") return x < 0 ? alpha * (std::exp(x) - 1) : x;
+  if (op == "Selu") return x > 0 ? beta * x : beta * alpha * (std::exp(x) - 1);  // beta: gamma
+  if (op == "Softplus") return std::log(1 + std::exp(x));
+  if (op == "Softsign") return x / (1 + std::abs(x));
+  if (op == "Sign") return x > 0 ? 1 : x < 0 ? -1 : 0;
+  if (op == "ThresholdedRelu") return x > alpha ? x : 0;
+  if (op == "Mish") return x * std::tanh(std::log(1 + std::exp(x)));
   return NAN;
 }
 
 TEST(Unary, RandomShapeSweep) {
   std::mt19937 rng(2024);
   const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "HardSigmoid",
-                       "HardSwish", "LeakyRelu", "Clip", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos"};
+                       "HardSwish", "LeakyRelu", "Clip", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos",
+                       "Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"};
   constexpr int kOps = static_cast<int>(std::size(ops));
   std::uniform_real_distribution<float> param(-1.f, 1.f);
   for (int iter = 0; iter < 20 * kOps; ++iter) {
     std::string op = ops[iter % kOps];
     int rank = 1 + iter / kOps % 5;
     bool positive = op == "Log" || op == "Sqrt" || op == "Reciprocal";
-    Tensor x = random_f32(rng, random_shape(rng, rank, 6), positive ? 0.01f : -5.f, 5.f);
+    // The smooth activations also see large |x| (where Softplus and Mish could overflow).
+    bool wide = iter % 3 == 0 && (op == "Elu" || op == "Selu" || op == "Softplus" || op == "Softsign" ||
+                                  op == "Mish" || op == "Atan");
+    Tensor x = random_f32(rng, random_shape(rng, rank, 6), positive ? 0.01f : wide ? -40.f : -5.f, wide ? 40.f : 5.f);
     if (op == "Round" && iter % 2)  // exact halves, where the tie rule shows
       for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::floor(x.data<float>()[i]) + 0.5f;
     core::AttrStore attrs;
     std::vector<Tensor> inputs = {x};
-    double alpha = op == "LeakyRelu" ? 0.01 : 0.2, beta = 0.5;
+    double alpha = 0.2, beta = 0.5;  // HardSigmoid's defaults
+    if (op == "LeakyRelu") alpha = 0.01;
+    if (op == "Elu" || op == "ThresholdedRelu") alpha = 1;
+    if (op == "Selu") alpha = 1.67326319217681884765625, beta = 1.05070102214813232421875;  // beta: gamma
     if (op == "Clip") {
       alpha = param(rng) * 3, beta = alpha + std::abs(param(rng)) * 3;
       inputs.push_back(make_tensor<float>({}, {static_cast<float>(alpha)}));
       inputs.push_back(make_tensor<float>({}, {static_cast<float>(beta)}));
       alpha = static_cast<float>(alpha), beta = static_cast<float>(beta);
-    } else if (iter % 2 && (op == "HardSigmoid" || op == "LeakyRelu")) {
+    } else if (iter % 2 && (op == "HardSigmoid" || op == "LeakyRelu" || op == "Elu" || op == "Selu" ||
+                            op == "ThresholdedRelu")) {
       alpha = static_cast<float>(param(rng)), beta = static_cast<float>(param(rng));
-      attrs.set_float("alpha", static_cast<float>(alpha)).set_float("beta", static_cast<float>(beta));
+      attrs.set_float("alpha", static_cast<float>(alpha));
+      if (op == "HardSigmoid" || op == "Selu")
+        attrs.set_float(op == "Selu" ? "gamma" : "beta", static_cast<float>(beta));
     }
     SlotRun s = run_op_in_slots(op.c_str(), inputs, attrs);
     ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
@@ -172,11 +249,12 @@ TEST(Unary, RandomShapeSweep) {
 
 TEST(Unary, IntegerSweep) {
   std::mt19937 rng(5);
-  const char* ops[] = {"Neg", "Abs", "Relu", "Clip"};
+  const char* ops[] = {"Neg", "Abs", "Relu", "Clip", "Sign"};
+  constexpr int kOps = static_cast<int>(std::size(ops));
   std::uniform_int_distribution<int64_t> val(-1000, 1000);
-  for (int iter = 0; iter < 80; ++iter) {
-    std::string op = ops[iter % 4];
-    std::vector<int64_t> shape = random_shape(rng, 1 + iter / 4 % 5, 5);
+  for (int iter = 0; iter < 20 * kOps; ++iter) {
+    std::string op = ops[iter % kOps];
+    std::vector<int64_t> shape = random_shape(rng, 1 + iter / kOps % 5, 5);
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     std::vector<int64_t> v(n);
@@ -208,12 +286,16 @@ TEST(Unary, Errors) {
   OpResult r = run_op("Sigmoid", {i});
   EXPECT_NE(r.status.message().find("node 'test' (Sigmoid): input #0 has dtype i64, expected f32"), std::string::npos)
       << r.status.message();
-  for (const char* op : {"Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos"}) {
+  for (const char* op : {"Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Atan", "Elu", "Selu",
+                         "Softplus", "Softsign", "ThresholdedRelu", "Mish"}) {
     r = run_op(op, {i});
     EXPECT_NE(r.status.message().find("input #0 has dtype i64, expected f32"), std::string::npos) << op;
   }
   r = run_op("Abs", {make_tensor<bool>({1}, {true})});
   EXPECT_NE(r.status.message().find("dtype bool, expected f32, i64 or i32"), std::string::npos) << r.status.message();
+  EXPECT_TRUE(has_text(run_op("Sign", {make_tensor<bool>({1}, {true})}).status,
+                       "node 'test' (Sign): input #0 has dtype bool, expected f32, i64 or i32"));
+  EXPECT_TRUE(has_text(run_op("Mish", {i}).status, "node 'test' (Mish): input #0 has dtype i64, expected f32"));
   Tensor x = make_tensor<float>({2}, {1, 2});
   r = run_op("Relu", {x, x});
   EXPECT_NE(r.status.message().find("expects 1 inputs, got 2"), std::string::npos) << r.status.message();
@@ -232,7 +314,8 @@ TEST(Unary, SymbolicShape) {
   core::ExprId batch = pool.dim(pool.add_dim({"batch", 1, 64, 1}));
   core::ExprId seq = pool.dim(pool.add_dim({"seq", 1, 512, 1}));
   for (const char* name : {"Relu", "Clip", "Sigmoid", "Erf", "HardSwish", "Abs", "Reciprocal", "Floor", "Ceil",
-                           "Round", "Sin", "Cos"}) {
+                           "Round", "Sin", "Cos", "Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign",
+                           "ThresholdedRelu", "Mish"}) {
     core::AttrStore attrs;
     kernels::ShapeCtx c(pool, attrs.view());
     c.inputs.resize(1);
@@ -243,6 +326,37 @@ TEST(Unary, SymbolicShape) {
     EXPECT_EQ(pool.shape_to_string(c.out(0).shape), "[batch, 3, 2*seq]") << name;
     EXPECT_EQ(c.out(0).dtype, DType::kF32);
     EXPECT_TRUE(c.guards.empty());
+  }
+}
+
+// The shape [batch, 3, 2*seq] evaluated at small dims (bounds 8 and 512), then each kernel
+// run on buffers of exactly that size, as bind + execute would.
+TEST(Unary, RunsFarBelowTheBound) {
+  SymPool sp;
+  std::mt19937 rng(77);
+  for (const char* name : {"Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"}) {
+    for (DType dt : {DType::kF32, DType::kI64}) {
+      if (dt == DType::kI64 && std::string(name) != "Sign") continue;
+      SymResult r = infer(sp.pool, name, {sym_input(dt, {sp.batch, sp.c(3), sp.pool.mul(sp.seq, sp.c(2))})});
+      ASSERT_TRUE(r.status.ok()) << name << ": " << r.status.message();
+      EXPECT_EQ(r.shape, "[batch, 3, 2*seq]") << name;
+      EXPECT_EQ(r.outputs[0].dtype, dt) << name;
+      EXPECT_TRUE(r.guards.empty()) << name;
+      for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 1}, {2, 3}, {3, 5}}) {
+        std::vector<Tensor> out(1);
+        out[0].dtype = dt;
+        out[0].shape = eval_shape(sp.pool, r.outputs[0].shape, dims);
+        ASSERT_EQ(out[0].shape, (std::vector<int64_t>{dims[0], 3, 2 * dims[1]})) << name;
+        Tensor x = dt == DType::kF32 ? random_f32(rng, out[0].shape, -5.f, 5.f) : random_tensor(rng, dt, out[0].shape);
+        ASSERT_EQ(run_kernel(name, {x}, &out), kernels::KernelStatus::kOk) << name;
+        double alpha = std::string(name) == "Selu" ? 1.67326319217681884765625 : 1.0;
+        double beta = 1.05070102214813232421875;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          double want = reference(name, x.at(i), alpha, beta);
+          ASSERT_NEAR(out[0].at(i), want, 1e-5 * (1 + std::abs(want))) << name << " at " << i;
+        }
+      }
+    }
   }
 }
 

@@ -1,6 +1,8 @@
-// MaxPool, AveragePool (1-D and 2-D, NC[H]W) and GlobalAveragePool (any spatial rank).
+// MaxPool, AveragePool (1-D and 2-D, NC[H]W), GlobalAveragePool and GlobalMaxPool (any
+// spatial rank; output N, C, 1, ...).
 // Attributes kernel_shape, strides, pads, dilations, auto_pad, ceil_mode; AveragePool adds
 // count_include_pad, MaxPool an optional Indices output (storage_order 0 or 1).
+#include <cmath>
 #include <limits>
 
 #include "kernels/kernel.h"
@@ -166,7 +168,10 @@ KernelStatus average_pool_run(const RunCtx& c) {
   return KernelStatus::kOk;
 }
 
-Status global_average_pool_shape(ShapeCtx& c) {
+namespace {
+
+/// GlobalAveragePool, GlobalMaxPool: [N, C, spatial...] -> [N, C, 1, ...].
+Status global_pool_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 1));
   KILN_TRY(c.expect_dtype(0, DType::kF32));
   const std::vector<ExprId>& x = c.in(0).shape;
@@ -180,6 +185,11 @@ Status global_average_pool_shape(ShapeCtx& c) {
   return ok_status();
 }
 
+}  // namespace
+
+Status global_average_pool_shape(ShapeCtx& c) { return global_pool_shape(c); }
+Status global_max_pool_shape(ShapeCtx& c) { return global_pool_shape(c); }
+
 KernelStatus global_average_pool_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const float* x = xv.as<float>();
@@ -191,6 +201,29 @@ KernelStatus global_average_pool_run(const RunCtx& c) {
     double sum = 0;  // a whole plane (up to the bound's H*W) is summed: keep the precision
     for (int64_t i = 0; i < plane; ++i) sum += x[pl * plane + i];
     y[pl] = static_cast<float>(sum / static_cast<double>(plane));
+  }
+  return KernelStatus::kOk;
+}
+
+/// A NaN anywhere in a plane makes its maximum NaN (numpy's max, the ONNX reference).
+KernelStatus global_max_pool_run(const RunCtx& c) {
+  const TensorView& xv = c.in(0);
+  const float* x = xv.as<float>();
+  float* y = c.out(0).as<float>();
+  int64_t planes = xv.dims[0] * xv.dims[1];
+  int64_t plane = 1;
+  for (int k = 2; k < xv.rank; ++k) plane *= xv.dims[k];
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x + pl * plane;
+    float best = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < plane; ++i) {
+      if (std::isnan(xp[i])) {
+        best = xp[i];
+        break;
+      }
+      if (xp[i] > best) best = xp[i];
+    }
+    y[pl] = best;
   }
   return KernelStatus::kOk;
 }

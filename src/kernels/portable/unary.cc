@@ -1,6 +1,8 @@
 // Pointwise unary ops: Relu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf, HardSigmoid,
-// HardSwish, LeakyRelu, Reciprocal, Floor, Ceil, Round, Sin, Cos. Output shape and dtype =
-// input's; one flat loop over the actual numel.
+// HardSwish, LeakyRelu, Reciprocal, Floor, Ceil, Round, Sin, Cos, Tan, Atan, Elu, Selu,
+// Softplus, Softsign, Sign, ThresholdedRelu, Mish. Relu, Clip, Neg, Abs and Sign also take
+// i64 and i32; the rest f32 only. Output shape and dtype = input's; one flat loop over the
+// actual numel.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -74,6 +76,11 @@ float sigmoid(float x) {
   return e / (1.f + e);
 }
 
+/// log(1 + exp(x)) without overflow: for x > 0 it is x + log(1 + exp(-x)).
+float softplus(float x) {
+  return x > 0.f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+
 /// Clamps to [lo, hi]; NaN passes through; lo > hi yields hi (ONNX).
 template <typename T>
 T clamp(T x, T lo, T hi) {
@@ -140,6 +147,15 @@ Status ceil_shape(ShapeCtx& c) { return integer_rounding_shape(c); }
 Status round_shape(ShapeCtx& c) { return integer_rounding_shape(c); }
 Status sin_shape(ShapeCtx& c) { return float_shape(c); }
 Status cos_shape(ShapeCtx& c) { return float_shape(c); }
+Status tan_shape(ShapeCtx& c) { return float_shape(c); }
+Status atan_shape(ShapeCtx& c) { return float_shape(c); }
+Status elu_shape(ShapeCtx& c) { return float_shape(c); }
+Status selu_shape(ShapeCtx& c) { return float_shape(c); }
+Status softplus_shape(ShapeCtx& c) { return float_shape(c); }
+Status softsign_shape(ShapeCtx& c) { return float_shape(c); }
+Status sign_shape(ShapeCtx& c) { return signed_shape(c); }
+Status thresholded_relu_shape(ShapeCtx& c) { return float_shape(c); }
+Status mish_shape(ShapeCtx& c) { return float_shape(c); }
 
 Status clip_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 3));
@@ -200,5 +216,36 @@ KernelStatus ceil_run(const RunCtx& c) { return map<float>(c, [](float x) { retu
 KernelStatus round_run(const RunCtx& c) { return map<float>(c, round_half_even); }
 KernelStatus sin_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::sin(x); }); }
 KernelStatus cos_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::cos(x); }); }
+KernelStatus tan_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::tan(x); }); }
+KernelStatus atan_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::atan(x); }); }
+KernelStatus elu_run(const RunCtx& c) {
+  // alpha * (exp(x) - 1) for x < 0; expm1 keeps the precision near 0.
+  float alpha = c.attrs.get_float("alpha", 1.f);
+  return map<float>(c, [=](float x) { return x < 0.f ? alpha * std::expm1(x) : x; });
+}
+KernelStatus selu_run(const RunCtx& c) {
+  // gamma * x for x > 0, else gamma * alpha * (exp(x) - 1); the defaults are ONNX's (exact floats).
+  float alpha = c.attrs.get_float("alpha", 1.67326319217681884765625f);
+  float gamma = c.attrs.get_float("gamma", 1.05070102214813232421875f);
+  return map<float>(c, [=](float x) { return x > 0.f ? gamma * x : gamma * (alpha * std::expm1(x)); });
+}
+KernelStatus softplus_run(const RunCtx& c) { return map<float>(c, softplus); }
+KernelStatus softsign_run(const RunCtx& c) {
+  return map<float>(c, [](float x) { return x / (1.f + std::fabs(x)); });
+}
+KernelStatus sign_run(const RunCtx& c) {
+  // -1, 0 (for -0 too) or 1; NaN passes through, as in numpy's sign and ONNX Runtime.
+  return map_signed(c, [](auto x) {
+    using T = decltype(x);
+    return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x;
+  });
+}
+KernelStatus thresholded_relu_run(const RunCtx& c) {
+  float alpha = c.attrs.get_float("alpha", 1.f);
+  return map<float>(c, [=](float x) { return x > alpha ? x : 0.f; });
+}
+KernelStatus mish_run(const RunCtx& c) {
+  return map<float>(c, [](float x) { return x * std::tanh(softplus(x)); });
+}
 
 }  // namespace kiln::kernels
