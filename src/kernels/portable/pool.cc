@@ -87,6 +87,33 @@ struct PoolGeometry {
     clip_range(start + win.pad_begin[a], win.dilation[a], in + win.pad_begin[a] + win.pad_end[a], k, &plo, &phi);
     *padded = phi - plo;
   }
+  /// One window as the kernels see it.
+  struct Taps {
+    const float* plane;       ///< the input plane
+    int64_t out;              ///< flat output index (plane, oh, ow)
+    int64_t h0, w0;           ///< input row and column of tap (0, 0), may be in the pads
+    int64_t h_lo, h_hi, w_lo, w_hi;  ///< taps inside the input
+    int64_t h_pad, w_pad;     ///< taps inside the input or its pads
+  };
+  /// Calls fn(taps) for every output position of every plane of x, in output order.
+  template <typename Fn>
+  void for_each_window(const float* x, Fn fn) const {
+    const int64_t in_plane = in_h * in_w;
+    Taps t;
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      t.plane = x + pl * in_plane;
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        taps(0, oh, &t.h_lo, &t.h_hi, &t.h_pad);
+        t.h0 = oh * win.stride[0] - win.pad_begin[0];
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          taps(1, ow, &t.w_lo, &t.w_hi, &t.w_pad);
+          t.w0 = ow * win.stride[1] - win.pad_begin[1];
+          t.out = (pl * out_h + oh) * out_w + ow;
+          fn(t);
+        }
+      }
+    }
+  }
 };
 
 }  // namespace
@@ -97,74 +124,50 @@ Status average_pool_shape(ShapeCtx& c) { return window_pool_shape(c, false); }
 /// Windows with no tap inside the input give the lowest float (index -1).
 KernelStatus max_pool_run(const RunCtx& c) {
   PoolGeometry g(c);
-  const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
   int64_t* ind = c.num_outputs > 1 && c.outputs[1] ? c.out(1).as<int64_t>() : nullptr;
-  bool column_major = c.attrs.get_int("storage_order", 0) == 1;
-  int64_t in_plane = g.in_h * g.in_w, dh = g.win.dilation[0], dw = g.win.dilation[1];
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
-    const float* xp = x + pl * in_plane;
-    for (int64_t oh = 0; oh < g.out_h; ++oh) {
-      int64_t h_lo, h_hi, unused;
-      g.taps(0, oh, &h_lo, &h_hi, &unused);
-      int64_t h0 = oh * g.win.stride[0] - g.win.pad_begin[0];
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        int64_t w_lo, w_hi;
-        g.taps(1, ow, &w_lo, &w_hi, &unused);
-        int64_t w0 = ow * g.win.stride[1] - g.win.pad_begin[1];
-        float best = std::numeric_limits<float>::lowest();
-        int64_t best_h = -1, best_w = -1;
-        for (int64_t kh = h_lo; kh < h_hi; ++kh) {
-          int64_t row = (h0 + kh * dh) * g.in_w + w0;  // w0 + kw*dw >= 0 for kept taps
-          for (int64_t kw = w_lo; kw < w_hi; ++kw) {
-            float v = xp[row + kw * dw];
-            if (best_h < 0 || v > best) {
-              best = v;
-              best_h = h0 + kh * dh;
-              best_w = w0 + kw * dw;
-            }
-          }
-        }
-        int64_t o = (pl * g.out_h + oh) * g.out_w + ow;
-        y[o] = best;
-        if (ind) {
-          int64_t within = column_major ? best_w * g.in_h + best_h : best_h * g.in_w + best_w;
-          ind[o] = best_h < 0 ? -1 : pl * in_plane + within;
+  const bool column_major = c.attrs.get_int("storage_order", 0) == 1;
+  const int64_t in_plane = g.in_h * g.in_w, dh = g.win.dilation[0], dw = g.win.dilation[1];
+  g.for_each_window(c.in(0).as<float>(), [&](const PoolGeometry::Taps& t) {
+    float best = std::numeric_limits<float>::lowest();
+    int64_t best_h = -1, best_w = -1;
+    for (int64_t kh = t.h_lo; kh < t.h_hi; ++kh) {
+      const int64_t row = (t.h0 + kh * dh) * g.in_w + t.w0;  // w0 + kw*dw >= 0 for kept taps
+      for (int64_t kw = t.w_lo; kw < t.w_hi; ++kw) {
+        const float v = t.plane[row + kw * dw];
+        if (best_h < 0 || v > best) {
+          best = v;
+          best_h = t.h0 + kh * dh;
+          best_w = t.w0 + kw * dw;
         }
       }
     }
-  }
+    y[t.out] = best;
+    if (ind) {
+      const int64_t pl = t.out / (g.out_h * g.out_w);
+      const int64_t within = column_major ? best_w * g.in_h + best_h : best_h * g.in_w + best_w;
+      ind[t.out] = best_h < 0 ? -1 : pl * in_plane + within;
+    }
+  });
   return KernelStatus::kOk;
 }
 
 /// Windows with nothing to count give 0.
 KernelStatus average_pool_run(const RunCtx& c) {
   PoolGeometry g(c);
-  const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
-  bool include_pad = c.attrs.get_int("count_include_pad", 0) == 1;
-  int64_t in_plane = g.in_h * g.in_w, dh = g.win.dilation[0], dw = g.win.dilation[1];
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
-    const float* xp = x + pl * in_plane;
-    for (int64_t oh = 0; oh < g.out_h; ++oh) {
-      int64_t h_lo, h_hi, h_pad;
-      g.taps(0, oh, &h_lo, &h_hi, &h_pad);
-      int64_t h0 = oh * g.win.stride[0] - g.win.pad_begin[0];
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        int64_t w_lo, w_hi, w_pad;
-        g.taps(1, ow, &w_lo, &w_hi, &w_pad);
-        int64_t w0 = ow * g.win.stride[1] - g.win.pad_begin[1];
-        float sum = 0.f;
-        for (int64_t kh = h_lo; kh < h_hi; ++kh) {
-          int64_t row = (h0 + kh * dh) * g.in_w + w0;
-          for (int64_t kw = w_lo; kw < w_hi; ++kw) sum += xp[row + kw * dw];
-        }
-        // ceil_mode windows may overhang the pads too; those taps never count.
-        int64_t count = include_pad ? h_pad * w_pad : (h_hi - h_lo) * (w_hi - w_lo);
-        y[(pl * g.out_h + oh) * g.out_w + ow] = count > 0 ? sum / static_cast<float>(count) : 0.f;
-      }
+  const bool include_pad = c.attrs.get_int("count_include_pad", 0) == 1;
+  const int64_t dh = g.win.dilation[0], dw = g.win.dilation[1];
+  g.for_each_window(c.in(0).as<float>(), [&](const PoolGeometry::Taps& t) {
+    float sum = 0.f;
+    for (int64_t kh = t.h_lo; kh < t.h_hi; ++kh) {
+      const int64_t row = (t.h0 + kh * dh) * g.in_w + t.w0;
+      for (int64_t kw = t.w_lo; kw < t.w_hi; ++kw) sum += t.plane[row + kw * dw];
     }
-  }
+    // ceil_mode windows may overhang the pads too; those taps never count.
+    const int64_t count = include_pad ? t.h_pad * t.w_pad : (t.h_hi - t.h_lo) * (t.w_hi - t.w_lo);
+    y[t.out] = count > 0 ? sum / static_cast<float>(count) : 0.f;
+  });
   return KernelStatus::kOk;
 }
 
