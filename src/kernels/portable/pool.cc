@@ -193,13 +193,22 @@ Status global_pool_shape(ShapeCtx& c) {
 Status global_average_pool_shape(ShapeCtx& c) { return global_pool_shape(c); }
 Status global_max_pool_shape(ShapeCtx& c) { return global_pool_shape(c); }
 
+namespace {
+
+/// [N, C, spatial...] as N*C planes of prod(spatial) elements.
+void planes_of(const TensorView& x, int64_t* planes, int64_t* plane) {
+  *planes = x.dims[0] * x.dims[1];
+  *plane = 1;
+  for (int k = 2; k < x.rank; ++k) *plane *= x.dims[k];
+}
+
+}  // namespace
+
 KernelStatus global_average_pool_run(const RunCtx& c) {
-  const TensorView& xv = c.in(0);
-  const float* x = xv.as<float>();
+  const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
-  int64_t planes = xv.dims[0] * xv.dims[1];
-  int64_t plane = 1;
-  for (int k = 2; k < xv.rank; ++k) plane *= xv.dims[k];
+  int64_t planes, plane;
+  planes_of(c.in(0), &planes, &plane);
   for (int64_t pl = 0; pl < planes; ++pl) {
     double sum = 0;  // a whole plane (up to the bound's H*W) is summed: keep the precision
     for (int64_t i = 0; i < plane; ++i) sum += x[pl * plane + i];
@@ -210,12 +219,10 @@ KernelStatus global_average_pool_run(const RunCtx& c) {
 
 /// A NaN anywhere in a plane makes its maximum NaN (numpy's max, the ONNX reference).
 KernelStatus global_max_pool_run(const RunCtx& c) {
-  const TensorView& xv = c.in(0);
-  const float* x = xv.as<float>();
+  const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
-  int64_t planes = xv.dims[0] * xv.dims[1];
-  int64_t plane = 1;
-  for (int k = 2; k < xv.rank; ++k) plane *= xv.dims[k];
+  int64_t planes, plane;
+  planes_of(c.in(0), &planes, &plane);
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* xp = x + pl * plane;
     float best = -std::numeric_limits<float>::infinity();
