@@ -98,6 +98,45 @@ class BertLayer(nn.Module):
         return self.ln2(x + self.ff2(gelu_erf(self.ff1(x))))
 
 
+class GptBlock(nn.Module):
+    """nanoGPT-style pre-norm block; the causal mask is torch.tril at run time (ONNX Trilu)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        causal = torch.tril(torch.ones(t, t, device=x.device)).view(1, 1, t, t)
+        att = att.masked_fill(causal == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GptTiny(nn.Module):
+    """Decoder-only LM; position ids from the attention mask by cumsum (as HF does)."""
+
+    def __init__(self, vocab=100, d=32, heads=4, layers=2, max_pos=64):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(max_pos, d)
+        self.blocks = nn.ModuleList([GptBlock(d, heads) for _ in range(layers)])
+        self.lnf, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, attention_mask):
+        pos = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+        x = self.wte(input_ids) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.lnf(x))
+
+
 class BertTiny(nn.Module):
     def __init__(self, vocab=1000, hidden=64, heads=4, layers=2, ffn=256, max_pos=128):
         super().__init__()
@@ -339,6 +378,25 @@ def build_specs():
               "the second stage is 7 wide, where torch itself skips the shift, so the ONNX graph "
               "(and ONNX Runtime, and Kiln) no longer equal the torch model there. The file cannot "
               "say so; the contract can."))
+
+    specs.append(dict(
+        name="gpt_tiny", make=lambda: GptTiny(), min_opset=14,  # Trilu
+        inputs=[("input_ids", "int64", ["batch", "seq"], {"kind": "int", "low": 0, "high": 100}),
+                ("attention_mask", "int64", ["batch", "seq"], {"kind": "mask"})],
+        outputs=["logits"],
+        dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                      "logits": {0: "batch", 1: "seq"}},
+        example=[(2, 16), (2, 16)],
+        dims={"batch": (1, 4, None), "seq": (1, 64, None)},
+        cases=[case("b1_s1", (1, 1), (1, 1)), case("b2_s5", (2, 5), (2, 5)),
+               case("b3_s17", (3, 17), (3, 17)), case("b4_s64", (4, 64), (4, 64))],
+        rejects=[{"input_shapes": "1x65,1x65", "reason": "seq above max positions 64"},
+                 {"input_shapes": "2x5,2x6", "reason": "input_ids and attention_mask share seq"}],
+        notes="nanoGPT-style decoder (vocab 100, d 32, 4 heads, 2 layers), opset 14: the causal "
+              "mask is torch.tril of ones at run time (Trilu over [seq, seq]), masked_fill with "
+              "-inf (Where), position ids from the attention mask by CumSum (HF style), GELU "
+              "tanh approximation, LayerNormalization decomposed. logits [batch, seq, 100]; "
+              "no guards."))
     return specs
 
 
@@ -426,7 +484,8 @@ def export_one(index, spec):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with torch.no_grad():
-            torch.onnx.export(model, args, path, opset_version=OPSET, do_constant_folding=True,
+            torch.onnx.export(model, args, path, opset_version=max(OPSET, spec.get("min_opset", 0)),
+                              do_constant_folding=True,
                               input_names=[i[0] for i in spec["inputs"]],
                               output_names=spec["outputs"], dynamic_axes=spec["dynamic_axes"])
     msgs = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0][:200]}"
