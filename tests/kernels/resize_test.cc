@@ -1,6 +1,6 @@
 // Resize and Upsample: hand cases, a seeded sweep of shapes, scales/sizes and every mode
-// against a reference written from the ONNX formulas, errors, and symbolic output sizes
-// run below the bound.
+// (nearest, linear, cubic) against a reference written from the ONNX formulas, errors, and
+// symbolic output sizes run below the bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +18,8 @@ using Shape = std::vector<int64_t>;
 /// The resampling attributes of one case.
 struct Spec {
   std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
+  float cubic_a = -0.75f;
+  bool exclude_outside = false;
 };
 
 /// x_original for output coordinate x, per coordinate_transformation_mode.
@@ -29,10 +31,36 @@ double to_original(const std::string& coord, int64_t x, double scale, int64_t in
   return (x + 0.5) / scale;  // tf_half_pixel_for_nn
 }
 
+/// Cubic weights as the ONNX reference computes them: the 4 indices of the edge-padded axis
+/// nearest v (ties to the left), Keys' kernel at ratio v - floor(v) (1 on an exact hit),
+/// outside taps dropped and the rest renormalized under exclude_outside; padded indices fold
+/// onto the edge.
+std::vector<double> cubic_weights(const Spec& sp, double v, int64_t in) {
+  std::vector<int64_t> idx;
+  for (int64_t j = -2; j < in + 2; ++j) idx.push_back(j);
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return std::abs(v - a) < std::abs(v - b); });
+  idx.resize(4);
+  std::sort(idx.begin(), idx.end());
+  const double ratio = v == std::floor(v) ? 1.0 : v - std::floor(v), A = sp.cubic_a;
+  double c[4] = {((A * (ratio + 1) - 5 * A) * (ratio + 1) + 8 * A) * (ratio + 1) - 4 * A,
+                 ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1,
+                 ((A + 2) * (1 - ratio) - (A + 3)) * (1 - ratio) * (1 - ratio) + 1,
+                 ((A * ((1 - ratio) + 1) - 5 * A) * ((1 - ratio) + 1) + 8 * A) * ((1 - ratio) + 1) - 4 * A};
+  if (sp.exclude_outside) {
+    double sum = 0;
+    for (int i = 0; i < 4; ++i) sum += (c[i] = idx[i] < 0 || idx[i] >= in ? 0.0 : c[i]);
+    for (double& ci : c) ci /= sum;
+  }
+  std::vector<double> w(in, 0.0);
+  for (int i = 0; i < 4; ++i) w[std::clamp<int64_t>(idx[i], 0, in - 1)] += c[i];
+  return w;
+}
+
 /// Weight of every input index of one axis for output coordinate x: one-hot for nearest,
 /// the hat function max(0, 1 - |v - j|) around the clamped coordinate v for linear.
 std::vector<double> axis_weights(const Spec& sp, int64_t x, double scale, int64_t in, int64_t out) {
   double v = to_original(sp.coord, x, scale, in, out);
+  if (sp.mode == "cubic") return cubic_weights(sp, v, in);
   std::vector<double> w(in, 0.0);
   if (sp.mode == "linear") {
     v = std::clamp(v, 0.0, static_cast<double>(in - 1));
@@ -78,6 +106,7 @@ std::vector<double> reference(const Tensor& x, const Shape& out_shape, const std
 AttrStore attrs_of(const Spec& sp) {
   AttrStore a;
   a.set_str("mode", sp.mode).set_str("coordinate_transformation_mode", sp.coord).set_str("nearest_mode", sp.nearest);
+  if (sp.mode == "cubic") a.set_float("cubic_coeff_a", sp.cubic_a).set_int("exclude_outside", sp.exclude_outside);
   return a;
 }
 
@@ -150,6 +179,20 @@ TEST(Resize, HandComputedLinear) {
   EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{0, 1, 2, 2, 3, 4, 4, 5, 6}));
 }
 
+TEST(Resize, HandComputedCubic) {
+  // Doubling [0, 1, 2, 3] with asymmetric coordinates: even outputs hit inputs exactly,
+  // odd ones sit halfway, where Keys' kernel (a = -0.75) weighs the neighbours
+  // -0.09375, 0.59375, 0.59375, -0.09375; edges repeat the border value.
+  Spec sp;
+  sp.mode = "cubic";
+  sp.coord = "asymmetric";
+  Tensor x = make_tensor<float>({4}, {0, 1, 2, 3});
+  std::vector<float> y = resize_scales(x, {2.f}, sp);
+  const std::vector<float> want = {0.f, 0.40625f, 1.f, 1.5f, 2.f, 2.59375f, 3.f, 3.09375f};
+  ASSERT_EQ(y.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+}
+
 TEST(Resize, RandomSweepAgainstReference) {
   std::mt19937 rng(1704);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -161,7 +204,8 @@ TEST(Resize, RandomSweepAgainstReference) {
     const int rank = static_cast<int>(std::vector<int64_t>{1, 2, 3, 4, 4, 4}[pick(0, 5)]);
     Shape shape = random_shape(rng, rank, 6);
     for (int k = 0; k + 2 < rank; ++k) shape[k] = pick(1, 3);
-    Spec sp{pick(0, 1) ? "linear" : "nearest", coords[pick(0, 4)], nearests[pick(0, 3)]};
+    const char* modes[] = {"nearest", "linear", "cubic"};
+    Spec sp{modes[pick(0, 2)], coords[pick(0, 4)], nearests[pick(0, 3)], pick(0, 1) ? -0.75f : -0.5f, pick(0, 1) == 1};
     const bool use_scales = pick(0, 1), opset11 = pick(0, 2) == 0;
     std::vector<float> scales(rank, 1.f);
     Shape out = shape;
@@ -206,8 +250,8 @@ TEST(Resize, Errors) {
   Tensor s2 = f32s({1, 1, 2, 2});
   EXPECT_TRUE(has_text(status({x, s2}), "node 'test' (Resize): has 2 inputs (X, scales), the opset-10 form, which is "
                                         "not supported; re-export with opset >= 11"));
-  EXPECT_TRUE(has_text(status({x, absent(), s2}, AttrStore().set_str("mode", "cubic")),
-                       "mode 'cubic' is not supported; use nearest or linear"));
+  EXPECT_TRUE(has_text(status({x, absent(), s2}, AttrStore().set_str("mode", "area")),
+                       "attribute 'mode' has unsupported value 'area'"));
   EXPECT_TRUE(has_text(status({x, absent(), s2}, AttrStore().set_str("coordinate_transformation_mode",
                                                                     "tf_crop_and_resize")),
                        "coordinate_transformation_mode 'tf_crop_and_resize' is not supported"));

@@ -1,6 +1,6 @@
 // Resize (opsets 11-17: X, roi, scales, sizes) and Upsample (opset 7-9: X and scales), modes
-// nearest and linear, on the last two axes (the others keep their size): bilinear for rank
-// >= 2, 1-D linear for rank 1. Per resized axis, output coordinate x maps to the input
+// nearest, linear and cubic (Resize only), on the last two axes (the others keep their
+// size): bilinear / bicubic for rank >= 2, 1-D for rank 1. Per resized axis, output coordinate x maps to the input
 // coordinate x_original by coordinate_transformation_mode (scale = the scales value when
 // given, else out/in):
 //   half_pixel            (x + 0.5) / scale - 0.5
@@ -8,11 +8,12 @@
 //   align_corners         x * (in - 1) / (out - 1), or 0 when out == 1
 //   asymmetric            x / scale
 //   tf_half_pixel_for_nn  (x + 0.5) / scale
-// then nearest rounds it by nearest_mode, linear blends the two neighbours; both clamp
-// indices to [0, in - 1] (edge replication). Output sizes: floor(in * scale), or sizes.
+// then nearest rounds it by nearest_mode, linear blends the two neighbours, cubic the four
+// around it (Keys' kernel with cubic_coeff_a, default -0.75; exclude_outside drops taps
+// outside the input and renormalizes); all clamp indices to [0, in - 1] (edge replication). Output sizes: floor(in * scale), or sizes.
 // Upsample, and Resize from opset 10 (the importer sets its attributes), is asymmetric with
 // nearest_mode simple: floor, or ceil on a shrinking axis. roi is ignored (tf_crop_and_resize and
-// cubic are refused).
+// antialias are refused).
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -32,6 +33,9 @@ enum class Nearest : uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCei
 /// How one node resamples.
 struct Params {
   bool linear = false;
+  bool cubic = false;
+  double cubic_a = -0.75;        ///< cubic_coeff_a
+  bool exclude_outside = false;  ///< cubic: taps outside the input get weight 0, the rest renormalized
   Coord coord = Coord::kHalfPixel;
   Nearest nearest = Nearest::kRoundPreferFloor;
 };
@@ -43,7 +47,10 @@ bool read_resize_params(const core::Attrs& a, Params* p, const char** bad) {
   std::string_view ct = a.get_str("coordinate_transformation_mode", "half_pixel");
   std::string_view nm = a.get_str("nearest_mode", "round_prefer_floor");
   p->linear = mode == "linear";
-  if (!p->linear && mode != "nearest") {
+  p->cubic = mode == "cubic";
+  p->cubic_a = a.get_float("cubic_coeff_a", -0.75f);
+  p->exclude_outside = a.get_int("exclude_outside", 0) != 0;
+  if (!p->linear && !p->cubic && mode != "nearest") {
     *bad = "mode";
     return false;
   }
@@ -187,6 +194,29 @@ void linear_taps(const Axis& a, const Params& p, int64_t x, int64_t* i0, int64_t
   *i1 = clamp_index(static_cast<int64_t>(fl) + 1, a.in);
 }
 
+/// The four input indices (clamped: edge padding) around output coordinate x and their cubic
+/// weights. Taps are f-1 .. f+2 with f = ceil(x_original) - 1, so the fraction t = x_original
+/// - f lies in (0, 1] (the ONNX reference prefers the left neighbour on an exact hit).
+void cubic_taps(const Axis& a, const Params& p, int64_t x, int64_t idx[4], double w[4]) {
+  const double xo = original_coord(a, p.coord, x);
+  const double f = std::ceil(xo) - 1, t = xo - f, A = p.cubic_a;
+  auto outer = [A](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 <= d <= 2
+  auto inner = [A](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };        // 0 <= d <= 1
+  w[0] = outer(t + 1);
+  w[1] = inner(t);
+  w[2] = inner(1 - t);
+  w[3] = outer(2 - t);
+  double kept = 0;
+  for (int i = 0; i < 4; ++i) {
+    const auto j = static_cast<int64_t>(f) - 1 + i;
+    if (p.exclude_outside && (j < 0 || j >= a.in)) w[i] = 0;
+    kept += w[i];
+    idx[i] = clamp_index(j, a.in);
+  }
+  if (p.exclude_outside && kept != 0)
+    for (int i = 0; i < 4; ++i) w[i] /= kept;
+}
+
 /// Resamples the last two axes of xv into yv. `scales` (one per axis) may be nullptr.
 KernelStatus resample(const TensorView& xv, TensorView& yv, const Params& p, const float* scales) {
   const int r = xv.rank;
@@ -211,6 +241,21 @@ KernelStatus resample(const TensorView& xv, TensorView& yv, const Params& p, con
     float* yp = y + o * ah.out * aw.out;
     for (int64_t oh = 0; oh < ah.out; ++oh) {
       float* yr = yp + oh * aw.out;
+      if (p.cubic) {
+        int64_t hi[4], wi[4];
+        double hw[4], ww[4];
+        cubic_taps(ah, p, oh, hi, hw);
+        for (int64_t ow = 0; ow < aw.out; ++ow) {
+          cubic_taps(aw, p, ow, wi, ww);
+          double sum = 0;
+          for (int i = 0; i < 4; ++i) {
+            const float* xr = xp + hi[i] * aw.in;
+            sum += hw[i] * (ww[0] * xr[wi[0]] + ww[1] * xr[wi[1]] + ww[2] * xr[wi[2]] + ww[3] * xr[wi[3]]);
+          }
+          yr[ow] = static_cast<float>(sum);
+        }
+        continue;
+      }
       if (!p.linear) {
         const float* xr = xp + nearest_index(ah, p, oh) * aw.in;
         for (int64_t ow = 0; ow < aw.out; ++ow) yr[ow] = xr[nearest_index(aw, p, ow)];
@@ -244,7 +289,6 @@ Status resize_shape(ShapeCtx& c) {
   if (!c.attrs.str_equals("keep_aspect_ratio_policy", "stretch") && c.attrs.has("keep_aspect_ratio_policy"))
     return c.error("attribute 'keep_aspect_ratio_policy' must be 'stretch'");
   const char* mode = c.attrs.get_str("mode", "nearest");
-  if (std::string_view(mode) == "cubic") return c.error("mode 'cubic' is not supported; use nearest or linear");
   if (c.attrs.str_equals("coordinate_transformation_mode", "tf_crop_and_resize"))
     return c.error("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
   Params params;
