@@ -20,10 +20,12 @@ struct SlotRun {
 
 /// Runs `name` twice: via run_op, then again with every input and output placed at the start
 /// of a slot `extra` bytes larger (inputs' tails 0xFF, i.e. NaN / -1; outputs' tails 0xCD).
+/// `num_outputs` outputs are requested (optional ones after the first).
 inline SlotRun run_op_in_slots(const char* name, const std::vector<Tensor>& inputs,
-                               const core::AttrStore& attrs = core::AttrStore(), size_t extra = 256) {
+                               const core::AttrStore& attrs = core::AttrStore(), size_t extra = 256,
+                               size_t num_outputs = 1) {
   SlotRun s;
-  s.exact = run_op(name, inputs, attrs);
+  s.exact = run_op(name, inputs, attrs, num_outputs);
   if (!s.exact.status.ok() || s.exact.kernel != kernels::KernelStatus::kOk) return s;
   auto slot = [&](const Tensor& t, unsigned char tail) {
     std::vector<unsigned char> b(t.bytes.size() + extra, tail);
