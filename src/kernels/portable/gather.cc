@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/int_input.h"
 #include "kernels/portable/sym_values.h"
 
 namespace kiln::kernels {
@@ -53,21 +54,8 @@ Status gather_shape(ShapeCtx& c) {
     return c.error("output rank " + std::to_string(out_rank) + " is above the limit " + std::to_string(kMaxRank));
 
   // Constant indices are checked now (or guarded when the axis is symbolic).
-  int64_t n = 1;
-  for (ExprId e : idx.shape) n = p.is_const(e) && n >= 0 ? n * p.const_value(e) : -1;
-  if (idx.const_data && n > 0) {
-    int64_t lo = 0, hi = -1;
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t v = idx.dtype == DType::kI64 ? static_cast<const int64_t*>(idx.const_data)[k]
-                                           : static_cast<const int32_t*>(idx.const_data)[k];
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-    const std::string axis_str = " on axis " + std::to_string(axis) + " of " + p.shape_to_string(data.shape);
-    if (hi >= 0)
-      KILN_TRY(c.require_ge(data.shape[axis], p.constant(hi + 1), "for index " + std::to_string(hi) + axis_str));
-    if (lo < 0) KILN_TRY(c.require_ge(data.shape[axis], p.constant(-lo), "for index " + std::to_string(lo) + axis_str));
-  }
+  KILN_TRY(require_indices_fit(c, 1, data.shape[axis],
+                               " on axis " + std::to_string(axis) + " of " + p.shape_to_string(data.shape)));
 
   std::vector<ExprId> out(data.shape.begin(), data.shape.begin() + axis);
   out.insert(out.end(), idx.shape.begin(), idx.shape.end());

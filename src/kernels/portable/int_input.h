@@ -1,6 +1,8 @@
 #pragma once
 // Reading small integer inputs (shapes, axes, starts...) during shape inference.
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels/kernel.h"
@@ -28,6 +30,27 @@ inline bool known_const_ints(ShapeCtx& c, size_t i, std::vector<int64_t>* out) {
     out->push_back(c.pool.const_value(x));
   }
   return true;
+}
+
+/// When input i holds constant i64/i32 indices, requires an axis of size `axis_size` to hold
+/// every one of them (negative ones count from the end): an export error when provably not,
+/// a guard when the size is symbolic. `where` names the axis, e.g. " on axis 1 of [b, 64]".
+inline Status require_indices_fit(ShapeCtx& c, size_t i, ExprId axis_size, const std::string& where) {
+  core::ExprPool& p = c.pool;
+  const SymTensor& idx = c.in(i);
+  int64_t n = 1;
+  for (ExprId e : idx.shape) n = p.is_const(e) && n >= 0 ? n * p.const_value(e) : -1;
+  if (!idx.const_data || n <= 0) return ok_status();
+  int64_t lo = 0, hi = -1;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t v = idx.dtype == DType::kI64 ? static_cast<const int64_t*>(idx.const_data)[k]
+                                               : static_cast<const int32_t*>(idx.const_data)[k];
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (hi >= 0) KILN_TRY(c.require_ge(axis_size, p.constant(hi + 1), "for index " + std::to_string(hi) + where));
+  if (lo < 0) KILN_TRY(c.require_ge(axis_size, p.constant(-lo), "for index " + std::to_string(lo) + where));
+  return ok_status();
 }
 
 }  // namespace kiln::kernels

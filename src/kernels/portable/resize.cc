@@ -288,7 +288,6 @@ Status resize_shape(ShapeCtx& c) {
   if (c.attrs.has("axes")) return c.error("attribute 'axes' is not supported; give scales or sizes for every axis");
   if (!c.attrs.str_equals("keep_aspect_ratio_policy", "stretch") && c.attrs.has("keep_aspect_ratio_policy"))
     return c.error("attribute 'keep_aspect_ratio_policy' must be 'stretch'");
-  const char* mode = c.attrs.get_str("mode", "nearest");
   if (c.attrs.str_equals("coordinate_transformation_mode", "tf_crop_and_resize"))
     return c.error("coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
   Params params;
