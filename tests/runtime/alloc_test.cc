@@ -35,6 +35,9 @@ void* operator new(std::size_t n, std::align_val_t a) {
   if (!p) std::abort();
   return p;
 }
+// Every replaced operator new above allocates with malloc or aligned_alloc, so free is the
+// matching release; GCC cannot see that across the replacement and warns.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }

@@ -221,7 +221,7 @@ class Importer {
     } catch (...) {
       return invalid_argument("--const " + name + "=" + text + ": the value is not a number");
     }
-    int id;
+    int id = -1;
     switch (dtype) {
       case DType::kF32: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<float>{static_cast<float>(v)})); break; }
       case DType::kI64: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<int64_t>{static_cast<int64_t>(v)})); break; }
