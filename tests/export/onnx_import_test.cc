@@ -320,6 +320,26 @@ TEST(OnnxImport, DropoutMaskAndTrainingMode) {
   EXPECT_EQ(r.status().message(), "node 'drop' (Dropout): its ratio and training_mode must be constants");
 }
 
+TEST(OnnxImport, DivisibilityGuardSuggestsAStep) {
+  // Reshape [batch, length] into [4*batch, -1]: length % 4 == 0, which a step can state.
+  OnnxModel m;
+  m.input("x", {"batch", "length"}).output("y");
+  m.ints("shape", {2}, {4, -1});
+  m.node("Reshape", "split4", {"x", "shape"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("guard_step.onnx"), dims({"batch=1", "length=3..50"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->guards.size(), 1u);
+  EXPECT_EQ(r->guards[0],
+            "length % 4 == 0  (node 'split4' (Reshape) to reshape [1, length] into [4, -1]); to state it in the "
+            "contract instead: --dim length=4..48:4");
+  // With that step the guard is proven and disappears.
+  format::ProgramDesc stepped;
+  r = exporter::export_onnx(m.save("guard_step.onnx"), dims({"batch=1", "length=4..48:4"}), &stepped);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->guards.empty());
+}
+
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   OnnxModel m;
   m.input("x", {"N", "2", "H", "W"}).output("y");

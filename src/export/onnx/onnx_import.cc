@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -468,6 +469,21 @@ class Importer {
   std::unordered_map<std::string, int> names_;
 };
 
+/// For a guard `D % k == 0` on a bare dim D, the --dim that states it in the contract instead
+/// (the multiples of lcm(step, k) within D's range); empty when there is none.
+std::string step_hint(const core::ExprPool& pool, const kernels::Guard& g) {
+  if (g.op != kernels::Guard::Op::kDivisible || !pool.is_const(g.rhs)) return "";
+  const core::ExprNode& n = pool.node(g.lhs);
+  if (n.op != core::ExprOp::kDim) return "";
+  const core::DimInfo& d = pool.dims()[n.a];
+  const int64_t k = pool.const_value(g.rhs);
+  if (k <= 1 || k > (int64_t{1} << 30)) return "";
+  const int64_t step = std::lcm(d.step, k), lo = (d.min + step - 1) / step * step, hi = d.max / step * step;
+  if (lo > hi) return "";
+  return "; to state it in the contract instead: --dim " + d.name + "=" + std::to_string(lo) + ".." +
+         std::to_string(hi) + ":" + std::to_string(step);
+}
+
 }  // namespace
 
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
@@ -499,7 +515,8 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
   for (const kernels::Guard& gd : m.guards) {
     std::string text = core::relation_text(pool.to_string(gd.lhs), static_cast<core::ExprPool::Relation>(gd.op),
                                            pool.to_string(gd.rhs));
-    report.guards.push_back(text + "  (node '" + gd.node_name + "' (" + gd.op_type + ")" + (gd.context.empty() ? "" : " " + gd.context) + ")");
+    report.guards.push_back(text + "  (node '" + gd.node_name + "' (" + gd.op_type + ")" +
+                            (gd.context.empty() ? "" : " " + gd.context) + ")" + step_hint(pool, gd));
   }
   for (const auto& in : m.instructions) ++report.ops[in.op];
   return report;
