@@ -40,14 +40,11 @@ void fold_gather(ShapeCtx& c, int64_t axis) {
 }  // namespace
 
 Status gather_shape(ShapeCtx& c) {
-  KILN_TRY(c.expect_inputs(2, 2));
+  KILN_TRY(expect_gather_operands(c));
   core::ExprPool& p = c.pool;
   const SymTensor& data = c.in(0);
   const SymTensor& idx = c.in(1);
-  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32)
-    return c.error(std::string("indices input #1 has dtype ") + dtype_name(idx.dtype) + ", expected i64 or i32");
   const int64_t rank = c.rank(0);
-  if (rank == 0) return c.error("cannot gather from a scalar (rank 0)");
   KILN_ASSIGN_OR_RETURN(int64_t axis, c.normalize_axis(c.attrs.get_int("axis", 0), rank));
   const int64_t out_rank = rank - 1 + c.rank(1);
   if (out_rank > kMaxRank)

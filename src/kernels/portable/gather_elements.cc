@@ -69,14 +69,11 @@ KernelStatus gather_elements_index(const RunCtx& c, int axis) {
 }  // namespace
 
 Status gather_elements_shape(ShapeCtx& c) {
-  KILN_TRY(c.expect_inputs(2, 2));
+  KILN_TRY(expect_gather_operands(c));
   core::ExprPool& p = c.pool;
   const SymTensor& data = c.in(0);
   const SymTensor& idx = c.in(1);
-  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32)
-    return c.error(std::string("indices input #1 has dtype ") + dtype_name(idx.dtype) + ", expected i64 or i32");
   const int64_t rank = c.rank(0);
-  if (rank == 0) return c.error("cannot gather from a scalar (rank 0)");
   if (c.rank(1) != rank)
     return c.error("indices " + p.shape_to_string(idx.shape) + " must have the rank of data " +
                    p.shape_to_string(data.shape) + " (" + std::to_string(rank) + ")");

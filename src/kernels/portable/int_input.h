@@ -32,6 +32,16 @@ inline bool known_const_ints(ShapeCtx& c, size_t i, std::vector<int64_t>* out) {
   return true;
 }
 
+/// The operands Gather and GatherElements share: two inputs, data of rank >= 1 and i64/i32
+/// indices.
+inline Status expect_gather_operands(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(2, 2));
+  if (c.in(1).dtype != DType::kI64 && c.in(1).dtype != DType::kI32)
+    return c.error(std::string("indices input #1 has dtype ") + dtype_name(c.in(1).dtype) + ", expected i64 or i32");
+  if (c.rank(0) == 0) return c.error("cannot gather from a scalar (rank 0)");
+  return ok_status();
+}
+
 /// When input i holds constant i64/i32 indices, requires an axis of size `axis_size` to hold
 /// every one of them (negative ones count from the end): an export error when provably not,
 /// a guard when the size is symbolic. `where` names the axis, e.g. " on axis 1 of [b, 64]".
