@@ -4,12 +4,12 @@
 Run with Debian's python (torch 1.13, torchvision 0.14, onnx 1.12):
 
     /usr/bin/python3 zoo/make_zoo.py            # writes zoo/models/*.onnx and zoo/manifest.json
-    /usr/bin/python3 zoo/make_zoo.py --check-refs   # after make_refs.mjs: torch vs ORT references
+    /usr/bin/python3 zoo/make_zoo.py --check-refs   # after make_refs.py: torch vs ORT references
 
 Every model comes with its intended `kiln export` contract (export_args), the list of
 reference cases (shapes chosen to include the minimum of every dim, sizes far below the
 bound and one case at the bound) and shapes the contract must reject. The reference
-outputs themselves come from ONNX Runtime (zoo/reference/make_refs.mjs), which reads the
+outputs themselves come from ONNX Runtime (zoo/reference/make_refs.py), which reads the
 manifest written here.
 """
 
@@ -573,7 +573,7 @@ def check_refs(specs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check-refs", action="store_true",
-                    help="compare torch outputs against zoo/cases (run make_refs.mjs first)")
+                    help="compare torch outputs against zoo/cases (run make_refs.py first)")
     ap.add_argument("--only", help="comma-separated model names to export")
     opts = ap.parse_args()
     torch.set_num_threads(1)
@@ -597,7 +597,7 @@ def main():
     manifest = {
         "format": 1,
         "opset": OPSET,
-        "generated_by": "zoo/make_zoo.py (models, contracts) + zoo/reference/make_refs.mjs "
+        "generated_by": "zoo/make_zoo.py (models, contracts) + zoo/reference/make_refs.py "
                         "(ONNX Runtime CPU reference outputs)",
         "models": [to_manifest(i, s) for i, s in enumerate(specs)],
     }

@@ -5,18 +5,21 @@ torch writes the same model differently per opset (Upsample vs Resize, NonZero-b
 arange before opset 11, Squeeze/Split axes as attributes or inputs...). This exports each
 zoo model with torch at each requested opset into OUT/<opset>/, runs `kiln export` with the
 model's contract from zoo/manifest.json, runs `kiln_runner` on every reference case's
-inputs, and compares with ONNX Runtime on the same ONNX file (zoo/reference/run_ort.mjs),
+inputs, and compares with ONNX Runtime on the same ONNX file (zoo/reference/run_ort.py),
 because before opset 11 the ONNX file itself can differ from torch's own results.
 
     /usr/bin/python3 zoo/opset_sweep.py --opsets 9,10,11,12,13,14,15,16,17 [--only bert_tiny]
 
-Needs Debian's torch (under /usr/bin/python3), node with onnxruntime-node installed in
-zoo/reference (see DEVELOPERS.md) and a build in build/. Exit status 1 if any model fails.
+Needs Debian's torch (so it runs under /usr/bin/python3), a build in build/, and a second
+interpreter with onnxruntime for run_ort.py (zoo/reference/requirements.txt): --ort-python,
+else $KILN_ORT_PYTHON, else the first python3 on PATH (pyenv's). Exit status 1 if any model
+fails.
 """
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -28,13 +31,23 @@ sys.path.insert(0, ZOO)
 import make_zoo  # noqa: E402
 
 
-def ort_outputs(onnx_path, inputs):
-    run = subprocess.run(["node", os.path.join(ZOO, "reference", "run_ort.mjs"), onnx_path] + inputs,
+def ort_python(path):
+    """The interpreter for reference/run_ort.py: this script runs under Debian's python3 for
+    torch, which has no onnxruntime."""
+    path = path or os.environ.get("KILN_ORT_PYTHON") or shutil.which("python3")
+    if not path or subprocess.run([path, "-c", "import onnxruntime"], capture_output=True).returncode:
+        sys.exit(f"{path or 'python3'} cannot import onnxruntime: pass --ort-python (or set KILN_ORT_PYTHON) "
+                 "naming an interpreter with zoo/reference/requirements.txt installed")
+    return path
+
+
+def ort_outputs(ort_py, onnx_path, inputs):
+    run = subprocess.run([ort_py, os.path.join(ZOO, "reference", "run_ort.py"), onnx_path] + inputs,
                          capture_output=True, text=True, check=True)
     return [np.array(o["data"], dtype=np.float64).reshape(o["dims"]) for o in json.loads(run.stdout)]
 
 
-def check_model(build, out_dir, index, spec, manifest):
+def check_model(build, ort_py, out_dir, index, spec, manifest):
     name = spec["name"]
     try:
         make_zoo.export_one(index, spec)
@@ -58,7 +71,7 @@ def check_model(build, out_dir, index, spec, manifest):
         if r.returncode != 0:
             bad.append(f"{case['name']}: kiln_runner failed: {(r.stdout + r.stderr).strip()[:300]}")
             continue
-        for i, ref in enumerate(ort_outputs(onnx_path, inputs)):
+        for i, ref in enumerate(ort_outputs(ort_py, onnx_path, inputs)):
             got = np.load(f"{prefix}-{i}.npy")
             if got.shape != ref.shape:
                 bad.append(f"{case['name']} output {i}: shape {got.shape}, ONNX Runtime {ref.shape}")
@@ -76,7 +89,10 @@ def main():
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--build", default=os.path.join(ZOO, "..", "build"))
     ap.add_argument("--out", default="/tmp/kiln-opset-sweep")
+    ap.add_argument("--ort-python", help="python with onnxruntime for reference/run_ort.py "
+                    "(default: $KILN_ORT_PYTHON, else python3 on PATH)")
     opts = ap.parse_args()
+    ort_py = ort_python(opts.ort_python)
     torch.set_num_threads(1)
     specs = make_zoo.build_specs()
     with open(os.path.join(ZOO, "manifest.json")) as f:
@@ -93,7 +109,7 @@ def main():
             if spec.get("min_opset", 0) > opset:
                 print(f"opset {opset:2d} {spec['name']:14s} skip needs opset {spec['min_opset']}", flush=True)
                 continue
-            text, ok = check_model(opts.build, make_zoo.MODELS, index, spec, manifest)
+            text, ok = check_model(opts.build, ort_py, make_zoo.MODELS, index, spec, manifest)
             failures += not ok
             label = "skip" if text.startswith("torch export failed") else "ok  " if ok else "FAIL"
             print(f"opset {opset:2d} {spec['name']:14s} {label} {text}", flush=True)

@@ -5,9 +5,13 @@ ONNX Runtime at shapes inside the contract (a development aid; nothing here runs
 For each model: torch.onnx.export (opset 13, random weights, traced at 1x3x96x96) with
 dynamic N, H, W; `kiln export --dim N=1..2 --dim H=32..128 --dim W=32..128`; then for each
 test shape, `kiln_runner` on a seeded input against ONNX Runtime on the same file
-(zoo/reference/run_ort.mjs). Error: max |kiln - ORT| / max |ORT|.
+(zoo/reference/run_ort.py). Error: max |kiln - ORT| / max |ORT|.
 
     /usr/bin/python3 zoo/torchvision_sweep.py [--models resnet18,swin_t] [--build build]
+
+Runs under Debian's /usr/bin/python3 for torch; run_ort.py runs under a second interpreter
+with onnxruntime (zoo/reference/requirements.txt): --ort-python, else $KILN_ORT_PYTHON, else
+the first python3 on PATH (pyenv's).
 
 Note: torch bakes Python branches on sizes into the graph at the traced shape (Swin skips
 its window shift when a stage is no wider than the window), so below some size the ONNX
@@ -18,7 +22,9 @@ here is the graph.
 import argparse
 import json
 import os
+import shutil
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -41,7 +47,17 @@ def make(name):
     return getattr(models, name)(weights=None, **kwargs)
 
 
-def check(name, build, out):
+def ort_python(path):
+    """The interpreter for reference/run_ort.py: this script runs under Debian's python3 for
+    torch, which has no onnxruntime."""
+    path = path or os.environ.get("KILN_ORT_PYTHON") or shutil.which("python3")
+    if not path or subprocess.run([path, "-c", "import onnxruntime"], capture_output=True).returncode:
+        sys.exit(f"{path or 'python3'} cannot import onnxruntime: pass --ort-python (or set KILN_ORT_PYTHON) "
+                 "naming an interpreter with zoo/reference/requirements.txt installed")
+    return path
+
+
+def check(name, build, ort_py, out):
     torch.manual_seed(0)
     model = make(name).eval()
     onnx_path, kiln_path = os.path.join(out, name + ".onnx"), os.path.join(out, name + ".kiln")
@@ -65,7 +81,7 @@ def check(name, build, out):
             ok = False
             results.append(f"{text}: kiln_runner failed: {(r.stdout + r.stderr).strip()[:300]}")
             continue
-        o = subprocess.run(["node", os.path.join(ZOO, "reference", "run_ort.mjs"), onnx_path, x_path],
+        o = subprocess.run([ort_py, os.path.join(ZOO, "reference", "run_ort.py"), onnx_path, x_path],
                            capture_output=True, text=True, check=True)
         ref = json.loads(o.stdout)[0]
         ref = np.array(ref["data"]).reshape(ref["dims"])
@@ -85,13 +101,16 @@ def main():
     ap.add_argument("--models", default=DEFAULT)
     ap.add_argument("--build", default=os.path.join(ZOO, "..", "build"))
     ap.add_argument("--out", default="/tmp/kiln-torchvision-sweep")
+    ap.add_argument("--ort-python", help="python with onnxruntime for reference/run_ort.py "
+                    "(default: $KILN_ORT_PYTHON, else python3 on PATH)")
     opts = ap.parse_args()
+    ort_py = ort_python(opts.ort_python)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     os.makedirs(opts.out, exist_ok=True)
     failures = 0
     for name in opts.models.split(","):
-        ok, text = check(name, opts.build, opts.out)
+        ok, text = check(name, opts.build, ort_py, opts.out)
         failures += not ok
         print(f"{name:34s} {'ok  ' if ok else 'FAIL'} {text}", flush=True)
     raise SystemExit(1 if failures else 0)
