@@ -12,7 +12,7 @@
 
 namespace kiln::format {
 
-enum class Storage : uint8_t { kConstant = 0, kArena = 1, kInput = 2, kOutput = 3, kAlias = 4 };
+enum class Storage : uint8_t { kConstant = 0, kArena = 1, kInput = 2, kOutput = 3, kAlias = 4, kDelegate = 5 };
 const char* storage_name(Storage s);
 
 struct ValueDesc {
@@ -24,6 +24,7 @@ struct ValueDesc {
   uint64_t nbytes = 0;  ///< at the bound (planned) or exact (constant)
   int32_t alias_of = -1;
   std::vector<int64_t> example_shape;  ///< inputs only
+  int32_t nhwc_of = -1;  ///< kDelegate: holds value nhwc_of channels-last
 };
 
 struct InstructionDesc {
@@ -33,6 +34,37 @@ struct InstructionDesc {
   std::vector<int32_t> outputs;
   core::AttrStore attrs;
   int32_t scratch = -1;  ///< value id of the scratch slot, or -1
+};
+
+/// See schema/program.fbs (DelegateOp, DelegateRegion, Delegate).
+enum class DelegateOpKind : uint8_t { kKernel = 0, kToNhwc = 1, kToNchw = 2 };
+struct DelegateOpDesc {
+  DelegateOpKind kind = DelegateOpKind::kKernel;
+  int32_t source = -1;
+  int32_t fused = -1;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+};
+struct DelegateRegionDesc {
+  int32_t first = 0;
+  int32_t count = 0;
+  std::vector<DelegateOpDesc> ops;
+};
+struct DeclinedDesc {
+  int32_t instruction = 0;
+  std::string reason;
+};
+struct DelegateDesc {
+  std::string backend;  ///< empty: the method has no delegate
+  std::vector<DelegateRegionDesc> regions;
+  uint64_t arena_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  std::string plan_strategy;
+  std::vector<uint64_t> offsets;  ///< per value
+  std::vector<DeclinedDesc> declined;
+  uint64_t flops = 0;
+  uint64_t delegated_flops = 0;
+  uint32_t layout_changes = 0;
 };
 
 struct MethodDesc {
@@ -47,6 +79,7 @@ struct MethodDesc {
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   std::string plan_strategy;
+  DelegateDesc delegate;
 };
 
 struct ProgramDesc {

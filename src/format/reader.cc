@@ -6,6 +6,7 @@
 
 #include "core/symexpr.h"
 #include "format/file_header.h"
+#include "format/schedule.h"
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
 #include "kiln/tensor.h"
@@ -48,6 +49,20 @@ bool bound_bytes(const fb::Value* v, const std::vector<core::Interval>& range, u
   }
   *out = n;
   return true;
+}
+
+std::vector<int32_t> value_list(const flatbuffers::Vector<int32_t>* v) {
+  return v ? std::vector<int32_t>(v->begin(), v->end()) : std::vector<int32_t>();
+}
+
+// Per value, the value whose bytes it uses (itself unless it is an alias).
+std::vector<int32_t> roots(const fb::Method* m) {
+  std::vector<int32_t> r(m->values()->size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    r[i] = v->storage() == fb::StorageKind::Alias ? v->alias_of() : static_cast<int32_t>(i);
+  }
+  return r;
 }
 
 Status check_method(const fb::Method* m, uint64_t constants_size) {
@@ -131,7 +146,8 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
       case fb::StorageKind::Arena:
       case fb::StorageKind::Input:
       case fb::StorageKind::Output:
-      case fb::StorageKind::Alias: {
+      case fb::StorageKind::Alias:
+      case fb::StorageKind::Delegate: {
         uint64_t need = 0;
         const bool bounded = bound_bytes(v, range, &need);
         if (v->nbytes() > kMaxValueBytes)
@@ -147,6 +163,7 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
             return bad(where(m, "value", i) + " aliases an invalid value");
           break;
         }
+        if (v->storage() == fb::StorageKind::Delegate) break;  // planned in the delegate's arena only
         if (v->offset() > plan->arena_bytes() || plan->arena_bytes() - v->offset() < v->nbytes())
           return bad(where(m, "value", i) + " lies outside the arena (offset " + std::to_string(v->offset()) + " + " +
                      std::to_string(v->nbytes()) + " > " + std::to_string(plan->arena_bytes()) + ")");
@@ -184,7 +201,8 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   for (size_t d = 0; d < n_dims; ++d)
     if (!dim_seen[d]) return bad(where(m, "dim", d) + " appears on no input");
   for (size_t i = 0; i < len(m->outputs()); ++i)
-    if (!value_ok(m->outputs()->Get(i))) return bad(where(m, "output", i) + " is out of range");
+    if (!value_ok(m->outputs()->Get(i)) || m->values()->Get(m->outputs()->Get(i))->storage() == fb::StorageKind::Delegate)
+      return bad(where(m, "output", i) + " is out of range");
   for (size_t i = 0; i < len(m->instructions()); ++i) {
     const fb::Instruction* in = m->instructions()->Get(i);
     if (!in->inputs() || !in->outputs() || in->outputs()->size() == 0)
@@ -204,9 +222,12 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
       ok = ok && aligned8(a->ints());
       if (!ok) return bad(where(m, "instruction", i) + " attribute '" + a->name()->str() + "' is malformed");
     }
-    for (size_t k = 0; k < len(in->inputs()); ++k)
-      if (in->inputs()->Get(k) != -1 && !value_ok(in->inputs()->Get(k)))
-        return bad(where(m, "instruction", i) + " reads a value out of range");
+    for (size_t k = 0; k < len(in->inputs()); ++k) {
+      int32_t id = in->inputs()->Get(k);
+      if (id != -1 && !value_ok(id)) return bad(where(m, "instruction", i) + " reads a value out of range");
+      if (id != -1 && m->values()->Get(id)->storage() == fb::StorageKind::Delegate)
+        return bad(where(m, "instruction", i) + " reads a value only the delegate plans");
+    }
     for (size_t k = 0; k < len(in->outputs()); ++k) {
       int32_t id = in->outputs()->Get(k);
       if (!value_ok(id)) return bad(where(m, "instruction", i) + " writes a value out of range");
@@ -216,42 +237,161 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
     }
   }
   // Slots alive at the same step must not share bytes, with lifetimes as
-  // GraphBuilder::emit gives them: step 0 holds the inputs, instruction k runs at step k+1,
-  // and inputs and outputs live to the end. Otherwise a kernel reads what it just wrote.
-  const int64_t end = static_cast<int64_t>(m->instructions()->size()) + 1;
-  std::vector<int64_t> first(n_values, -1), last(n_values, -1);
-  auto root = [&](int32_t id) {
-    const fb::Value* v = m->values()->Get(id);
-    return v->storage() == fb::StorageKind::Alias ? v->alias_of() : id;
-  };
-  for (int32_t id : *m->inputs()) first[id] = 0, last[id] = end;
-  for (size_t k = 0; k < m->instructions()->size(); ++k) {
+  // GraphBuilder::emit gives them. Otherwise a kernel reads what it just wrote.
+  std::vector<Step> steps(m->instructions()->size());
+  for (size_t k = 0; k < steps.size(); ++k) {
     const fb::Instruction* in = m->instructions()->Get(k);
-    const int64_t step = static_cast<int64_t>(k) + 1;
-    for (int32_t id : *in->outputs()) first[id] = last[id] = step;
-    if (in->scratch() >= 0) first[in->scratch()] = last[in->scratch()] = step;
-    for (int32_t id : *in->inputs())
-      if (id >= 0) last[root(id)] = std::max(last[root(id)], step);
+    steps[k].reads.assign(in->inputs()->begin(), in->inputs()->end());
+    steps[k].writes.assign(in->outputs()->begin(), in->outputs()->end());
+    if (in->scratch() >= 0) steps[k].writes.push_back(in->scratch());
   }
-  for (int32_t id : *m->outputs()) last[root(id)] = end;
+  const Lifetimes life = compute_lifetimes(n_values, steps, value_list(m->inputs()), value_list(m->outputs()), roots(m));
   std::vector<int32_t> slots;
   for (size_t i = 0; i < n_values; ++i) {
     auto s = m->values()->Get(i)->storage();
     if (s == fb::StorageKind::Arena || s == fb::StorageKind::Input || s == fb::StorageKind::Output)
       slots.push_back(static_cast<int32_t>(i));
   }
-  auto offset = [&](int32_t i) { return m->values()->Get(i)->offset(); };
-  std::sort(slots.begin(), slots.end(), [&](int32_t a, int32_t b) { return offset(a) < offset(b); });
-  for (size_t a = 0; a < slots.size(); ++a) {
-    const fb::Value* va = m->values()->Get(slots[a]);
-    const int64_t a_last = std::max(first[slots[a]], last[slots[a]]);
-    for (size_t b = a + 1; b < slots.size() && offset(slots[b]) < va->offset() + va->nbytes(); ++b) {
-      const int64_t b_last = std::max(first[slots[b]], last[slots[b]]);
-      if (m->values()->Get(slots[b])->nbytes() > 0 && first[slots[a]] <= b_last && first[slots[b]] <= a_last)
-        return bad(where(m, "value", static_cast<size_t>(slots[a])) + " and value #" + std::to_string(slots[b]) +
-                   " share arena bytes while both are alive");
+  int32_t a = -1, b = -1;
+  if (find_overlap(slots, [&](int32_t v) { return m->values()->Get(v)->offset(); },
+                   [&](int32_t v) { return m->values()->Get(v)->nbytes(); }, life, &a, &b))
+    return bad(where(m, "value", static_cast<size_t>(a)) + " and value #" + std::to_string(b) +
+               " share arena bytes while both are alive");
+  return ok_status();
+}
+
+// x stands for y in a delegate op: the same value, or y's channels-last twin.
+bool stands_for(const fb::Method* m, int32_t x, int32_t y) {
+  if (x == y) return true;
+  return x >= 0 && y >= 0 && m->values()->Get(x)->storage() == fb::StorageKind::Delegate &&
+         m->values()->Get(x)->nhwc_of() == y;
+}
+
+Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const fb::DelegateOp* op, const std::string& what,
+                         std::vector<int>& covered) {
+  const int32_t first = r->first(), last = r->first() + r->count();
+  if (!op->inputs() || !op->outputs()) return bad(what + " lacks its operand lists");
+  auto in_region = [&](int32_t i) { return i >= first && i < last; };
+  if (op->kind() == fb::DelegateOpKind::ToNhwc || op->kind() == fb::DelegateOpKind::ToNchw) {
+    if (op->inputs()->size() != 1 || op->outputs()->size() != 1) return bad(what + " changes layout of other than one value");
+    const int32_t from = op->inputs()->Get(0), to = op->outputs()->Get(0);
+    const bool ok = op->kind() == fb::DelegateOpKind::ToNhwc ? stands_for(m, to, from) && to != from
+                                                            : stands_for(m, from, to) && to != from;
+    if (!ok) return bad(what + " converts between values that are not a value and its channels-last twin");
+    return ok_status();
+  }
+  if (op->kind() != fb::DelegateOpKind::Kernel) return bad(what + " has an unknown kind");
+  if (!in_region(op->source())) return bad(what + " computes an instruction outside its region");
+  const fb::Instruction* src = m->instructions()->Get(op->source());
+  ++covered[op->source()];
+  const flatbuffers::Vector<int32_t>* target = src->outputs();
+  if (op->fused() != -1) {
+    if (!in_region(op->fused()) || op->fused() == op->source()) return bad(what + " fuses an instruction outside its region");
+    const fb::Instruction* f = m->instructions()->Get(op->fused());
+    if (src->outputs()->size() != 1 || f->inputs()->size() < 1 || f->inputs()->Get(0) != src->outputs()->Get(0) ||
+        f->outputs()->size() != 1)
+      return bad(what + " fuses an instruction that does not consume its output");
+    ++covered[op->fused()];
+    target = f->outputs();
+  }
+  if (op->inputs()->size() != src->inputs()->size() || op->outputs()->size() != target->size())
+    return bad(what + " has operands that do not match its instruction's");
+  for (size_t k = 0; k < op->inputs()->size(); ++k)
+    if (!stands_for(m, op->inputs()->Get(k), src->inputs()->Get(k))) return bad(what + " reads another value than its instruction");
+  for (size_t k = 0; k < op->outputs()->size(); ++k)
+    if (!stands_for(m, op->outputs()->Get(k), target->Get(k))) return bad(what + " writes another value than its instruction");
+  return ok_status();
+}
+
+// The delegated schedule: twins are permuted copies of their values, regions cover runs of
+// instructions exactly once, every value is written before it is read, and the delegate's
+// arena plan keeps slots alive together apart (the same rules as the portable plan).
+Status check_delegate(const fb::Method* m) {
+  const fb::Delegate* d = m->delegate();
+  if (!d) return ok_status();
+  const std::string name = "method '" + m->name()->str() + "' delegate";
+  const size_t n_values = m->values()->size(), n_instr = m->instructions()->size();
+  if (!d->plan() || len(d->offsets()) != n_values || !aligned8(d->offsets()))
+    return bad(name + " lacks its arena plan or offsets");
+  for (size_t i = 0; i < n_values; ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    if (v->storage() != fb::StorageKind::Delegate) {
+      if (v->nhwc_of() != -1) return bad(where(m, "value", i) + " names a channels-last base but is not a delegate value");
+      continue;
+    }
+    const int32_t b = v->nhwc_of();
+    if (b < 0 || static_cast<size_t>(b) >= n_values) return bad(where(m, "value", i) + " is a delegate value with no base");
+    const fb::Value* base = m->values()->Get(b);
+    const size_t rank = len(base->shape());
+    if (base->storage() == fb::StorageKind::Delegate || base->storage() == fb::StorageKind::Constant ||
+        base->dtype() != v->dtype() || rank < 3 || len(v->shape()) != rank)
+      return bad(where(m, "value", i) + " cannot be the channels-last twin of value #" + std::to_string(b));
+    for (size_t k = 0; k < rank; ++k) {
+      const size_t from = k == 0 ? 0 : k == rank - 1 ? 1 : k + 1;
+      if (v->shape()->Get(k) != base->shape()->Get(from))
+        return bad(where(m, "value", i) + " is not the channels-last permutation of value #" + std::to_string(b));
     }
   }
+  std::vector<int> covered(n_instr, 0);
+  std::vector<Step> steps;
+  auto portable_step = [&](size_t k) {
+    const fb::Instruction* in = m->instructions()->Get(k);
+    Step st;
+    st.reads.assign(in->inputs()->begin(), in->inputs()->end());
+    st.writes.assign(in->outputs()->begin(), in->outputs()->end());
+    if (in->scratch() >= 0) st.writes.push_back(in->scratch());
+    steps.push_back(std::move(st));
+  };
+  size_t next = 0;
+  for (size_t ri = 0; ri < len(d->regions()); ++ri) {
+    const fb::DelegateRegion* r = d->regions()->Get(ri);
+    const std::string rw = name + " region #" + std::to_string(ri);
+    if (r->first() < 0 || static_cast<size_t>(r->first()) < next || r->count() < 1 ||
+        static_cast<size_t>(r->first()) + static_cast<size_t>(r->count()) > n_instr || len(r->ops()) == 0)
+      return bad(rw + " covers no valid run of instructions");
+    for (; next < static_cast<size_t>(r->first()); ++next) portable_step(next);
+    for (size_t k = 0; k < r->ops()->size(); ++k) {
+      const fb::DelegateOp* op = r->ops()->Get(k);
+      KILN_TRY(check_delegate_op(m, r, op, rw + " op #" + std::to_string(k), covered));
+      steps.push_back(Step{std::vector<int32_t>(op->inputs()->begin(), op->inputs()->end()),
+                           std::vector<int32_t>(op->outputs()->begin(), op->outputs()->end())});
+    }
+    for (int32_t k = r->first(); k < r->first() + r->count(); ++k)
+      if (covered[k] != 1) return bad(rw + " computes instruction #" + std::to_string(k) + " " + std::to_string(covered[k]) + " times");
+    next = static_cast<size_t>(r->first() + r->count());
+  }
+  for (; next < n_instr; ++next) portable_step(next);
+  const std::vector<int32_t> root = roots(m);
+  std::vector<bool> written(n_values, false);
+  for (size_t i = 0; i < n_values; ++i) written[i] = m->values()->Get(i)->storage() == fb::StorageKind::Constant;
+  for (int32_t i : *m->inputs()) written[i] = true;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (int32_t v : steps[k].reads)
+      if (v >= 0 && !written[root[v]]) return bad(name + " step #" + std::to_string(k) + " reads value #" + std::to_string(v) + " before it is written");
+    for (int32_t v : steps[k].writes) written[v] = true;
+  }
+  for (int32_t v : *m->outputs())
+    if (!written[root[v]]) return bad(name + " never writes output value #" + std::to_string(v));
+  const Lifetimes life = compute_lifetimes(n_values, steps, value_list(m->inputs()), value_list(m->outputs()), root);
+  const uint64_t arena = d->plan()->arena_bytes();
+  uint64_t slot_bytes = 0;
+  std::vector<int32_t> slots;
+  for (size_t i = 0; i < n_values; ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    auto s = v->storage();
+    if (s == fb::StorageKind::Constant || s == fb::StorageKind::Alias || !life.alive(static_cast<int32_t>(i))) continue;
+    const uint64_t off = d->offsets()->Get(i);
+    if (off % kSegmentAlignment != 0 || off > arena || arena - off < v->nbytes())
+      return bad(name + " places value #" + std::to_string(i) + " outside its arena of " + std::to_string(arena) + " bytes");
+    if (__builtin_add_overflow(slot_bytes, align_up(v->nbytes(), kSegmentAlignment), &slot_bytes)) slot_bytes = UINT64_MAX;
+    slots.push_back(static_cast<int32_t>(i));
+  }
+  if (arena > slot_bytes) return bad(name + " plans an arena larger than its slots side by side");
+  int32_t a = -1, b = -1;
+  if (find_overlap(slots, [&](int32_t v) { return d->offsets()->Get(v); },
+                   [&](int32_t v) { return m->values()->Get(v)->nbytes(); }, life, &a, &b))
+    return bad(name + " places values #" + std::to_string(a) + " and #" + std::to_string(b) +
+               " in the same bytes while both are alive");
   return ok_status();
 }
 
@@ -397,6 +537,7 @@ Result<ProgramFile> read_program(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < f.program->methods()->size(); ++i) {
     KILN_TRY(check_method(f.program->methods()->Get(i), h.constants_size));
     KILN_TRY(check_instructions(f.program->methods()->Get(i), f.constants));
+    KILN_TRY(check_delegate(f.program->methods()->Get(i)));
   }
   return f;
 }

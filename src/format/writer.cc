@@ -14,6 +14,7 @@ const char* storage_name(Storage s) {
     case Storage::kInput: return "input";
     case Storage::kOutput: return "output";
     case Storage::kAlias: return "alias";
+    case Storage::kDelegate: return "delegate";
   }
   return "unknown";
 }
@@ -34,6 +35,24 @@ Offset<fb::Attribute> write_attr(FlatBufferBuilder& b, const core::AttrStore::Ow
   return fb::CreateAttribute(b, name, static_cast<fb::AttrKind>(a.kind), a.i, a.f, ints, floats, s);
 }
 
+Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d) {
+  if (d.backend.empty()) return 0;
+  std::vector<Offset<fb::DelegateRegion>> regions;
+  for (const DelegateRegionDesc& r : d.regions) {
+    std::vector<Offset<fb::DelegateOp>> ops;
+    for (const DelegateOpDesc& op : r.ops)
+      ops.push_back(fb::CreateDelegateOp(b, static_cast<fb::DelegateOpKind>(op.kind), op.source, op.fused,
+                                         b.CreateVector(op.inputs), b.CreateVector(op.outputs)));
+    regions.push_back(fb::CreateDelegateRegion(b, r.first, r.count, b.CreateVector(ops)));
+  }
+  std::vector<Offset<fb::Declined>> declined;
+  for (const DeclinedDesc& x : d.declined) declined.push_back(fb::CreateDeclined(b, x.instruction, b.CreateString(x.reason)));
+  auto plan = fb::CreateMemoryPlan(b, d.arena_bytes, d.lower_bound_bytes, b.CreateString(d.plan_strategy),
+                                   static_cast<uint32_t>(kSegmentAlignment));
+  return fb::CreateDelegate(b, b.CreateString(d.backend), b.CreateVector(regions), plan, b.CreateVector(d.offsets),
+                            b.CreateVector(declined), d.flops, d.delegated_flops, d.layout_changes);
+}
+
 Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
   std::vector<Offset<fb::Dim>> dims;
   for (const core::DimInfo& d : m.dims) dims.push_back(fb::CreateDim(b, b.CreateString(d.name), d.min, d.max, d.step));
@@ -50,7 +69,7 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
     auto example = v.example_shape.empty() ? 0 : b.CreateVector(v.example_shape);
     values.push_back(fb::CreateValue(b, name, static_cast<fb::DType>(v.dtype), shape,
                                      static_cast<fb::StorageKind>(v.storage), v.offset, v.nbytes, v.alias_of,
-                                     example));
+                                     example, v.nhwc_of));
   }
   std::vector<Offset<fb::Instruction>> instrs;
   for (const InstructionDesc& in : m.instructions) {
@@ -64,7 +83,7 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
                                    static_cast<uint32_t>(kSegmentAlignment));
   return fb::CreateMethod(b, b.CreateString(m.name), b.CreateVector(dims), b.CreateVectorOfStructs(exprs),
                           b.CreateVector(guards), b.CreateVector(values), b.CreateVector(m.inputs),
-                          b.CreateVector(m.outputs), b.CreateVector(instrs), plan);
+                          b.CreateVector(m.outputs), b.CreateVector(instrs), plan, write_delegate(b, m.delegate));
 }
 
 }  // namespace
