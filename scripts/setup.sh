@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
 PACKAGES=(g++ cmake ninja-build libflatbuffers-dev flatbuffers-compiler libcli11-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler)
+          libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler
+          libxnnpack-dev libpthreadpool-dev)
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

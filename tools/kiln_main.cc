@@ -29,6 +29,12 @@ int main(int argc, char** argv) {
   exp->add_option("--dim", dim_args, "NAME=MIN..MAX[:STEP] bounds a dim, NAME=V pins it");
   exp->add_option("--const", const_args, "NAME=VALUE pins a scalar input as a constant");
   exp->add_option("--method_name", method, "method name")->capture_default_str();
+  std::string delegate = "xnnpack";
+  double require_coverage = 0;
+  exp->add_option("--delegate", delegate, "xnnpack (partition for the XNNPACK delegate; the portable path stays) or none")
+      ->capture_default_str();
+  exp->add_option("--require-coverage", require_coverage, "fail unless the delegate takes this share of FLOPs (0..1)")
+      ->check(CLI::Range(0.0, 1.0));
   CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops");
   inspect->add_option("file", path, "program")->required();
   inspect->add_flag("--json", json, "machine-readable output");
@@ -51,6 +57,8 @@ int main(int argc, char** argv) {
   if (exp->parsed()) {
     kiln::exporter::ExportOptions opts;
     opts.method_name = method;
+    opts.delegate = delegate;
+    opts.require_coverage = require_coverage;
     for (const std::string& a : input_args) {
       auto r = kiln::exporter::parse_input_arg(a);
       if (!r.ok()) return std::cerr << "error: " << r.status().message() << "\n", 1;

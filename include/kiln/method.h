@@ -13,6 +13,16 @@
 
 namespace kiln {
 
+/// How a Method runs.
+struct MethodOptions {
+  /// Run the program's delegate regions (XNNPACK) when it has them; false runs every
+  /// instruction with the portable kernels.
+  bool use_delegate = true;
+  /// Threads of the Method's one thread pool (>= 1), shared by the delegate and the kernels
+  /// that parallelize.
+  int cpu_threads = 1;
+};
+
 /// Executes one method of a Program. Life cycle: create -> (bind -> write inputs -> execute
 /// -> read outputs)*. create allocates (instruction tables, and the arena when the caller
 /// gives none); bind allocates nothing unless it fails; execute never allocates.
@@ -22,6 +32,15 @@ class Method {
   /// outlive the Method; without it the Method owns an arena of the planned size.
   static Result<std::unique_ptr<Method>> create(const Program& program, const std::string& name,
                                                 void* arena = nullptr, size_t arena_size = 0);
+  /// create() with options. A delegate that cannot initialize (unsupported CPU, an operator
+  /// XNNPACK refuses) is not an error: the Method runs portable and delegate_warning() says why.
+  /// With a caller arena, it must hold arena_bytes(program, name, options) bytes.
+  static Result<std::unique_ptr<Method>> create(const Program& program, const std::string& name,
+                                                const MethodOptions& options, void* arena = nullptr,
+                                                size_t arena_size = 0);
+  /// Arena bytes create() needs for this method with these options (the delegate's plan when
+  /// it would run, else the portable plan).
+  static Result<uint64_t> arena_bytes(const Program& program, const std::string& name, const MethodOptions& options);
   ~Method();
   Method(const Method&) = delete;
   Method& operator=(const Method&) = delete;
@@ -58,6 +77,15 @@ class Method {
   /// Overwrites every byte of the arena (inputs included) with `byte`. For tools that prove
   /// a program never reads memory it did not write (kiln sweep); write inputs afterwards.
   void fill_arena(uint8_t byte);
+
+  /// True when delegate regions run (false: portable only, by option, absence or fallback).
+  bool delegated() const;
+  /// Why the delegate did not initialize ("" when it did or was not asked for).
+  const std::string& delegate_warning() const;
+  /// Bytes the delegate allocated at create for packed weights and operator state.
+  uint64_t delegate_packed_bytes() const;
+  /// Arena bytes in use (the plan this Method runs).
+  uint64_t planned_arena_bytes() const;
 
   /// Value of dim `name` after bind, or -1.
   int64_t dim_value(const std::string& name) const;

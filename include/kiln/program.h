@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/status.h"
@@ -47,6 +48,20 @@ struct GuardSpec {
   std::string context;
 };
 
+/// The delegated schedule of a method, as export planned it.
+struct DelegateMeta {
+  std::string backend;            ///< "xnnpack"; empty when the method has no delegate
+  size_t regions = 0;
+  size_t delegated_instructions = 0;  ///< of instruction_ops.size()
+  uint64_t flops = 0;                 ///< all instructions, at the bound
+  uint64_t delegated_flops = 0;
+  uint32_t layout_changes = 0;
+  uint64_t arena_bytes = 0;        ///< the arena when the delegate runs
+  uint64_t lower_bound_bytes = 0;
+  /// Instructions the delegate declined: (instruction index, reason).
+  std::vector<std::pair<size_t, std::string>> declined;
+};
+
 /// Everything a caller may want to know about a method before running it.
 struct MethodMeta {
   std::string name;
@@ -63,6 +78,7 @@ struct MethodMeta {
   std::vector<std::string> instruction_nodes;
   /// Per instruction, its outputs' symbolic shapes ("[batch, 1280]"), joined with ", ".
   std::vector<std::string> instruction_outputs;
+  DelegateMeta delegate;
 };
 
 /// A loaded, verified program. Owns its mapping (load) or borrows the caller's buffer

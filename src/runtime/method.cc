@@ -4,6 +4,9 @@
 #include <cstring>
 #include <new>
 
+#include <pthreadpool.h>
+
+#include "delegates/xnnpack/delegate.h"
 #include "kernels/kernel.h"
 #include "format/file_header.h"
 #include "runtime/program_impl.h"
@@ -48,9 +51,23 @@ struct Method::Impl {
   std::vector<core::AttrRef> attrs;
   uint8_t* arena = nullptr;
   void* owned_arena = nullptr;
+  uint64_t arena_bytes = 0;
   bool bound = false;
+  pthreadpool_t pool = nullptr;
+  std::unique_ptr<delegates::xnnpack::Delegate> delegate;
+  std::string delegate_warning;
+  /// Execution order: a portable instruction (region < 0) or a delegate region.
+  struct Step {
+    int32_t instr = -1;
+    int32_t region = -1;
+  };
+  std::vector<Step> schedule;
 
-  ~Impl() { std::free(owned_arena); }
+  ~Impl() {
+    delegate.reset();
+    if (pool) pthreadpool_destroy(pool);
+    std::free(owned_arena);
+  }
 
   std::string input_label(size_t i) const { return "'" + meta.inputs[i].name + "' (#" + std::to_string(i) + ")"; }
   std::string dims_of_expr(int32_t id) const;
@@ -170,9 +187,28 @@ Method::~Method() = default;
 
 Result<std::unique_ptr<Method>> Method::create(const Program& program, const std::string& name, void* arena,
                                                size_t arena_size) {
+  return create(program, name, MethodOptions{}, arena, arena_size);
+}
+
+namespace {
+bool has_regions(const fb::Method* m) {
+  return m->delegate() && m->delegate()->regions() && m->delegate()->regions()->size() > 0;
+}
+}  // namespace
+
+Result<uint64_t> Method::arena_bytes(const Program& program, const std::string& name, const MethodOptions& options) {
+  const fb::Method* m = program.impl().find_method(name);
+  if (!m) return not_found("no method '" + name + "' in the program; it has " + program.impl().method_names());
+  return options.use_delegate && has_regions(m) ? m->delegate()->plan()->arena_bytes() : m->plan()->arena_bytes();
+}
+
+Result<std::unique_ptr<Method>> Method::create(const Program& program, const std::string& name,
+                                               const MethodOptions& options, void* arena, size_t arena_size) {
   const Program::Impl& p = program.impl();
   const fb::Method* m = p.find_method(name);
   if (!m) return not_found("no method '" + name + "' in the program; it has " + p.method_names());
+  if (options.cpu_threads < 1 || options.cpu_threads > 1024)
+    return invalid_argument("create: cpu_threads is " + std::to_string(options.cpu_threads) + "; use 1 to 1024");
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
   s.program = &program;
@@ -183,7 +219,25 @@ Result<std::unique_ptr<Method>> Method::create(const Program& program, const std
   s.expr_values.assign(s.exprs.size(), 0);
   s.dim_values.assign(s.dim_names.size(), 0);
   s.dim_origin.assign(s.dim_names.size(), -1);
-  uint64_t need = m->plan()->arena_bytes();
+  size_t nv = m->values()->size();
+  s.views.resize(nv);
+  for (size_t i = 0; i < nv; ++i) {
+    const fb::Value* v = m->values()->Get(i);
+    s.views[i].dtype = static_cast<DType>(v->dtype());
+    s.views[i].rank = static_cast<int32_t>(v->shape()->size());
+  }
+  if (options.cpu_threads > 1) {
+    s.pool = pthreadpool_create(static_cast<size_t>(options.cpu_threads));
+    if (!s.pool) return resource_exhausted("create: cannot start a pool of " + std::to_string(options.cpu_threads) + " threads");
+  }
+  if (options.use_delegate && has_regions(m)) {
+    auto d = delegates::xnnpack::Delegate::create(m, p.file, s.exprs, &s.views, s.pool);
+    if (d.ok()) s.delegate = std::move(*d);
+    else s.delegate_warning = "xnnpack delegate unavailable (" + d.status().message() + "); running the portable kernels";
+  }
+  const fb::Delegate* del = s.delegate ? m->delegate() : nullptr;
+  uint64_t need = del ? del->plan()->arena_bytes() : m->plan()->arena_bytes();
+  s.arena_bytes = need;
   if (arena) {
     if (reinterpret_cast<uintptr_t>(arena) % 16 != 0) return invalid_argument("create: arena must be 16-byte aligned");
     if (arena_size < need)
@@ -195,15 +249,12 @@ Result<std::unique_ptr<Method>> Method::create(const Program& program, const std
     if (!s.owned_arena) return resource_exhausted("create: cannot allocate an arena of " + std::to_string(need) + " bytes");
     s.arena = static_cast<uint8_t*>(s.owned_arena);
   }
-  size_t nv = m->values()->size();
-  s.views.resize(nv);
   for (size_t i = 0; i < nv; ++i) {
     const fb::Value* v = m->values()->Get(i);
     TensorView& t = s.views[i];
-    t.dtype = static_cast<DType>(v->dtype());
-    t.rank = static_cast<int32_t>(v->shape()->size());
     if (v->storage() == fb::StorageKind::Constant) t.data = const_cast<uint8_t*>(p.file.constants + v->offset());
-    else if (v->storage() != fb::StorageKind::Alias) t.data = s.arena + v->offset();
+    else if (del) t.data = v->storage() == fb::StorageKind::Alias ? nullptr : s.arena + del->offsets()->Get(i);
+    else if (v->storage() != fb::StorageKind::Alias && v->storage() != fb::StorageKind::Delegate) t.data = s.arena + v->offset();
   }
   for (size_t i = 0; i < nv; ++i) {
     const fb::Value* v = m->values()->Get(i);
@@ -242,6 +293,16 @@ Result<std::unique_ptr<Method>> Method::create(const Program& program, const std
       s.instrs.push_back(ins);
     }
   }
+  size_t next = 0;
+  const size_t n_instr = s.instrs.size();
+  if (del)
+    for (size_t r = 0; r < del->regions()->size(); ++r) {
+      const fb::DelegateRegion* reg = del->regions()->Get(r);
+      for (; next < static_cast<size_t>(reg->first()); ++next) s.schedule.push_back({static_cast<int32_t>(next), -1});
+      s.schedule.push_back({-1, static_cast<int32_t>(r)});
+      next = static_cast<size_t>(reg->first() + reg->count());
+    }
+  for (; next < n_instr; ++next) s.schedule.push_back({static_cast<int32_t>(next), -1});
   auto method = std::unique_ptr<Method>(new Method(std::move(impl)));
   // Start bound at the upper bound so input(i) has its bound shape and size.
   Status st = method->bind_shapes(method->bound_shapes());
@@ -277,6 +338,7 @@ Status Method::bind(const TensorView* inputs, size_t n) {
   std::fill(s.dim_origin.begin(), s.dim_origin.end(), -1);
   for (size_t i = 0; i < n; ++i) KILN_TRY(s.check_input(i, inputs[i]).with_prefix("bind: "));
   KILN_TRY(s.apply_shapes().with_prefix("bind: "));
+  if (s.delegate) KILN_TRY(s.delegate->setup().with_prefix("bind: "));
   s.bound = true;
   return ok_status();
 }
@@ -310,7 +372,12 @@ Status Method::execute() {
   if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
   kernels::RunCtx ctx;
   ctx.expr_values = s.expr_values.data();
-  for (const Instr& in : s.instrs) {
+  for (const Impl::Step& step : s.schedule) {
+    if (step.region >= 0) {
+      KILN_TRY(s.delegate->run_region(static_cast<size_t>(step.region)).with_prefix("execute: "));
+      continue;
+    }
+    const Instr& in = s.instrs[static_cast<size_t>(step.instr)];
     ctx.inputs = s.in_ptrs.data() + in.in_begin;
     ctx.num_inputs = in.n_in;
     ctx.outputs = s.out_ptrs.data() + in.out_begin;
@@ -329,7 +396,12 @@ Status Method::execute() {
 
 const TensorView& Method::output(size_t i) const { return impl_->views[impl_->outputs[i]]; }
 
-void Method::fill_arena(uint8_t byte) { std::memset(impl_->arena, byte, impl_->m->plan()->arena_bytes()); }
+void Method::fill_arena(uint8_t byte) { std::memset(impl_->arena, byte, impl_->arena_bytes); }
+
+bool Method::delegated() const { return impl_->delegate != nullptr; }
+const std::string& Method::delegate_warning() const { return impl_->delegate_warning; }
+uint64_t Method::delegate_packed_bytes() const { return impl_->delegate ? impl_->delegate->packed_bytes() : 0; }
+uint64_t Method::planned_arena_bytes() const { return impl_->arena_bytes; }
 
 int64_t Method::dim_value(const std::string& name) const {
   for (size_t d = 0; d < impl_->dim_names.size(); ++d)

@@ -118,6 +118,21 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
     }
   }
   (void)file;
+  if (const fb::Delegate* d = m->delegate()) {
+    DelegateMeta& dm = meta.delegate;
+    dm.backend = d->backend()->str();
+    dm.regions = d->regions() ? d->regions()->size() : 0;
+    if (d->regions())
+      for (const fb::DelegateRegion* r : *d->regions()) dm.delegated_instructions += static_cast<size_t>(r->count());
+    dm.flops = d->flops();
+    dm.delegated_flops = d->delegated_flops();
+    dm.layout_changes = d->layout_changes();
+    dm.arena_bytes = d->plan()->arena_bytes();
+    dm.lower_bound_bytes = d->plan()->lower_bound_bytes();
+    if (d->declined())
+      for (const fb::Declined* x : *d->declined())
+        dm.declined.emplace_back(static_cast<size_t>(x->instruction()), x->reason() ? x->reason()->str() : "");
+  }
   return meta;
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 #include <sstream>
 
+#include "export/xnnpack_partition.h"
 #include "kiln/method.h"
 
 namespace kiln::tooling {
@@ -32,6 +33,38 @@ std::map<std::string, int> op_counts(const MethodMeta& m) {
 
 double ratio(const MethodMeta& m) {
   return m.lower_bound_bytes ? static_cast<double>(m.arena_bytes) / static_cast<double>(m.lower_bound_bytes) : 1.0;
+}
+
+std::vector<std::pair<std::string, std::string>> declined_pairs(const MethodMeta& m) {
+  std::vector<std::pair<std::string, std::string>> d;
+  for (const auto& [i, reason] : m.delegate.declined)
+    d.emplace_back(i < m.instruction_ops.size() ? m.instruction_ops[i] : "?", reason);
+  return d;
+}
+
+// Bytes of packed weights when the delegate is created; -1 when it cannot be.
+int64_t packed_bytes(const Program& program, const MethodMeta& m) {
+  if (m.delegate.regions == 0) return 0;
+  auto method = Method::create(program, m.name, MethodOptions{});
+  if (!method.ok() || !(*method)->delegated()) return -1;
+  return static_cast<int64_t>((*method)->delegate_packed_bytes());
+}
+
+std::string delegate_text(const Program& program, const MethodMeta& m) {
+  const DelegateMeta& d = m.delegate;
+  if (d.backend.empty()) return "  delegate: none (portable kernels only)\n";
+  std::ostringstream o;
+  o << "  delegate " << exporter::coverage_line(d.backend, d.delegated_instructions, m.instruction_ops.size(),
+                                                d.delegated_flops, d.flops, d.regions, d.layout_changes)
+    << "\n    arena " << d.arena_bytes << " bytes when delegated (lower bound " << d.lower_bound_bytes << ")";
+  int64_t packed = packed_bytes(program, m);
+  if (packed >= 0) o << ", packed weights " << packed << " bytes";
+  else o << ", cannot initialize here (runs portable)";
+  o << "\n";
+  std::vector<std::string> declined = exporter::group_declined(declined_pairs(m));
+  if (!declined.empty()) o << "  declined:\n";
+  for (const std::string& x : declined) o << "    " << x << "\n";
+  return o.str();
 }
 
 }  // namespace
@@ -83,6 +116,7 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
       sep = ", ";
     }
     o << (counts.empty() ? "" : ")") << "\n";
+    o << delegate_text(program, m);
     if (instructions)
       for (size_t k = 0; k < m.instruction_ops.size(); ++k)
         o << "    #" << k << " " << m.instruction_ops[k] << " '" << m.instruction_nodes[k] << "' -> " << m.instruction_outputs[k]
@@ -138,6 +172,27 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
     jm["constant_bytes"] = m.constant_bytes;
     jm["num_instructions"] = m.instruction_ops.size();
     jm["instructions_by_op"] = op_counts(m);
+    if (!m.delegate.backend.empty()) {
+      const DelegateMeta& d = m.delegate;
+      json declined = json::array();
+      for (const auto& [k, reason] : d.declined)
+        declined.push_back(json{{"instruction", k}, {"op", k < m.instruction_ops.size() ? m.instruction_ops[k] : "?"},
+                                {"node", k < m.instruction_nodes.size() ? m.instruction_nodes[k] : "?"}, {"reason", reason}});
+      jm["delegate"] = json{{"backend", d.backend},
+                            {"regions", d.regions},
+                            {"delegated_instructions", d.delegated_instructions},
+                            {"instructions", m.instruction_ops.size()},
+                            {"flops", d.flops},
+                            {"delegated_flops", d.delegated_flops},
+                            {"flop_coverage", d.flops ? static_cast<double>(d.delegated_flops) / static_cast<double>(d.flops) : 0.0},
+                            {"layout_changes", d.layout_changes},
+                            {"arena_bytes", d.arena_bytes},
+                            {"lower_bound_bytes", d.lower_bound_bytes},
+                            {"packed_bytes", packed_bytes(program, m)},
+                            {"declined", declined}};
+    } else {
+      jm["delegate"] = nullptr;
+    }
     jm["instructions"] = json::array();
     for (size_t k = 0; k < m.instruction_ops.size(); ++k)
       jm["instructions"].push_back(

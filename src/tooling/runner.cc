@@ -78,9 +78,14 @@ class Runner {
  public:
   Runner(const RunnerOptions& o, std::ostream& out) : opts_(o), out_(out) {}
 
+  const Method& method() const { return *method_; }
+
   Status init() {
     KILN_ASSIGN_OR_RETURN(program_, Program::load(opts_.model_path));
-    KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name));
+    MethodOptions mo;
+    mo.use_delegate = opts_.delegate != "none";
+    mo.cpu_threads = opts_.cpu_threads;
+    KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name, mo));
     return prepare_inputs(opts_.inputs, &host_);
   }
 
@@ -299,12 +304,21 @@ int run_runner(const RunnerOptions& opts, std::istream& in, std::ostream& out, s
     err << "error: --print_output must be none, summary or all, got '" << opts.print_output << "'\n";
     return 1;
   }
+  if (opts.delegate != "xnnpack" && opts.delegate != "none") {
+    err << "error: --delegate must be xnnpack or none, got '" << opts.delegate << "'\n";
+    return 1;
+  }
+  if (opts.cpu_threads < 1 || opts.cpu_threads > 1024) {
+    err << "error: --cpu_threads must be between 1 and 1024, got " << opts.cpu_threads << "\n";
+    return 1;
+  }
   Runner runner(opts, out);
   Status s = runner.init();
   if (!s.ok()) {
     err << "error: " << s.message() << "\n";
     return 1;
   }
+  if (!runner.method().delegate_warning().empty()) err << "warning: " << runner.method().delegate_warning() << "\n";
   if (!opts.server_mode) {
     Request r;
     r.input_shapes = opts.input_shapes;

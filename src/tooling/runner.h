@@ -26,6 +26,7 @@ struct RunnerOptions {
   std::string print_output = "summary";  ///< none | summary | all
   int num_executions = 1;
   int cpu_threads = 1;
+  std::string delegate = "xnnpack";  ///< xnnpack: run the program's delegate regions; none: portable only
   bool server_mode = false;
 };
 

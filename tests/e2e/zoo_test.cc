@@ -60,14 +60,17 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
   EXPECT_EQ(exp.output.find(" Shape "), std::string::npos) << "a Shape op survived export:\n" << exp.output;
 
   double max_err = 0;
+  for (const std::string delegate : {"xnnpack", "none"})  // the delegated and the portable path of one file
   for (const auto& c : model["cases"]) {
     std::string inputs;
     for (const auto& p : c["inputs"]) inputs += (inputs.empty() ? "" : ",") + kZoo + "/" + p.get<std::string>();
     std::string out = ::kiln::testing::scratch_dir() + "/zoo_out_" + name;
     CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + kiln_path + " --inputs=" + inputs +
-                                  " --output_file=" + out + " --output_format=npy --print_output=none");
-    std::string what = name + " case " + c["name"].get<std::string>() + " (" + c["input_shapes"].get<std::string>() + ")";
+                                  " --output_file=" + out + " --output_format=npy --print_output=none --delegate=" + delegate);
+    std::string what = name + " case " + c["name"].get<std::string>() + " (" + c["input_shapes"].get<std::string>() +
+                       ", --delegate=" + delegate + ")";
     ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
+    EXPECT_EQ(r.output.find("delegate unavailable"), std::string::npos) << what << "\n" << r.output;
     for (size_t k = 0; k < c["outputs"].size(); ++k) {
       auto want = tooling::read_npy(kZoo + "/" + c["outputs"][k].get<std::string>());
       auto got = tooling::read_npy(out + "-" + std::to_string(k) + ".npy");

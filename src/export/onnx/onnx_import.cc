@@ -1,5 +1,9 @@
 #include "export/onnx/onnx_import.h"
 
+#include <cstdio>
+
+#include "export/xnnpack_partition.h"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -496,7 +500,30 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
   KILN_TRY(imp.run(model));
   GraphBuilder& g = imp.builder();
   KILN_ASSIGN_OR_RETURN(MethodStats stats, g.emit(program));
-  const format::MethodDesc& m = program->methods.back();
+  format::MethodDesc& m = program->methods.back();
+  if (opts.delegate == "xnnpack") {
+    KILN_TRY(partition_xnnpack(&m, program->constants));
+    const format::DelegateDesc& d = m.delegate;
+    size_t delegated = 0;
+    for (const auto& r : d.regions) delegated += static_cast<size_t>(r.count);
+    report.coverage = coverage_line(d.backend, delegated, m.instructions.size(), d.delegated_flops, d.flops,
+                                    d.regions.size(), d.layout_changes);
+    std::vector<std::pair<std::string, std::string>> declined;
+    for (const auto& x : d.declined) declined.emplace_back(m.instructions[x.instruction].op, x.reason);
+    report.declined = group_declined(declined);
+    report.delegate_arena_bytes = d.arena_bytes;
+    report.delegate_lower_bound_bytes = d.lower_bound_bytes;
+    const double share = d.flops ? static_cast<double>(d.delegated_flops) / static_cast<double>(d.flops) : 1.0;
+    if (share < opts.require_coverage) {
+      std::string list;
+      for (const std::string& x : report.declined) list += "; " + x;
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.1f%% < required %.1f%%", 100 * share, 100 * opts.require_coverage);
+      return failed_precondition(std::string("the xnnpack delegate covers ") + buf + " of FLOPs; declined" + list);
+    }
+  } else if (opts.delegate != "none") {
+    return invalid_argument("unknown --delegate '" + opts.delegate + "'; use xnnpack or none");
+  }
   report.instructions = stats.instructions;
   report.views = stats.views;
   report.folded_constant_nodes = g.folded_constant_nodes();
@@ -545,6 +572,15 @@ std::string format_report(const ExportReport& r) {
   o << "  ops:";
   for (const auto& [op, n] : r.ops) o << " " << op << " " << n;
   o << "\n";
+  if (r.coverage.empty()) {
+    o << "  delegate: none (portable kernels only)\n";
+    return o.str();
+  }
+  double dratio = r.delegate_lower_bound_bytes ? static_cast<double>(r.delegate_arena_bytes) /
+                                                     static_cast<double>(r.delegate_lower_bound_bytes) : 1.0;
+  o << "  delegate " << r.coverage << "; arena " << r.delegate_arena_bytes << " bytes (" << dratio << "x lower bound)\n";
+  if (!r.declined.empty()) o << "  declined:\n";
+  for (const auto& s : r.declined) o << "    " << s << "\n";
   return o.str();
 }
 

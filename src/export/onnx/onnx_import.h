@@ -28,6 +28,10 @@ struct ExportOptions {
   /// `--const NAME=VALUE`: a scalar input pinned as a constant.
   std::vector<std::pair<std::string, std::string>> consts;
   std::string method_name = "forward";
+  /// `--delegate xnnpack|none`: partition for the XNNPACK delegate (the portable path stays).
+  std::string delegate = "xnnpack";
+  /// `--require-coverage=F`: fail unless the delegate takes at least this share of FLOPs.
+  double require_coverage = 0;
 };
 
 /// What export did, for its summary and the closing notes.
@@ -47,6 +51,10 @@ struct ExportReport {
   uint64_t constant_bytes = 0;
   std::map<std::string, int> ops;    ///< instructions by op
   int64_t opset = 0;
+  std::string coverage;               ///< coverage_line() of the delegate, "" without one
+  std::vector<std::string> declined;  ///< grouped: "Gather x19: op not supported by XNNPACK"
+  uint64_t delegate_arena_bytes = 0;
+  uint64_t delegate_lower_bound_bytes = 0;
 };
 
 /// Parses "NAME=MIN..MAX[:STEP]" / "NAME=V".

@@ -1,0 +1,584 @@
+#include "delegates/xnnpack/delegate.h"
+
+#include <xnnpack.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "delegates/xnnpack/layout.h"
+#include "delegates/xnnpack/support.h"
+
+namespace kiln::delegates::xnnpack {
+
+namespace {
+
+// --- Kiln's xnn_allocator ---------------------------------------------------------------
+// Blocks carry their capacity, so XNNPACK's re-allocation of an indirection buffer for a
+// smaller shape (every setup at a changed shape) is served in place: after the first setup at
+// the bound, setups allocate nothing.
+std::atomic<uint64_t> g_allocations{0};
+std::atomic<uint64_t> g_bytes{0};
+constexpr size_t kHeader = 64;  // keeps the payload 64-byte aligned
+
+void* alloc_block(size_t size) {
+  void* p = std::aligned_alloc(kHeader, (size + 2 * kHeader - 1) / kHeader * kHeader);
+  if (!p) return nullptr;
+  ++g_allocations;
+  g_bytes += size;
+  std::memcpy(p, &size, sizeof(size));
+  return static_cast<uint8_t*>(p) + kHeader;
+}
+size_t capacity(void* payload) {
+  size_t c;
+  std::memcpy(&c, static_cast<uint8_t*>(payload) - kHeader, sizeof(c));
+  return c;
+}
+void free_block(void*, void* payload) {
+  if (payload) std::free(static_cast<uint8_t*>(payload) - kHeader);
+}
+void* allocate(void*, size_t size) { return alloc_block(size); }
+void* reallocate(void*, void* payload, size_t size) {
+  if (payload && capacity(payload) >= size) return payload;
+  void* q = alloc_block(size);
+  if (q && payload) std::memcpy(q, payload, capacity(payload));
+  free_block(nullptr, payload);
+  return q;
+}
+void* aligned_allocate(void*, size_t alignment, size_t size) {
+  return alignment <= kHeader ? alloc_block(size) : nullptr;
+}
+
+const xnn_allocator kAllocator = {nullptr, allocate, reallocate, free_block, aligned_allocate, free_block};
+
+Status initialize() {
+  static std::once_flag once;
+  static xnn_status status = xnn_status_uninitialized;
+  std::call_once(once, [] { status = xnn_initialize(&kAllocator); });
+  if (status != xnn_status_success)
+    return unimplemented("XNNPACK cannot initialize on this CPU (xnn_status " + std::to_string(status) + ")");
+  return ok_status();
+}
+
+std::string status_text(xnn_status s) {
+  switch (s) {
+    case xnn_status_success: return "success";
+    case xnn_status_uninitialized: return "uninitialized";
+    case xnn_status_invalid_parameter: return "invalid parameter";
+    case xnn_status_invalid_state: return "invalid state";
+    case xnn_status_unsupported_parameter: return "unsupported parameter";
+    case xnn_status_unsupported_hardware: return "unsupported hardware";
+    case xnn_status_out_of_memory: return "out of memory";
+  }
+  return "status " + std::to_string(static_cast<int>(s));
+}
+
+using Shape = std::vector<size_t>;
+
+}  // namespace
+
+struct Delegate::Op {
+  enum class Kind : uint8_t { kKernel, kToNhwc, kToNchw } kind = Kind::kKernel;
+  OpPlan plan;
+  std::string what;  // "instruction #3 'Conv_3' (Conv)"
+  xnn_operator_t xop = nullptr;
+  std::vector<xnn_operator_t> copies;  // Concat: one strided copy per input
+  std::vector<const TensorView*> ins;  // activation operands (constants appear as nullptr)
+  std::vector<bool> in_twin;
+  TensorView* out = nullptr;
+  bool out_twin = false;
+  bool nhwc = false;
+  // Binary: constant operands, permuted to channels-last when the op is.
+  std::vector<float> const_buf[2];
+  Shape const_shape[2];
+  const float* const_ptr[2] = {nullptr, nullptr};
+  Shape last;        // operand dims at the last setup
+  bool skip = false;  // an empty tensor: nothing to run
+
+  ~Op() {
+    if (xop) xnn_delete_operator(xop);
+    for (xnn_operator_t c : copies) xnn_delete_operator(c);
+  }
+  Op() = default;
+  Op(Op&& o) noexcept { *this = std::move(o); }
+  Op& operator=(Op&& o) noexcept {
+    std::swap(kind, o.kind);
+    std::swap(plan, o.plan);
+    std::swap(what, o.what);
+    std::swap(xop, o.xop);
+    std::swap(copies, o.copies);
+    std::swap(ins, o.ins);
+    std::swap(in_twin, o.in_twin);
+    std::swap(out, o.out);
+    std::swap(out_twin, o.out_twin);
+    std::swap(nhwc, o.nhwc);
+    for (int k = 0; k < 2; ++k) {
+      std::swap(const_buf[k], o.const_buf[k]);
+      std::swap(const_shape[k], o.const_shape[k]);
+      std::swap(const_ptr[k], o.const_ptr[k]);
+    }
+    std::swap(last, o.last);
+    std::swap(skip, o.skip);
+    return *this;
+  }
+};
+
+namespace {
+
+// N, H, W, C of an activation seen channels-last: a twin is [N, (H,) W, C]; a channels-first
+// value read as is (its spatial axes are 1) is [N, C, (1,) 1].
+void nhwc_dims(const TensorView& t, bool twin, size_t* n, size_t* h, size_t* w, size_t* c) {
+  const int r = t.rank;
+  *n = static_cast<size_t>(t.dims[0]);
+  if (twin) {
+    *c = static_cast<size_t>(t.dims[r - 1]);
+    *w = static_cast<size_t>(t.dims[r - 2]);
+    *h = r == 4 ? static_cast<size_t>(t.dims[1]) : 1;
+  } else {
+    *c = static_cast<size_t>(t.dims[1]);
+    *w = static_cast<size_t>(t.dims[r - 1]);
+    *h = r == 4 ? static_cast<size_t>(t.dims[2]) : 1;
+  }
+}
+
+size_t numel(const TensorView& t) {
+  size_t n = 1;
+  for (int k = 0; k < t.rank; ++k) n *= static_cast<size_t>(t.dims[k]);
+  return n;
+}
+
+// `s` padded with leading 1s to `rank`, then (when nhwc) axes 0, 2.., 1.
+Shape broadcast_shape(const int64_t* dims, int r, size_t rank, bool nhwc) {
+  Shape s(rank - static_cast<size_t>(r), 1);
+  for (int k = 0; k < r; ++k) s.push_back(static_cast<size_t>(dims[k]));
+  if (!nhwc || rank < 3) return s;
+  Shape p = {s[0]};
+  for (size_t k = 2; k < rank; ++k) p.push_back(s[k]);
+  p.push_back(s[1]);
+  return p;
+}
+
+// Row-major permutation of a small constant (channels-first -> channels-last).
+std::vector<float> permute_const(const float* src, const Shape& padded) {
+  const size_t rank = padded.size();
+  std::vector<float> out(1);
+  size_t total = 1;
+  for (size_t d : padded) total *= d;
+  out.assign(total, 0.f);
+  std::vector<size_t> src_stride(rank, 1);
+  for (size_t k = rank - 1; k-- > 0;) src_stride[k] = src_stride[k + 1] * padded[k + 1];
+  std::vector<size_t> perm = {0};
+  for (size_t k = 2; k < rank; ++k) perm.push_back(k);
+  perm.push_back(1);
+  std::vector<size_t> idx(rank, 0);
+  for (size_t o = 0; o < total; ++o) {
+    size_t s = 0;
+    for (size_t k = 0; k < rank; ++k) s += idx[k] * src_stride[perm[k]];
+    out[o] = src[s];
+    for (size_t k = rank; k-- > 0;) {
+      if (++idx[k] < padded[perm[k]]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+bool is_twin(const fb::Method* m, int32_t v) {
+  return m->values()->Get(v)->storage() == fb::StorageKind::Delegate;
+}
+
+bool spatial_one(const std::vector<core::ExprNode>& exprs, const fb::Value* v) {
+  for (size_t k = 2; k < v->shape()->size(); ++k) {
+    const core::ExprNode& e = exprs[v->shape()->Get(k)];
+    if (e.op != core::ExprOp::kConst || e.value != 1) return false;
+  }
+  return true;
+}
+
+Status check(xnn_status s, const std::string& what, const char* step) {
+  if (s == xnn_status_success) return ok_status();
+  return unimplemented(what + ": XNNPACK " + step + " failed (" + status_text(s) + ")");
+}
+
+Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* constants, const fb::Method* m,
+                     Delegate::Op* op) {
+  auto const_f32 = [&](int32_t v) -> const float* {
+    if (v < 0) return nullptr;
+    const fb::Value* val = m->values()->Get(v);
+    if (val->storage() == fb::StorageKind::Alias) val = m->values()->Get(val->alias_of());
+    return val->storage() == fb::StorageKind::Constant ? reinterpret_cast<const float*>(constants + val->offset()) : nullptr;
+  };
+  const float lo = p.out_min, hi = p.out_max;
+  xnn_operator_t* x = &op->xop;
+  switch (p.kind) {
+    case OpKind::kConv: {
+      // ONNX weights [M, C/g, (kH,) kW] -> XNNPACK [M, kH, kW, C/g].
+      const float* w = const_f32(in->inputs()->Get(1));
+      const size_t m_all = p.groups * p.group_out, k_plane = p.kernel_h * p.kernel_w, cg = p.group_in;
+      std::vector<float> packed(m_all * k_plane * cg);
+      for (size_t o = 0; o < m_all; ++o)
+        for (size_t c = 0; c < cg; ++c)
+          for (size_t k = 0; k < k_plane; ++k) packed[(o * k_plane + k) * cg + c] = w[(o * cg + c) * k_plane + k];
+      const float* bias = in->inputs()->size() > 2 ? const_f32(in->inputs()->Get(2)) : nullptr;
+      return check(xnn_create_convolution2d_nhwc_f32(
+                       p.same_upper ? 0 : p.pad_top, p.same_upper ? 0 : p.pad_right, p.same_upper ? 0 : p.pad_bottom,
+                       p.same_upper ? 0 : p.pad_left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.dilation_h,
+                       p.dilation_w, p.groups, p.group_in, p.group_out, p.groups * p.group_in, p.groups * p.group_out,
+                       packed.data(), bias, lo, hi, p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0, x),
+                   op->what, "create");
+    }
+    case OpKind::kFullyConnected: {
+      const float* bias = in->inputs()->size() > 2 ? const_f32(in->inputs()->Get(2)) : nullptr;
+      return check(xnn_create_fully_connected_nc_f32(p.channels, p.out_channels, p.channels, p.out_channels,
+                                                     const_f32(in->inputs()->Get(1)), bias, lo, hi,
+                                                     p.transpose_weights ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0, x),
+                   op->what, "create");
+    }
+    case OpKind::kMaxPool:
+      return check(xnn_create_max_pooling2d_nhwc_f32(
+                       p.same_upper ? 0 : p.pad_top, p.same_upper ? 0 : p.pad_right, p.same_upper ? 0 : p.pad_bottom,
+                       p.same_upper ? 0 : p.pad_left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.dilation_h,
+                       p.dilation_w, p.channels, p.channels, p.channels, lo, hi,
+                       p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0, x),
+                   op->what, "create");
+    case OpKind::kAveragePool:
+      return check(xnn_create_average_pooling2d_nhwc_f32(
+                       p.same_upper ? 0 : p.pad_top, p.same_upper ? 0 : p.pad_right, p.same_upper ? 0 : p.pad_bottom,
+                       p.same_upper ? 0 : p.pad_left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.channels,
+                       p.channels, p.channels, lo, hi, p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0, x),
+                   op->what, "create");
+    case OpKind::kGlobalAveragePool:
+      return check(xnn_create_global_average_pooling_nwc_f32(p.channels, p.channels, p.channels, lo, hi, 0, x), op->what,
+                   "create");
+    case OpKind::kBinary:
+      switch (p.binary) {
+        case BinaryOp::kAdd: return check(xnn_create_add_nd_f32(lo, hi, 0, x), op->what, "create");
+        case BinaryOp::kSub: return check(xnn_create_subtract_nd_f32(lo, hi, 0, x), op->what, "create");
+        case BinaryOp::kMul: return check(xnn_create_multiply_nd_f32(lo, hi, 0, x), op->what, "create");
+        case BinaryOp::kDiv: return check(xnn_create_divide_nd_f32(lo, hi, 0, x), op->what, "create");
+        case BinaryOp::kMax: return check(xnn_create_maximum_nd_f32(0, x), op->what, "create");
+        case BinaryOp::kMin: return check(xnn_create_minimum_nd_f32(0, x), op->what, "create");
+      }
+      break;
+    case OpKind::kUnary:
+      // One channel, contiguous: XNNPACK runs the whole tensor as one block.
+      switch (p.unary) {
+        case UnaryOp::kClamp: return check(xnn_create_clamp_nc_f32(1, 1, 1, p.out_min, p.out_max, 0, x), op->what, "create");
+        case UnaryOp::kSigmoid: return check(xnn_create_sigmoid_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kHardSwish: return check(xnn_create_hardswish_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kLeakyRelu: return check(xnn_create_leaky_relu_nc_f32(1, 1, 1, p.alpha, 0, x), op->what, "create");
+        case UnaryOp::kElu: return check(xnn_create_elu_nc_f32(1, 1, 1, p.alpha, 0, x), op->what, "create");
+        case UnaryOp::kAbs: return check(xnn_create_abs_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kNeg: return check(xnn_create_negate_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kFloor: return check(xnn_create_floor_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kCeil: return check(xnn_create_ceiling_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kSqrt: return check(xnn_create_square_root_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kRound: return check(xnn_create_bankers_rounding_nc_f32(1, 1, 1, 0, x), op->what, "create");
+      }
+      break;
+    case OpKind::kSoftmax:
+      return check(xnn_create_softmax_nc_f32(p.channels, p.channels, p.channels, 0, x), op->what, "create");
+    case OpKind::kConcat:
+      break;  // one strided copy per input, made by the caller
+  }
+  return unimplemented(op->what + ": no XNNPACK operator");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const format::ProgramFile& file,
+                                                   const std::vector<core::ExprNode>& exprs,
+                                                   std::vector<TensorView>* views, pthreadpool_t pool) {
+  const fb::Delegate* d = m->delegate();
+  if (!d) return failed_precondition("the method has no delegate");
+  if (d->backend()->str() != "xnnpack") return unimplemented("unknown delegate backend '" + d->backend()->str() + "'");
+  KILN_TRY(initialize());
+  const uint64_t bytes_before = g_bytes;
+  std::unique_ptr<Delegate> del(new Delegate());
+  del->pool_ = pool;
+  std::vector<core::AttrRef> attrs;
+  for (const fb::DelegateRegion* r : *d->regions()) {
+    std::vector<Op> ops;
+    for (const fb::DelegateOp* dop : *r->ops()) {
+      Op op;
+      if (dop->kind() != fb::DelegateOpKind::Kernel) {
+        op.kind = dop->kind() == fb::DelegateOpKind::ToNhwc ? Op::Kind::kToNhwc : Op::Kind::kToNchw;
+        op.ins.push_back(&(*views)[dop->inputs()->Get(0)]);
+        op.out = &(*views)[dop->outputs()->Get(0)];
+        ops.push_back(std::move(op));
+        continue;
+      }
+      const fb::Instruction* in = m->instructions()->Get(dop->source());
+      op.what = "instruction #" + std::to_string(dop->source()) + " '" + (in->node_name() ? in->node_name()->str() : "") +
+                "' (" + in->op()->str() + ")";
+      attrs.clear();
+      if (in->attrs())
+        for (const fb::Attribute* a : *in->attrs()) attrs.push_back(format::attr_ref(a));
+      std::vector<Operand> operands;
+      for (int32_t v : *in->inputs()) {
+        Operand o;
+        if (v < 0) {
+          o.present = false;
+        } else {
+          const fb::Value* val = m->values()->Get(v);
+          const fb::Value* root = val->storage() == fb::StorageKind::Alias ? m->values()->Get(val->alias_of()) : val;
+          o.dtype = static_cast<DType>(val->dtype());
+          o.shape.assign(val->shape()->begin(), val->shape()->end());
+          if (root->storage() == fb::StorageKind::Constant) o.const_data = file.constants + root->offset();
+        }
+        operands.push_back(std::move(o));
+      }
+      std::vector<std::vector<core::ExprId>> out_shapes;
+      for (int32_t v : *in->outputs())
+        out_shapes.emplace_back(m->values()->Get(v)->shape()->begin(), m->values()->Get(v)->shape()->end());
+      Result<OpPlan> plan = plan_op(in->op()->str(), core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size())),
+                                    operands, out_shapes, exprs.data());
+      if (!plan.ok()) return unimplemented(op.what + " cannot run on XNNPACK: " + plan.status().message());
+      op.plan = *plan;
+      if (dop->fused() >= 0) {
+        const fb::Instruction* f = m->instructions()->Get(dop->fused());
+        std::vector<core::AttrRef> fattrs;
+        if (f->attrs())
+          for (const fb::Attribute* a : *f->attrs()) fattrs.push_back(format::attr_ref(a));
+        std::vector<Operand> fops;
+        for (int32_t v : *f->inputs()) {
+          Operand o;
+          if (v < 0) o.present = false;
+          else {
+            const fb::Value* val = m->values()->Get(v);
+            const fb::Value* root = val->storage() == fb::StorageKind::Alias ? m->values()->Get(val->alias_of()) : val;
+            o.dtype = static_cast<DType>(val->dtype());
+            if (root->storage() == fb::StorageKind::Constant) o.const_data = file.constants + root->offset();
+          }
+          fops.push_back(o);
+        }
+        Result<std::pair<float, float>> clamp =
+            fusable_activation(f->op()->str(), core::Attrs(fattrs.data(), static_cast<uint32_t>(fattrs.size())), fops);
+        if (!clamp.ok() || !takes_clamp(op.plan.kind))
+          return unimplemented(op.what + " cannot fuse instruction #" + std::to_string(dop->fused()));
+        op.plan.out_min = std::max(op.plan.out_min, clamp->first);
+        op.plan.out_max = std::min(op.plan.out_max, clamp->second);
+        if (op.plan.kind == OpKind::kBinary && (op.plan.binary == BinaryOp::kMax || op.plan.binary == BinaryOp::kMin))
+          return unimplemented(op.what + " cannot fuse a clamp into Max/Min");
+      }
+      // Operands and their layouts; the layout rules export used, checked again here.
+      const int32_t out_id = dop->outputs()->Get(0);
+      if (dop->outputs()->size() != 1) return unimplemented(op.what + " has more than one output");
+      op.out = &(*views)[out_id];
+      op.out_twin = is_twin(m, out_id);
+      bool any_twin = op.out_twin;
+      for (size_t k = 0; k < dop->inputs()->size(); ++k) {
+        const int32_t v = dop->inputs()->Get(k);
+        const bool twin = v >= 0 && is_twin(m, v);
+        any_twin = any_twin || twin;
+        op.in_twin.push_back(twin);
+        op.ins.push_back(v >= 0 && !operands[k].const_data ? &(*views)[v] : nullptr);
+      }
+      op.nhwc = op.plan.layout == Layout::kNhwc || (op.plan.layout == Layout::kEither && any_twin);
+      if (op.plan.layout == Layout::kPlain && any_twin) return unimplemented(op.what + " reads a channels-last operand");
+      const size_t out_rank = m->values()->Get(out_id)->shape()->size();
+      if (op.nhwc) {
+        if (!op.out_twin && !spatial_one(exprs, m->values()->Get(out_id))) return unimplemented(op.what + " writes channels-first");
+        const bool all = op.plan.kind == OpKind::kBinary || op.plan.kind == OpKind::kConcat;
+        for (size_t k = 0; k < op.ins.size(); ++k) {
+          if (!op.ins[k] || op.in_twin[k] || (!all && k > 0)) continue;
+          const fb::Value* v = m->values()->Get(dop->inputs()->Get(k));
+          const size_t r = v->shape()->size();
+          bool fits = r == out_rank ? spatial_one(exprs, v) : r < out_rank;
+          for (size_t a = 0; fits && r < out_rank && a < r; ++a) {
+            const size_t axis = out_rank - r + a;  // its axis in the output
+            const core::ExprNode& e = exprs[v->shape()->Get(a)];
+            if (axis >= 2 && (e.op != core::ExprOp::kConst || e.value != 1)) fits = false;
+          }
+          if (!fits) return unimplemented(op.what + " reads a channels-first operand in a channels-last op");
+        }
+      } else if (op.out_twin) {
+        return unimplemented(op.what + " writes a channels-last value from a channels-first op");
+      }
+      if (op.plan.kind == OpKind::kBinary) {
+        for (int k = 0; k < 2; ++k) {
+          if (op.ins[k]) continue;
+          const int32_t v = in->inputs()->Get(k);
+          const fb::Value* val = m->values()->Get(v);
+          std::vector<int64_t> dims;
+          for (int32_t e : *val->shape()) dims.push_back(exprs[e].value);
+          const size_t rank = std::max(out_rank, dims.size());
+          const float* src = static_cast<const float*>(operands[k].const_data);
+          op.const_shape[k] = broadcast_shape(dims.data(), static_cast<int>(dims.size()), rank, op.nhwc);
+          if (op.nhwc && rank >= 3) {
+            op.const_buf[k] = permute_const(src, broadcast_shape(dims.data(), static_cast<int>(dims.size()), rank, false));
+            op.const_ptr[k] = op.const_buf[k].data();
+          } else {
+            op.const_ptr[k] = src;
+          }
+        }
+      }
+      if (op.plan.kind == OpKind::kConcat) {
+        // Channel counts are static (support checked it); views have no dims before bind.
+        auto channels = [&](int32_t v) {
+          const fb::Value* val = m->values()->Get(v);
+          const size_t axis = is_twin(m, v) ? val->shape()->size() - 1 : 1;
+          return static_cast<size_t>(exprs[val->shape()->Get(axis)].value);
+        };
+        const size_t total = channels(out_id);
+        for (size_t k = 0; k < op.ins.size(); ++k) {
+          const size_t c = channels(dop->inputs()->Get(k));
+          xnn_operator_t copy = nullptr;
+          KILN_TRY(check(xnn_create_copy_nc_x32(c, c, total, 0, &copy), op.what, "create"));
+          op.copies.push_back(copy);
+        }
+      } else {
+        KILN_TRY(create_kernel(op.plan, in, file.constants, m, &op));
+      }
+      ops.push_back(std::move(op));
+    }
+    del->regions_.push_back(std::move(ops));
+  }
+  del->packed_bytes_ = g_bytes - bytes_before;
+  return del;
+}
+
+Delegate::~Delegate() = default;
+
+Status Delegate::setup() {
+  Shape now;
+  for (std::vector<Op>& ops : regions_) {
+    for (Op& op : ops) {
+      if (op.kind != Op::Kind::kKernel) continue;
+      now.clear();
+      for (const TensorView* t : op.ins)
+        if (t)
+          for (int k = 0; k < t->rank; ++k) now.push_back(static_cast<size_t>(t->dims[k]));
+      for (int k = 0; k < op.out->rank; ++k) now.push_back(static_cast<size_t>(op.out->dims[k]));
+      if (now == op.last && !op.last.empty()) continue;
+      op.last = now;
+      op.skip = numel(*op.out) == 0;
+      for (const TensorView* t : op.ins) op.skip = op.skip || (t && numel(*t) == 0);
+      if (op.skip) continue;
+      const TensorView& x = op.ins[0] ? *op.ins[0] : *op.ins[1];  // a binary op may take a constant first
+      const float* xp = x.as<float>();
+      float* y = op.out->as<float>();
+      size_t n, h, w, c;
+      xnn_status s = xnn_status_success;
+      switch (op.plan.kind) {
+        case OpKind::kConv:
+          nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
+          s = xnn_setup_convolution2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
+          break;
+        case OpKind::kMaxPool:
+          nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
+          s = xnn_setup_max_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
+          break;
+        case OpKind::kAveragePool:
+          nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
+          s = xnn_setup_average_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
+          break;
+        case OpKind::kGlobalAveragePool:
+          nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
+          s = xnn_setup_global_average_pooling_nwc_f32(op.xop, n, h * w, xp, y, pool_);
+          break;
+        case OpKind::kFullyConnected:
+          s = xnn_setup_fully_connected_nc_f32(op.xop, numel(x) / op.plan.channels, xp, y, pool_);
+          break;
+        case OpKind::kSoftmax:
+          s = xnn_setup_softmax_nc_f32(op.xop, numel(x) / op.plan.channels, xp, y, pool_);
+          break;
+        case OpKind::kUnary: {
+          const size_t count = numel(x);
+          switch (op.plan.unary) {
+            case UnaryOp::kClamp: s = xnn_setup_clamp_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kSigmoid: s = xnn_setup_sigmoid_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kHardSwish: s = xnn_setup_hardswish_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kLeakyRelu: s = xnn_setup_leaky_relu_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kElu: s = xnn_setup_elu_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kAbs: s = xnn_setup_abs_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kNeg: s = xnn_setup_negate_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kFloor: s = xnn_setup_floor_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kCeil: s = xnn_setup_ceiling_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kSqrt: s = xnn_setup_square_root_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kRound: s = xnn_setup_bankers_rounding_nc_f32(op.xop, count, xp, y, pool_); break;
+          }
+          break;
+        }
+        case OpKind::kBinary: {
+          const size_t rank = static_cast<size_t>(op.out->rank);
+          Shape sh[2];
+          const float* ptr[2];
+          for (int k = 0; k < 2; ++k) {
+            if (!op.ins[k]) {
+              sh[k] = op.const_shape[k];
+              ptr[k] = op.const_ptr[k];
+            } else if (op.in_twin[k]) {
+              sh[k] = broadcast_shape(op.ins[k]->dims, op.ins[k]->rank, rank, false);
+              ptr[k] = op.ins[k]->as<float>();
+            } else {
+              sh[k] = broadcast_shape(op.ins[k]->dims, op.ins[k]->rank, rank, op.nhwc);
+              ptr[k] = op.ins[k]->as<float>();
+            }
+          }
+          auto setup = [&](auto fn) {
+            return fn(op.xop, sh[0].size(), sh[0].data(), sh[1].size(), sh[1].data(), ptr[0], ptr[1], y, pool_);
+          };
+          switch (op.plan.binary) {
+            case BinaryOp::kAdd: s = setup(xnn_setup_add_nd_f32); break;
+            case BinaryOp::kSub: s = setup(xnn_setup_subtract_nd_f32); break;
+            case BinaryOp::kMul: s = setup(xnn_setup_multiply_nd_f32); break;
+            case BinaryOp::kDiv: s = setup(xnn_setup_divide_nd_f32); break;
+            case BinaryOp::kMax: s = setup(xnn_setup_maximum_nd_f32); break;
+            case BinaryOp::kMin: s = setup(xnn_setup_minimum_nd_f32); break;
+          }
+          break;
+        }
+        case OpKind::kConcat: {
+          size_t on, oh, ow, total;
+          nhwc_dims(*op.out, op.out_twin, &on, &oh, &ow, &total);
+          size_t offset = 0;
+          for (size_t k = 0; k < op.ins.size() && s == xnn_status_success; ++k) {
+            nhwc_dims(*op.ins[k], op.in_twin[k], &n, &h, &w, &c);
+            s = xnn_setup_copy_nc_x32(op.copies[k], on * oh * ow, op.ins[k]->data, y + offset, pool_);
+            offset += c;
+          }
+          break;
+        }
+      }
+      if (s != xnn_status_success) {
+        op.last.clear();
+        return invalid_argument(op.what + ": XNNPACK setup failed (" + status_text(s) + ")");
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status Delegate::run_region(size_t r) {
+  for (Op& op : regions_[r]) {
+    if (op.kind == Op::Kind::kToNhwc) {
+      const TensorView& x = *op.ins[0];
+      size_t n, h, w, c;
+      nhwc_dims(x, false, &n, &h, &w, &c);
+      to_channels_last(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
+      continue;
+    }
+    if (op.kind == Op::Kind::kToNchw) {
+      const TensorView& x = *op.ins[0];
+      size_t n, h, w, c;
+      nhwc_dims(x, true, &n, &h, &w, &c);
+      to_channels_first(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
+      continue;
+    }
+    if (op.skip) continue;
+    if (op.plan.kind == OpKind::kConcat) {
+      for (xnn_operator_t c : op.copies)
+        if (xnn_run_operator(c, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
+      continue;
+    }
+    if (xnn_run_operator(op.xop, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
+  }
+  return ok_status();
+}
+
+uint64_t allocation_count() { return g_allocations; }
+
+}  // namespace kiln::delegates::xnnpack

@@ -1,0 +1,54 @@
+#pragma once
+// Runtime side of the XNNPACK delegate: operators created (weights packed) at Method::create,
+// set up at bind only when an operand's shape changed, run in order at execute. Internal to
+// the runtime; no XNNPACK type leaks into public headers.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/symexpr.h"
+#include "format/reader.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+typedef struct pthreadpool* pthreadpool_t;
+
+namespace kiln::delegates::xnnpack {
+
+class Delegate {
+ public:
+  /// Creates the operators of every region of `m->delegate()`. `views` (one per value) must
+  /// outlive the delegate; their data pointers are read at setup. Any error means the
+  /// caller runs the portable path instead. `pool` may be null (one thread).
+  static Result<std::unique_ptr<Delegate>> create(const fb::Method* m, const format::ProgramFile& file,
+                                                  const std::vector<core::ExprNode>& exprs,
+                                                  std::vector<TensorView>* views, pthreadpool_t pool);
+  ~Delegate();
+  Delegate(const Delegate&) = delete;
+  Delegate& operator=(const Delegate&) = delete;
+
+  /// After bind: sets up the operators whose operand shapes changed since their last setup.
+  /// Allocates nothing once a setup at the bound has been done (Kiln's xnn_allocator keeps
+  /// bound-sized blocks).
+  Status setup();
+  /// Runs region `r`. Never allocates.
+  Status run_region(size_t r);
+  /// Bytes XNNPACK allocated while creating the operators (packed weights, operator state).
+  uint64_t packed_bytes() const { return packed_bytes_; }
+
+  struct Op;
+
+ private:
+  Delegate() = default;
+  std::vector<std::vector<Op>> regions_;
+  pthreadpool_t pool_ = nullptr;
+  uint64_t packed_bytes_ = 0;
+};
+
+/// Allocations Kiln's xnn_allocator could not serve from an existing block since start-up
+/// (a test hook: bind below the bound and execute must not add to it).
+uint64_t allocation_count();
+
+}  // namespace kiln::delegates::xnnpack

@@ -1,0 +1,16 @@
+#pragma once
+// Layout changes at delegate region edges: [N, C, P] <-> [N, P, C] (P = product of the
+// spatial sizes), cache-blocked, split over the thread pool by batch and channel blocks.
+
+#include <cstddef>
+
+typedef struct pthreadpool* pthreadpool_t;
+
+namespace kiln::delegates::xnnpack {
+
+/// dst[n][p][c] = src[n][c][p]. Never allocates.
+void to_channels_last(const float* src, float* dst, size_t n, size_t c, size_t p, pthreadpool_t pool);
+/// dst[n][c][p] = src[n][p][c]. Never allocates.
+void to_channels_first(const float* src, float* dst, size_t n, size_t c, size_t p, pthreadpool_t pool);
+
+}  // namespace kiln::delegates::xnnpack

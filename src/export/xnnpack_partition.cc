@@ -1,0 +1,370 @@
+#include "export/xnnpack_partition.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "delegates/xnnpack/support.h"
+#include "export/memory_plan.h"
+#include "format/file_header.h"
+#include "format/schedule.h"
+
+namespace kiln::exporter {
+
+namespace {
+
+namespace xnn = delegates::xnnpack;
+using core::ExprId;
+using format::DelegateOpDesc;
+using format::DelegateOpKind;
+using format::Storage;
+
+std::vector<core::Interval> expr_ranges(const format::MethodDesc& m) {
+  std::vector<core::Interval> r(m.exprs.size());
+  for (size_t i = 0; i < m.exprs.size(); ++i) {
+    const core::ExprNode& e = m.exprs[i];
+    core::Interval a, b;
+    if (e.op == core::ExprOp::kDim) a = {m.dims[e.a].min, m.dims[e.a].max};
+    else if (e.op != core::ExprOp::kConst) a = r[e.a], b = r[e.b];
+    r[i] = core::node_range(e.op, a, b, e.value);
+  }
+  return r;
+}
+
+double bound_numel(const std::vector<core::Interval>& range, const std::vector<ExprId>& shape) {
+  double n = 1;
+  for (ExprId e : shape) n *= static_cast<double>(std::max<int64_t>(0, range[e].hi));
+  return n;
+}
+
+double instruction_flops(const format::MethodDesc& m, const std::vector<core::Interval>& range, size_t i);
+
+// Builds the delegated schedule of one method.
+class Partitioner {
+ public:
+  Partitioner(format::MethodDesc* m, const std::vector<uint8_t>& constants) : m_(*m), constants_(constants) {}
+
+  Status run();
+
+ private:
+  int root(int v) const { return m_.values[v].storage == Storage::kAlias ? m_.values[v].alias_of : v; }
+  const void* const_data(int v) const {
+    const format::ValueDesc& r = m_.values[root(v)];
+    return r.storage == Storage::kConstant ? constants_.data() + r.offset : nullptr;
+  }
+  xnn::Operand operand(int v) const {
+    xnn::Operand o;
+    if (v < 0) {
+      o.present = false;
+      return o;
+    }
+    o.dtype = m_.values[v].dtype;
+    o.shape = m_.values[v].shape;
+    o.const_data = const_data(v);
+    return o;
+  }
+  std::vector<xnn::Operand> operands(const format::InstructionDesc& in) const {
+    std::vector<xnn::Operand> ins;
+    for (int32_t v : in.inputs) ins.push_back(operand(v));
+    return ins;
+  }
+  bool is_const1(ExprId e) const { return m_.exprs[e].op == core::ExprOp::kConst && m_.exprs[e].value == 1; }
+  // Axes 2.. all statically 1: the bytes read the same channels-first and channels-last.
+  bool spatial_one(const std::vector<ExprId>& s) const {
+    for (size_t k = 2; k < s.size(); ++k)
+      if (!is_const1(s[k])) return false;
+    return true;
+  }
+  size_t rank(int v) const { return m_.values[v].shape.size(); }
+  // Can `v` (rank r) be read channels-last by an op of rank `out_rank` without a twin?
+  bool nhwc_as_is(int v, size_t out_rank) const {
+    const std::vector<ExprId>& s = m_.values[v].shape;
+    if (s.size() > out_rank) return false;
+    std::vector<ExprId> padded(out_rank - s.size(), -1);
+    padded.insert(padded.end(), s.begin(), s.end());
+    for (size_t k = 2; k < out_rank; ++k)
+      if (padded[k] >= 0 && !is_const1(padded[k])) return false;
+    return true;
+  }
+
+  void plan_supported();
+  Status build_region(int32_t first, int32_t last);
+  int twin_of(int v);
+  void ensure_base(int v, format::DelegateRegionDesc* r);
+  int nhwc_operand(int v, format::DelegateRegionDesc* r);
+  bool needed_outside(int v, int32_t first, int32_t last) const;
+  int fusable_next(int32_t i, int32_t last) const;
+  void plan_arena();
+
+  format::MethodDesc& m_;
+  const std::vector<uint8_t>& constants_;
+  std::vector<std::optional<xnn::OpPlan>> plans_;
+  std::vector<std::vector<int32_t>> readers_;  // per root value: instructions that read it or a view of it
+  std::vector<bool> is_output_;                // per root value
+  std::vector<int> twin_;                      // per value: its channels-last twin, or -1
+  std::vector<bool> base_valid_;               // per value: its own bytes hold its contents
+};
+
+void Partitioner::plan_supported() {
+  const size_t n = m_.instructions.size();
+  plans_.assign(n, std::nullopt);
+  format::DelegateDesc& d = m_.delegate;
+  for (size_t i = 0; i < n; ++i) {
+    const format::InstructionDesc& in = m_.instructions[i];
+    std::vector<std::vector<ExprId>> outs;
+    for (int32_t o : in.outputs) outs.push_back(m_.values[o].shape);
+    Result<xnn::OpPlan> p = xnn::plan_op(in.op, in.attrs.view(), operands(in), outs, m_.exprs.data());
+    if (p.ok()) plans_[i] = *p;
+    else d.declined.push_back(format::DeclinedDesc{static_cast<int32_t>(i), p.status().message()});
+  }
+}
+
+int Partitioner::twin_of(int v) {
+  if (twin_[v] >= 0) return twin_[v];
+  const format::ValueDesc& b = m_.values[v];
+  format::ValueDesc t;
+  t.name = b.name + "@nhwc";
+  t.dtype = b.dtype;
+  t.shape.push_back(b.shape[0]);
+  for (size_t k = 2; k < b.shape.size(); ++k) t.shape.push_back(b.shape[k]);
+  t.shape.push_back(b.shape[1]);
+  t.storage = Storage::kDelegate;
+  t.nbytes = b.nbytes;
+  t.nhwc_of = v;
+  m_.values.push_back(std::move(t));
+  twin_.push_back(-1);
+  base_valid_.push_back(false);
+  twin_[v] = static_cast<int>(m_.values.size()) - 1;
+  return twin_[v];
+}
+
+// Makes v's own (channels-first) bytes valid, converting from its twin if needed.
+void Partitioner::ensure_base(int v, format::DelegateRegionDesc* r) {
+  int b = root(v);
+  if (base_valid_[b]) return;
+  r->ops.push_back(DelegateOpDesc{DelegateOpKind::kToNchw, -1, -1, {twin_[b]}, {b}});
+  ++m_.delegate.layout_changes;
+  base_valid_[b] = true;
+}
+
+// The value to read for v in channels-last: its twin (converted on first use) or v itself.
+int Partitioner::nhwc_operand(int v, format::DelegateRegionDesc* r) {
+  if (twin_[v] >= 0) return twin_[v];  // written when it was made
+  ensure_base(v, r);
+  const int t = twin_of(v);
+  r->ops.push_back(DelegateOpDesc{DelegateOpKind::kToNhwc, -1, -1, {v}, {t}});
+  ++m_.delegate.layout_changes;
+  return t;
+}
+
+bool Partitioner::needed_outside(int v, int32_t first, int32_t last) const {
+  int b = root(v);
+  if (is_output_[b]) return true;
+  for (int32_t i : readers_[b])
+    if (i < first || i >= last) return true;
+  return false;
+}
+
+// The activation right after instruction i that can become its output clamp, or -1.
+int Partitioner::fusable_next(int32_t i, int32_t last) const {
+  const format::InstructionDesc& in = m_.instructions[i];
+  if (!plans_[i] || !xnn::takes_clamp(plans_[i]->kind) || in.outputs.size() != 1) return -1;
+  if (plans_[i]->kind == xnn::OpKind::kBinary && (plans_[i]->binary == xnn::BinaryOp::kMax || plans_[i]->binary == xnn::BinaryOp::kMin)) return -1;
+  const int y = in.outputs[0];
+  if (is_output_[y] || readers_[y].size() != 1) return -1;
+  const int32_t j = readers_[y][0];
+  if (j <= i || j >= last || !plans_[j]) return -1;
+  const format::InstructionDesc& a = m_.instructions[j];
+  if (a.inputs.empty() || a.inputs[0] != y) return -1;
+  for (size_t k = 1; k < a.inputs.size(); ++k)
+    if (a.inputs[k] == y) return -1;
+  return xnn::fusable_activation(a.op, a.attrs.view(), operands(a)).ok() ? j : -1;
+}
+
+Status Partitioner::build_region(int32_t first, int32_t last) {
+  format::DelegateRegionDesc r;
+  r.first = first;
+  r.count = last - first;
+  std::vector<bool> fused_away(static_cast<size_t>(last - first), false);
+  for (int32_t i = first; i < last; ++i) {
+    if (fused_away[i - first]) continue;
+    const format::InstructionDesc& in = m_.instructions[i];
+    const xnn::OpPlan& p = *plans_[i];
+    DelegateOpDesc op;
+    op.source = i;
+    op.fused = fusable_next(i, last);
+    if (op.fused >= 0) fused_away[op.fused - first] = true;
+    const std::vector<int32_t> outs = op.fused >= 0 ? m_.instructions[op.fused].outputs : in.outputs;
+    const size_t out_rank = m_.values[outs[0]].shape.size();
+    bool nhwc = p.layout == xnn::Layout::kNhwc;
+    if (p.layout == xnn::Layout::kEither && out_rank >= 3) {
+      // Pointwise ops follow their inputs: channels-last when an input is only there.
+      bool any_twin = false, all_fit = true;
+      for (int32_t v : in.inputs) {
+        if (v < 0 || const_data(v)) continue;
+        if (twin_[v] >= 0 && !base_valid_[root(v)]) any_twin = true;
+        if (rank(v) != out_rank && !nhwc_as_is(v, out_rank)) all_fit = false;
+      }
+      nhwc = any_twin && all_fit;
+    }
+    for (size_t k = 0; k < in.inputs.size(); ++k) {
+      const int32_t v = in.inputs[k];
+      if (v < 0 || const_data(v)) {
+        op.inputs.push_back(v);
+        continue;
+      }
+      const bool activation = p.kind == xnn::OpKind::kConcat || p.kind == xnn::OpKind::kBinary || k == 0;
+      const bool same_bytes = spatial_one(m_.values[v].shape) && base_valid_[root(v)];
+      if (nhwc && activation && rank(v) == out_rank && !same_bytes) {
+        op.inputs.push_back(nhwc_operand(v, &r));
+      } else {
+        ensure_base(v, &r);
+        op.inputs.push_back(v);
+      }
+    }
+    for (int32_t y : outs) {
+      if (nhwc && rank(y) >= 3 && !spatial_one(m_.values[y].shape)) {
+        op.outputs.push_back(twin_of(y));
+        base_valid_[y] = false;
+      } else {
+        op.outputs.push_back(y);
+        base_valid_[y] = true;
+      }
+    }
+    r.ops.push_back(op);
+    for (int32_t y : outs)
+      if (!base_valid_[y] && needed_outside(y, first, last)) ensure_base(y, &r);
+  }
+  m_.delegate.regions.push_back(std::move(r));
+  return ok_status();
+}
+
+void Partitioner::plan_arena() {
+  format::DelegateDesc& d = m_.delegate;
+  const size_t n_values = m_.values.size();
+  std::vector<format::Step> steps;
+  auto portable_step = [&](size_t k) {
+    const format::InstructionDesc& in = m_.instructions[k];
+    format::Step st{in.inputs, in.outputs};
+    if (in.scratch >= 0) st.writes.push_back(in.scratch);
+    steps.push_back(std::move(st));
+  };
+  size_t next = 0;
+  for (const format::DelegateRegionDesc& r : d.regions) {
+    for (; next < static_cast<size_t>(r.first); ++next) portable_step(next);
+    for (const DelegateOpDesc& op : r.ops) steps.push_back(format::Step{op.inputs, op.outputs});
+    next = static_cast<size_t>(r.first + r.count);
+  }
+  for (; next < m_.instructions.size(); ++next) portable_step(next);
+  std::vector<int32_t> roots(n_values);
+  for (size_t v = 0; v < n_values; ++v) roots[v] = root(static_cast<int>(v));
+  format::Lifetimes life = format::compute_lifetimes(n_values, steps, m_.inputs, m_.outputs, roots);
+  std::vector<Buffer> buffers;
+  std::vector<int32_t> which;
+  for (size_t v = 0; v < n_values; ++v) {
+    Storage s = m_.values[v].storage;
+    if (s == Storage::kConstant || s == Storage::kAlias || !life.alive(static_cast<int32_t>(v))) continue;
+    buffers.push_back(Buffer{m_.values[v].nbytes, life.first[v], life.end(static_cast<int32_t>(v))});
+    which.push_back(static_cast<int32_t>(v));
+  }
+  MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment);
+  d.offsets.assign(n_values, 0);
+  for (size_t b = 0; b < buffers.size(); ++b) d.offsets[which[b]] = plan.offsets[b];
+  d.arena_bytes = plan.arena_bytes;
+  d.lower_bound_bytes = plan.lower_bound_bytes;
+  d.plan_strategy = plan.strategy;
+}
+
+Status Partitioner::run() {
+  const size_t n_values = m_.values.size(), n = m_.instructions.size();
+  m_.delegate = format::DelegateDesc{};
+  m_.delegate.backend = "xnnpack";
+  readers_.assign(n_values, {});
+  is_output_.assign(n_values, false);
+  for (size_t i = 0; i < n; ++i)
+    for (int32_t v : m_.instructions[i].inputs)
+      if (v >= 0 && (readers_[root(v)].empty() || readers_[root(v)].back() != static_cast<int32_t>(i)))
+        readers_[root(v)].push_back(static_cast<int32_t>(i));
+  for (int32_t o : m_.outputs) is_output_[root(o)] = true;
+  twin_.assign(n_values, -1);
+  base_valid_.assign(n_values, true);
+  plan_supported();
+  for (size_t i = 0; i < n;) {
+    if (!plans_[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && plans_[j]) ++j;
+    KILN_TRY(build_region(static_cast<int32_t>(i), static_cast<int32_t>(j)));
+    i = j;
+  }
+  const std::vector<core::Interval> range = expr_ranges(m_);
+  for (size_t i = 0; i < n; ++i) {
+    const double f = instruction_flops(m_, range, i);
+    m_.delegate.flops += static_cast<uint64_t>(f);
+    if (plans_[i]) m_.delegate.delegated_flops += static_cast<uint64_t>(f);
+  }
+  plan_arena();
+  return ok_status();
+}
+
+double instruction_flops(const format::MethodDesc& m, const std::vector<core::Interval>& range, size_t i) {
+  const format::InstructionDesc& in = m.instructions[i];
+  if (in.outputs.empty()) return 0;
+  const double out = bound_numel(range, m.values[in.outputs[0]].shape);
+  auto hi = [&](int32_t v, int64_t axis) {
+    const std::vector<ExprId>& s = m.values[v].shape;
+    if (s.empty()) return 1.0;
+    size_t k = axis < 0 ? s.size() - 1 : std::min<size_t>(static_cast<size_t>(axis), s.size() - 1);
+    return static_cast<double>(std::max<int64_t>(1, range[s[k]].hi));
+  };
+  if (in.op == "Conv" && in.inputs.size() >= 2) {
+    const std::vector<ExprId>& w = m.values[in.inputs[1]].shape;
+    double k = 1;
+    for (size_t a = 1; a < w.size(); ++a) k *= static_cast<double>(std::max<int64_t>(1, range[w[a]].hi));
+    return 2 * out * k;
+  }
+  if (in.op == "ConvTranspose" && in.inputs.size() >= 2) {
+    const std::vector<ExprId>& w = m.values[in.inputs[1]].shape;
+    double k = 1;
+    for (size_t a = 1; a < w.size(); ++a) k *= static_cast<double>(std::max<int64_t>(1, range[w[a]].hi));
+    return 2 * bound_numel(range, m.values[in.inputs[0]].shape) * k;
+  }
+  if (in.op == "MatMul" && in.inputs.size() == 2) return 2 * out * hi(in.inputs[0], -1);
+  if (in.op == "Gemm" && in.inputs.size() >= 2) {
+    const core::Attrs a = in.attrs.view();
+    return 2 * out * hi(in.inputs[0], a.get_int("transA", 0) ? 0 : 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status partition_xnnpack(format::MethodDesc* m, const std::vector<uint8_t>& constants) {
+  Partitioner p(m, constants);
+  return p.run();
+}
+
+std::string coverage_line(const std::string& backend, size_t delegated, size_t total, uint64_t delegated_flops,
+                          uint64_t flops, size_t regions, uint32_t layout_changes) {
+  char share[32];
+  std::snprintf(share, sizeof(share), "%.1f%%", flops ? 100.0 * static_cast<double>(delegated_flops) / static_cast<double>(flops) : 0.0);
+  return backend + ": " + std::to_string(delegated) + "/" + std::to_string(total) + " instructions, " + share +
+         " of FLOPs at the bound, " + std::to_string(regions) + " region" + (regions == 1 ? "" : "s") + ", " +
+         std::to_string(layout_changes) + " layout change" + (layout_changes == 1 ? "" : "s");
+}
+
+std::vector<std::string> group_declined(const std::vector<std::pair<std::string, std::string>>& declined) {
+  std::map<std::pair<std::string, std::string>, int> count;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& d : declined)
+    if (count[d]++ == 0) order.push_back(d);
+  std::vector<std::string> out;
+  for (const auto& d : order)
+    out.push_back(d.first + (count[d] > 1 ? " x" + std::to_string(count[d]) : "") + ": " + d.second);
+  return out;
+}
+
+}  // namespace kiln::exporter

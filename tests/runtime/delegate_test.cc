@@ -1,0 +1,222 @@
+// The XNNPACK delegate against the portable kernels of the same file: every zoo model at 12
+// or more admissible shapes (each dim's minimum and maximum, server-mode order max, min, max,
+// mid, and seeded random shapes), over arenas filled with NaN bytes, so an operator set up
+// at the bound, an output sized from the bound, or a read of bytes nobody wrote shows up.
+// Also: the delegate runs threaded, falls back to portable with a warning when it cannot
+// initialize, and --delegate=none / use_delegate=false runs the portable path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "aligned_bytes.h"
+#include "export/onnx/onnx_import.h"
+#include "format/program_desc.h"
+#include "kiln/method.h"
+#include "kiln/program.h"
+
+namespace kiln::testing {
+namespace {
+
+const std::string kZoo = std::string(KILN_SOURCE_DIR) + "/zoo";
+
+nlohmann::json manifest() {
+  std::ifstream f(kZoo + "/manifest.json");
+  return nlohmann::json::parse(f, nullptr, false);
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  nlohmann::json m = manifest();
+  if (m.is_discarded()) return names;
+  for (const auto& x : m["models"]) names.push_back(x["name"]);
+  return names;
+}
+
+std::unique_ptr<AlignedBytes> export_model(const nlohmann::json& model, const std::string& delegate) {
+  exporter::ExportOptions opts;
+  opts.delegate = delegate;
+  const auto& args = model["export_args"];
+  for (size_t k = 0; k + 1 < args.size(); k += 2) {
+    EXPECT_EQ(args[k], "--dim");
+    auto d = exporter::parse_dim_arg(args[k + 1]);
+    EXPECT_TRUE(d.ok());
+    opts.dims.push_back(*d);
+  }
+  format::ProgramDesc desc;
+  auto report = exporter::export_onnx(kZoo + "/" + model["onnx"].get<std::string>(), opts, &desc);
+  EXPECT_TRUE(report.ok()) << report.status().message();
+  auto bytes = format::serialize_program(desc);
+  EXPECT_TRUE(bytes.ok());
+  return std::make_unique<AlignedBytes>(*bytes);
+}
+
+using Dims = std::map<std::string, int64_t>;
+
+// Admissible dim values: each dim at min, at max, then max/min/max/mid, then random.
+std::vector<Dims> dim_sets(const nlohmann::json& dims, std::mt19937& rng) {
+  auto at = [&](double t) {
+    Dims d;
+    for (const auto& [name, r] : dims.items()) {
+      int64_t lo = r["min"], hi = r["max"], step = r.value("step", 1);
+      lo = (lo + step - 1) / step * step;
+      hi = hi / step * step;
+      int64_t v = lo + static_cast<int64_t>(t * static_cast<double>(hi - lo));
+      d[name] = v / step * step < lo ? lo : v / step * step;
+    }
+    return d;
+  };
+  std::vector<Dims> sets = {at(1), at(0), at(1), at(0.5)};
+  for (const auto& [name, r] : dims.items()) {  // one dim at its minimum, the rest at the bound
+    Dims d = at(1);
+    int64_t step = r.value("step", 1);
+    d[name] = (r["min"].get<int64_t>() + step - 1) / step * step;
+    sets.push_back(d);
+  }
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int k = 0; k < 24; ++k) {
+    Dims d;
+    for (const auto& [name, r] : dims.items()) {
+      int64_t step = r.value("step", 1), lo = (r["min"].get<int64_t>() + step - 1) / step, hi = r["max"].get<int64_t>() / step;
+      d[name] = step * (lo + static_cast<int64_t>(u(rng) * static_cast<double>(hi - lo + 1) * 0.999));
+    }
+    sets.push_back(d);
+  }
+  return sets;
+}
+
+void fill_input(TensorView& t, const nlohmann::json& gen, std::mt19937& rng) {
+  size_t n = 1;
+  for (int k = 0; k < t.rank; ++k) n *= static_cast<size_t>(t.dims[k]);
+  const std::string kind = gen.value("kind", "normal");
+  if (t.dtype == DType::kF32) {
+    std::normal_distribution<float> g(0.f, 1.f);
+    for (size_t i = 0; i < n; ++i) t.as<float>()[i] = g(rng);
+  } else if (t.dtype == DType::kI64) {
+    int64_t lo = kind == "int" ? gen["low"].get<int64_t>() : 1, hi = kind == "int" ? gen["high"].get<int64_t>() - 1 : 1;
+    std::uniform_int_distribution<int64_t> g(lo, hi);
+    for (size_t i = 0; i < n; ++i) t.as<int64_t>()[i] = g(rng);
+  }
+}
+
+double max_abs(const TensorView& t) {
+  double m = 0;
+  size_t n = 1;
+  for (int k = 0; k < t.rank; ++k) n *= static_cast<size_t>(t.dims[k]);
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(t.as<float>()[i])));
+  return m;
+}
+
+class DelegateVsPortable : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DelegateVsPortable, SameOutputsAtEveryShapeOverPoisonedArenas) {
+  nlohmann::json all = manifest(), model;
+  for (const auto& x : all["models"])
+    if (x["name"] == GetParam()) model = x;
+  std::unique_ptr<AlignedBytes> image = export_model(model, "xnnpack");
+  auto program = image->load();
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  for (int threads : {1, 2}) {
+    MethodOptions on, off;
+    on.cpu_threads = threads;
+    off.use_delegate = false;
+    auto d = Method::create(**program, "forward", on);
+    auto p = Method::create(**program, "forward", off);
+    ASSERT_TRUE(d.ok() && p.ok());
+    const MethodMeta& meta = (*d)->meta();
+    EXPECT_EQ((*d)->delegated(), meta.delegate.regions > 0) << (*d)->delegate_warning();
+    EXPECT_TRUE((*d)->delegate_warning().empty()) << (*d)->delegate_warning();
+    EXPECT_FALSE((*p)->delegated());
+    std::mt19937 rng(1234 + threads);
+    int ran = 0;
+    for (const Dims& dims : dim_sets(model["dims"], rng)) {
+      std::vector<std::vector<int64_t>> shapes;
+      for (const auto& in : model["input_dims"]) {
+        std::vector<int64_t> s;
+        for (const auto& a : in) s.push_back(a.is_number() ? a.get<int64_t>() : dims.at(a.get<std::string>()));
+        shapes.push_back(s);
+      }
+      if (!(*p)->bind_shapes(shapes).ok()) continue;  // a guard refuses it: not in the contract
+      ASSERT_TRUE((*d)->bind_shapes(shapes).ok());
+      (*d)->fill_arena(0xFF);  // NaN everywhere: reading unwritten bytes poisons the output
+      (*p)->fill_arena(0xFF);
+      uint32_t seed = static_cast<uint32_t>(rng());
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        std::mt19937 r1(seed + static_cast<uint32_t>(i)), r2(seed + static_cast<uint32_t>(i));
+        fill_input((*d)->input(i), model["input_generators"][i], r1);
+        fill_input((*p)->input(i), model["input_generators"][i], r2);
+      }
+      ASSERT_TRUE((*d)->execute().ok());
+      ASSERT_TRUE((*p)->execute().ok());
+      for (size_t o = 0; o < (*p)->num_outputs(); ++o) {
+        const TensorView& a = (*d)->output(o);
+        const TensorView& b = (*p)->output(o);
+        ASSERT_EQ(a.rank, b.rank);
+        size_t n = 1;
+        for (int k = 0; k < a.rank; ++k) {
+          ASSERT_EQ(a.dims[k], b.dims[k]);
+          n *= static_cast<size_t>(a.dims[k]);
+        }
+        if (a.dtype != DType::kF32) continue;
+        const double tol = 1e-4 * std::max(1.0, max_abs(b));
+        for (size_t i = 0; i < n; ++i) {
+          float x = a.as<float>()[i], y = b.as<float>()[i];
+          ASSERT_TRUE(std::isfinite(x) || !std::isfinite(y)) << GetParam() << " output " << o << " element " << i;
+          ASSERT_NEAR(x, y, tol) << GetParam() << " output " << o << " element " << i << " threads " << threads;
+        }
+      }
+      ++ran;
+    }
+    EXPECT_GE(ran, 10) << "too few admissible shapes for " << GetParam();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DelegateVsPortable, ::testing::ValuesIn(model_names()),
+                         [](const auto& info) { return info.param; });
+
+TEST(Delegate, FallsBackToPortableWithAWarningWhenItCannotInitialize) {
+  nlohmann::json all = manifest(), model;
+  for (const auto& x : all["models"])
+    if (x["name"] == "resnet_small") model = x;
+  exporter::ExportOptions opts;
+  opts.dims.push_back(*exporter::parse_dim_arg("batch=1..8"));
+  format::ProgramDesc desc;
+  ASSERT_TRUE(exporter::export_onnx(kZoo + "/models/resnet_small.onnx", opts, &desc).ok());
+  ASSERT_FALSE(desc.methods[0].delegate.regions.empty());
+  desc.methods[0].delegate.backend = "npu-this-runtime-lacks";  // a backend that cannot initialize here
+  auto bytes = format::serialize_program(desc);
+  AlignedBytes image(*bytes);
+  auto program = image.load();
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  auto m = Method::create(**program, "forward", MethodOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_FALSE((*m)->delegated());
+  EXPECT_NE((*m)->delegate_warning().find("running the portable kernels"), std::string::npos) << (*m)->delegate_warning();
+  EXPECT_EQ((*m)->planned_arena_bytes(), (*m)->meta().arena_bytes);
+  ASSERT_TRUE((*m)->bind_shapes({{2, 3, 64, 64}}).ok());
+  ASSERT_TRUE((*m)->execute().ok());
+}
+
+TEST(Delegate, NoneExportHasNoDelegateAndRequireCoverageFailsWithTheDeclinedList) {
+  format::ProgramDesc desc;
+  exporter::ExportOptions opts;
+  opts.delegate = "none";
+  opts.dims.push_back(*exporter::parse_dim_arg("batch=1..8"));
+  ASSERT_TRUE(exporter::export_onnx(kZoo + "/models/resnet_small.onnx", opts, &desc).ok());
+  EXPECT_TRUE(desc.methods[0].delegate.backend.empty());
+
+  exporter::ExportOptions strict;
+  strict.require_coverage = 0.95;
+  for (const char* d : {"time=1..64", "batch=1..8"}) strict.dims.push_back(*exporter::parse_dim_arg(d));
+  format::ProgramDesc gru;
+  auto r = exporter::export_onnx(kZoo + "/models/gru_seq.onnx", strict, &gru);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("GRU"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("required 95.0%"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::testing
