@@ -49,8 +49,34 @@ std::string non_finite(const Method& m) {
   return "";
 }
 
-// Runs one sample twice over differently poisoned arenas.
-SweepSample run_sample(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+// The delegated outputs against the portable path's at the same inputs: "" when they agree
+// within 1e-4 of the largest portable magnitude per output.
+std::string delegate_mismatch(const Method& d, const Method& p) {
+  for (size_t i = 0; i < p.num_outputs(); ++i) {
+    const TensorView& a = d.output(i);
+    const TensorView& b = p.output(i);
+    if (a.numel() != b.numel()) return "output " + std::to_string(i) + " has another size on the delegated path";
+    if (b.dtype != DType::kF32) {
+      if (std::memcmp(a.data, b.data, b.nbytes()) != 0) return "output " + std::to_string(i) + " differs from the portable path";
+      continue;
+    }
+    double scale = 1;
+    for (int64_t k = 0; k < b.numel(); ++k) scale = std::max(scale, std::fabs(static_cast<double>(b.as<float>()[k])));
+    for (int64_t k = 0; k < b.numel(); ++k) {
+      const double x = a.as<float>()[k], y = b.as<float>()[k];
+      if (std::fabs(x - y) > 1e-4 * scale && !(std::isnan(x) && std::isnan(y))) {
+        std::ostringstream o;
+        o << "output " << i << " element " << k << " is " << x << " delegated but " << y << " portable";
+        return o.str();
+      }
+    }
+  }
+  return "";
+}
+
+// Runs one sample twice over differently poisoned arenas; with `portable`, also compares the
+// delegated outputs with the portable path's.
+SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
   SweepSample s;
   for (size_t i = 0; i < shapes.size(); ++i) s.shapes += (i ? "," : "") + shape_string(shapes[i]);
   std::vector<std::vector<uint8_t>> first;
@@ -82,6 +108,27 @@ SweepSample run_sample(Method& m, const std::vector<std::vector<int64_t>>& shape
       return s;
     }
   }
+  if (portable) {
+    portable->fill_arena(0xFF);
+    Status st = portable->bind_shapes(shapes);
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; st.ok() && i < portable->num_inputs(); ++i) fill_input(portable->input(i), rng);
+    if (st.ok()) st = portable->execute();
+    if (!st.ok()) {
+      s.problem = "portable path: " + st.message();
+      return s;
+    }
+    m.fill_arena(0xFF);  // the delegated outputs again, over the first poison
+    st = m.bind_shapes(shapes);
+    rng.seed(seed);
+    for (size_t i = 0; st.ok() && i < m.num_inputs(); ++i) fill_input(m.input(i), rng);
+    if (st.ok()) st = m.execute();
+    std::string diff = st.ok() ? delegate_mismatch(m, *portable) : st.message();
+    if (!diff.empty()) {
+      s.problem = "delegate vs portable: " + diff;
+      return s;
+    }
+  }
   s.ok = true;
   return s;
 }
@@ -90,6 +137,12 @@ SweepSample run_sample(Method& m, const std::vector<std::vector<int64_t>>& shape
 
 Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, Method::create(program, opts.method_name));
+  std::unique_ptr<Method> portable;
+  if (m->delegated()) {
+    MethodOptions off;
+    off.use_delegate = false;
+    KILN_ASSIGN_OR_RETURN(portable, Method::create(program, opts.method_name, off));
+  }
   const MethodMeta& meta = m->meta();
   std::mt19937_64 rng(opts.seed);
   auto shapes_for = [&](const std::vector<int64_t>& dim_values) {
@@ -138,7 +191,7 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
       ++result.skipped_by_guards;
       continue;  // no admissible shape near this draw (e.g. the all-min corner)
     }
-    result.samples.push_back(run_sample(*m, shapes, opts.seed + k));
+    result.samples.push_back(run_sample(*m, portable.get(), shapes, opts.seed + k));
   }
   return result;
 }

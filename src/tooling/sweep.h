@@ -2,7 +2,8 @@
 // kiln sweep: run a program at many shapes inside its contract, because bugs hide below the
 // bound. Each sample runs twice over an arena filled with different garbage (0xFF, then
 // 0x00); the outputs must be finite and bit-identical, which proves the kernels neither read
-// memory they did not write nor depend on stale data from a larger earlier shape.
+// memory they did not write nor depend on stale data from a larger earlier shape. A delegated
+// method is also compared with the portable path of the same file at every sample.
 
 #include <cstdint>
 #include <string>
