@@ -251,6 +251,12 @@ def flop_share(build, kiln):
         info = json.loads(r.stdout)
     except ValueError:
         return None
+    for m in info.get("methods", []):  # kiln inspect --json: methods[].delegate.flop_coverage (0..1)
+        d = m.get("delegate")
+        if isinstance(d, dict) and "flop_coverage" in d:
+            return {"key": f"methods[{m.get('name')}].delegate.flop_coverage", "value": d["flop_coverage"],
+                    "instructions": f"{d.get('delegated_instructions')}/{d.get('instructions')}",
+                    "layout_changes": d.get("layout_changes"), "regions": d.get("regions")}
     pattern = re.compile("coverage|flop", re.I)
     scopes = [("", info)] + [(f"methods[{m.get('name', i)}].", m) for i, m in enumerate(info.get("methods", []))]
     for prefix, scope in scopes:
@@ -529,11 +535,14 @@ def markdown(result):
                      f"{fmt_ratio(g['kiln_portable'])} | {g['kiln_portable_rows']} |")
     lines += ["", "## Delegated FLOP share", "",
               "From `kiln inspect F.kiln --json` (first top-level or per-method key containing 'coverage' or 'flop'; "
-              "'-' if the build reports none).", "", "| model | delegated FLOP share | key |", "| --- | ---: | --- |"]
+              "'-' if the build reports none).", "",
+              "| model | delegated FLOP share | delegated instructions | regions | layout changes |",
+              "| --- | ---: | ---: | ---: | ---: |"]
     for rec in result["models"]:
         if not rec["skipped"]:
-            share = rec["flop_share"]
-            lines.append(f"| {rec['model']} | {render_share(share)} | {share['key'] if share else '-'} |")
+            share = rec["flop_share"] or {}
+            lines.append(f"| {rec['model']} | {render_share(share or None)} | {share.get('instructions', '-')} | "
+                         f"{share.get('regions', '-')} | {share.get('layout_changes', '-')} |")
     lines += ["", "## Dynamic vs static export", "",
               f"Static: `kiln export` with every dim pinned (`--dim NAME=V`) to the middle shape; dynamic: the "
               f"contract export run at that shape; alternating runs, medians. Budget: dynamic / static <= {BUDGET:.2f}.",
