@@ -19,7 +19,6 @@ fails.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -29,22 +28,7 @@ import torch
 ZOO = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ZOO)
 import make_zoo  # noqa: E402
-
-
-def ort_python(path):
-    """The interpreter for reference/run_ort.py: this script runs under Debian's python3 for
-    torch, which has no onnxruntime."""
-    path = path or os.environ.get("KILN_ORT_PYTHON") or shutil.which("python3")
-    if not path or subprocess.run([path, "-c", "import onnxruntime"], capture_output=True).returncode:
-        sys.exit(f"{path or 'python3'} cannot import onnxruntime: pass --ort-python (or set KILN_ORT_PYTHON) "
-                 "naming an interpreter with zoo/reference/requirements.txt installed")
-    return path
-
-
-def ort_outputs(ort_py, onnx_path, inputs):
-    run = subprocess.run([ort_py, os.path.join(ZOO, "reference", "run_ort.py"), onnx_path] + inputs,
-                         capture_output=True, text=True, check=True)
-    return [np.array(o["data"], dtype=np.float64).reshape(o["dims"]) for o in json.loads(run.stdout)]
+from ort_reference import ort_outputs, ort_python  # noqa: E402
 
 
 def check_model(build, ort_py, out_dir, index, spec, manifest):

@@ -20,9 +20,7 @@ here is the graph.
 """
 
 import argparse
-import json
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -30,6 +28,8 @@ import warnings
 import numpy as np
 import torch
 import torchvision
+
+from ort_reference import ort_outputs, ort_python  # noqa: E402
 
 ZOO = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = ("squeezenet1_1,shufflenet_v2_x0_5,mobilenet_v3_small,resnet18,efficientnet_b0,mnasnet0_5,"
@@ -45,16 +45,6 @@ def make(name):
                                                       aux_loss=False)
     kwargs = dict(aux_logits=False, init_weights=True) if name == "googlenet" else {}
     return getattr(models, name)(weights=None, **kwargs)
-
-
-def ort_python(path):
-    """The interpreter for reference/run_ort.py: this script runs under Debian's python3 for
-    torch, which has no onnxruntime."""
-    path = path or os.environ.get("KILN_ORT_PYTHON") or shutil.which("python3")
-    if not path or subprocess.run([path, "-c", "import onnxruntime"], capture_output=True).returncode:
-        sys.exit(f"{path or 'python3'} cannot import onnxruntime: pass --ort-python (or set KILN_ORT_PYTHON) "
-                 "naming an interpreter with zoo/reference/requirements.txt installed")
-    return path
 
 
 def check(name, build, ort_py, out):
@@ -81,10 +71,7 @@ def check(name, build, ort_py, out):
             ok = False
             results.append(f"{text}: kiln_runner failed: {(r.stdout + r.stderr).strip()[:300]}")
             continue
-        o = subprocess.run([ort_py, os.path.join(ZOO, "reference", "run_ort.py"), onnx_path, x_path],
-                           capture_output=True, text=True, check=True)
-        ref = json.loads(o.stdout)[0]
-        ref = np.array(ref["data"]).reshape(ref["dims"])
+        ref = ort_outputs(ort_py, onnx_path, [x_path])[0]
         got = np.load(os.path.join(out, name) + "_y-0.npy")
         if got.shape != ref.shape:
             ok = False

@@ -13,24 +13,12 @@
 #include "e2e_util.h"
 #include "tooling/npy.h"
 #include "scratch_dir.h"
+#include "zoo_manifest.h"
 
 namespace kiln::testing {
 namespace {
 
-const std::string kZoo = std::string(KILN_SOURCE_DIR) + "/zoo";
-
-nlohmann::json manifest() {
-  std::ifstream f(kZoo + "/manifest.json");
-  return nlohmann::json::parse(f, nullptr, false);
-}
-
-std::vector<std::string> model_names() {
-  std::vector<std::string> names;
-  nlohmann::json m = manifest();
-  if (m.is_discarded()) return names;
-  for (const auto& x : m["models"]) names.push_back(x["name"]);
-  return names;
-}
+const std::string kZoo = zoo_dir();
 
 class Zoo : public ::testing::TestWithParam<std::string> {};
 
@@ -45,7 +33,7 @@ double element(const tooling::NpyArray& a, size_t i) {
 }
 
 TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
-  nlohmann::json model, all = manifest();
+  nlohmann::json model, all = zoo_manifest();
   for (const auto& x : all["models"])
     if (x["name"] == GetParam()) model = x;
   ASSERT_FALSE(model.is_null());
@@ -127,7 +115,7 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
   EXPECT_LE(m["arena_over_lower_bound"].get<double>(), 1.05) << "arena more than 5% above the lower bound";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(model_names()),
+INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(zoo_model_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -97,24 +97,19 @@ TEST(Allocations, ExecuteAllocatesNothing) {
 
 #include "delegates/xnnpack/delegate.h"
 #include "export/onnx/onnx_import.h"
+#include "zoo_manifest.h"
 
 namespace kiln {
 namespace {
 
 // Every op the zoo uses, at the bound and below it: execute allocates nothing.
 TEST(Allocations, ZooModelsExecuteWithoutAllocating) {
-  std::ifstream f(std::string(KILN_SOURCE_DIR) + "/zoo/manifest.json");
-  auto manifest = nlohmann::json::parse(f, nullptr, false);
+  auto manifest = testing::zoo_manifest();
   ASSERT_FALSE(manifest.is_discarded());
   for (const auto& model : manifest["models"]) {
-    exporter::ExportOptions opts;
-    const auto& args = model["export_args"];
-    for (size_t i = 0; i + 1 < args.size(); i += 2) {
-      ASSERT_EQ(args[i], "--dim");
-      opts.dims.push_back(*exporter::parse_dim_arg(args[i + 1].get<std::string>()));
-    }
     format::ProgramDesc desc;
-    auto report = exporter::export_onnx(std::string(KILN_SOURCE_DIR) + "/zoo/" + model["onnx"].get<std::string>(), opts, &desc);
+    auto report = exporter::export_onnx(testing::zoo_dir() + "/" + model["onnx"].get<std::string>(),
+                                        testing::zoo_export_options(model), &desc);
     ASSERT_TRUE(report.ok()) << report.status().message();
     std::vector<uint8_t> bytes = *format::serialize_program(desc);
     testing::AlignedBytes buf(bytes);

@@ -17,37 +17,16 @@
 #include "format/program_desc.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "zoo_manifest.h"
 
 namespace kiln::testing {
 namespace {
 
-const std::string kZoo = std::string(KILN_SOURCE_DIR) + "/zoo";
-
-nlohmann::json manifest() {
-  std::ifstream f(kZoo + "/manifest.json");
-  return nlohmann::json::parse(f, nullptr, false);
-}
-
-std::vector<std::string> model_names() {
-  std::vector<std::string> names;
-  nlohmann::json m = manifest();
-  if (m.is_discarded()) return names;
-  for (const auto& x : m["models"]) names.push_back(x["name"]);
-  return names;
-}
+const std::string kZoo = zoo_dir();
 
 std::unique_ptr<AlignedBytes> export_model(const nlohmann::json& model, const std::string& delegate) {
-  exporter::ExportOptions opts;
-  opts.delegate = delegate;
-  const auto& args = model["export_args"];
-  for (size_t k = 0; k + 1 < args.size(); k += 2) {
-    EXPECT_EQ(args[k], "--dim");
-    auto d = exporter::parse_dim_arg(args[k + 1]);
-    EXPECT_TRUE(d.ok());
-    opts.dims.push_back(*d);
-  }
   format::ProgramDesc desc;
-  auto report = exporter::export_onnx(kZoo + "/" + model["onnx"].get<std::string>(), opts, &desc);
+  auto report = exporter::export_onnx(kZoo + "/" + model["onnx"].get<std::string>(), zoo_export_options(model, delegate), &desc);
   EXPECT_TRUE(report.ok()) << report.status().message();
   auto bytes = format::serialize_program(desc);
   EXPECT_TRUE(bytes.ok());
@@ -113,9 +92,7 @@ double max_abs(const TensorView& t) {
 class DelegateVsPortable : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DelegateVsPortable, SameOutputsAtEveryShapeOverPoisonedArenas) {
-  nlohmann::json all = manifest(), model;
-  for (const auto& x : all["models"])
-    if (x["name"] == GetParam()) model = x;
+  const nlohmann::json model = zoo_model(GetParam());
   std::unique_ptr<AlignedBytes> image = export_model(model, "xnnpack");
   auto program = image->load();
   ASSERT_TRUE(program.ok()) << program.status().message();
@@ -174,17 +151,12 @@ TEST_P(DelegateVsPortable, SameOutputsAtEveryShapeOverPoisonedArenas) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DelegateVsPortable, ::testing::ValuesIn(model_names()),
+INSTANTIATE_TEST_SUITE_P(Models, DelegateVsPortable, ::testing::ValuesIn(zoo_model_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(Delegate, FallsBackToPortableWithAWarningWhenItCannotInitialize) {
-  nlohmann::json all = manifest(), model;
-  for (const auto& x : all["models"])
-    if (x["name"] == "resnet_small") model = x;
-  exporter::ExportOptions opts;
-  opts.dims.push_back(*exporter::parse_dim_arg("batch=1..8"));
   format::ProgramDesc desc;
-  ASSERT_TRUE(exporter::export_onnx(kZoo + "/models/resnet_small.onnx", opts, &desc).ok());
+  ASSERT_TRUE(exporter::export_onnx(kZoo + "/models/resnet_small.onnx", zoo_export_options(zoo_model("resnet_small")), &desc).ok());
   ASSERT_FALSE(desc.methods[0].delegate.regions.empty());
   desc.methods[0].delegate.backend = "npu-this-runtime-lacks";  // a backend that cannot initialize here
   auto bytes = format::serialize_program(desc);

@@ -101,28 +101,6 @@ struct Delegate::Op {
     if (xop) xnn_delete_operator(xop);
     for (xnn_operator_t c : copies) xnn_delete_operator(c);
   }
-  Op() = default;
-  Op(Op&& o) noexcept { *this = std::move(o); }
-  Op& operator=(Op&& o) noexcept {
-    std::swap(kind, o.kind);
-    std::swap(plan, o.plan);
-    std::swap(what, o.what);
-    std::swap(xop, o.xop);
-    std::swap(copies, o.copies);
-    std::swap(ins, o.ins);
-    std::swap(in_twin, o.in_twin);
-    std::swap(out, o.out);
-    std::swap(out_twin, o.out_twin);
-    std::swap(nhwc, o.nhwc);
-    for (int k = 0; k < 2; ++k) {
-      std::swap(const_buf[k], o.const_buf[k]);
-      std::swap(const_shape[k], o.const_shape[k]);
-      std::swap(const_ptr[k], o.const_ptr[k]);
-    }
-    std::swap(last, o.last);
-    std::swap(skip, o.skip);
-    return *this;
-  }
 };
 
 namespace {
@@ -163,10 +141,9 @@ Shape broadcast_shape(const int64_t* dims, int r, size_t rank, bool nhwc) {
 // Row-major permutation of a small constant (channels-first -> channels-last).
 std::vector<float> permute_const(const float* src, const Shape& padded) {
   const size_t rank = padded.size();
-  std::vector<float> out(1);
   size_t total = 1;
   for (size_t d : padded) total *= d;
-  out.assign(total, 0.f);
+  std::vector<float> out(total);
   std::vector<size_t> src_stride(rank, 1);
   for (size_t k = rank - 1; k-- > 0;) src_stride[k] = src_stride[k + 1] * padded[k + 1];
   std::vector<size_t> perm = {0};
@@ -202,6 +179,17 @@ Status check(xnn_status s, const std::string& what, const char* step) {
   return unimplemented(what + ": XNNPACK " + step + " failed (" + status_text(s) + ")");
 }
 
+// Explicit pads, or none with XNNPACK's TensorFlow SAME padding (ONNX SAME_UPPER).
+struct Padding {
+  uint32_t top, right, bottom, left, flags;
+  explicit Padding(const OpPlan& p)
+      : top(p.same_upper ? 0 : p.pad_top),
+        right(p.same_upper ? 0 : p.pad_right),
+        bottom(p.same_upper ? 0 : p.pad_bottom),
+        left(p.same_upper ? 0 : p.pad_left),
+        flags(p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0) {}
+};
+
 Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* constants, const fb::Method* m,
                      Delegate::Op* op) {
   auto const_f32 = [&](int32_t v) -> const float* {
@@ -211,6 +199,7 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
     return val->storage() == fb::StorageKind::Constant ? reinterpret_cast<const float*>(constants + val->offset()) : nullptr;
   };
   const float lo = p.out_min, hi = p.out_max;
+  const Padding pad(p);
   xnn_operator_t* x = &op->xop;
   switch (p.kind) {
     case OpKind::kConv: {
@@ -222,11 +211,10 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
         for (size_t c = 0; c < cg; ++c)
           for (size_t k = 0; k < k_plane; ++k) packed[(o * k_plane + k) * cg + c] = w[(o * cg + c) * k_plane + k];
       const float* bias = in->inputs()->size() > 2 ? const_f32(in->inputs()->Get(2)) : nullptr;
-      return check(xnn_create_convolution2d_nhwc_f32(
-                       p.same_upper ? 0 : p.pad_top, p.same_upper ? 0 : p.pad_right, p.same_upper ? 0 : p.pad_bottom,
-                       p.same_upper ? 0 : p.pad_left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.dilation_h,
-                       p.dilation_w, p.groups, p.group_in, p.group_out, p.groups * p.group_in, p.groups * p.group_out,
-                       packed.data(), bias, lo, hi, p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0, x),
+      return check(xnn_create_convolution2d_nhwc_f32(pad.top, pad.right, pad.bottom, pad.left, p.kernel_h, p.kernel_w,
+                                                     p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups,
+                                                     p.group_in, p.group_out, p.groups * p.group_in,
+                                                     p.groups * p.group_out, packed.data(), bias, lo, hi, pad.flags, x),
                    op->what, "create");
     }
     case OpKind::kFullyConnected: {
@@ -237,17 +225,14 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
                    op->what, "create");
     }
     case OpKind::kMaxPool:
-      return check(xnn_create_max_pooling2d_nhwc_f32(
-                       p.same_upper ? 0 : p.pad_top, p.same_upper ? 0 : p.pad_right, p.same_upper ? 0 : p.pad_bottom,
-                       p.same_upper ? 0 : p.pad_left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.dilation_h,
-                       p.dilation_w, p.channels, p.channels, p.channels, lo, hi,
-                       p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0, x),
+      return check(xnn_create_max_pooling2d_nhwc_f32(pad.top, pad.right, pad.bottom, pad.left, p.kernel_h, p.kernel_w,
+                                                     p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.channels,
+                                                     p.channels, p.channels, lo, hi, pad.flags, x),
                    op->what, "create");
     case OpKind::kAveragePool:
-      return check(xnn_create_average_pooling2d_nhwc_f32(
-                       p.same_upper ? 0 : p.pad_top, p.same_upper ? 0 : p.pad_right, p.same_upper ? 0 : p.pad_bottom,
-                       p.same_upper ? 0 : p.pad_left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.channels,
-                       p.channels, p.channels, lo, hi, p.same_upper ? XNN_FLAG_TENSORFLOW_SAME_PADDING : 0, x),
+      return check(xnn_create_average_pooling2d_nhwc_f32(pad.top, pad.right, pad.bottom, pad.left, p.kernel_h,
+                                                         p.kernel_w, p.stride_h, p.stride_w, p.channels, p.channels,
+                                                         p.channels, lo, hi, pad.flags, x),
                    op->what, "create");
     case OpKind::kGlobalAveragePool:
       return check(xnn_create_global_average_pooling_nwc_f32(p.channels, p.channels, p.channels, lo, hi, 0, x), op->what,
@@ -288,6 +273,161 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
 
 }  // namespace
 
+namespace {
+
+// What the support check sees of instruction `in`: operands (constants with their bytes).
+std::vector<Operand> operands_of(const fb::Method* m, const format::ProgramFile& file, const fb::Instruction* in) {
+  std::vector<Operand> ops;
+  for (int32_t v : *in->inputs()) {
+    Operand o;
+    if (v < 0) {
+      o.present = false;
+    } else {
+      const fb::Value* val = m->values()->Get(v);
+      const fb::Value* root = val->storage() == fb::StorageKind::Alias ? m->values()->Get(val->alias_of()) : val;
+      o.dtype = static_cast<DType>(val->dtype());
+      o.shape.assign(val->shape()->begin(), val->shape()->end());
+      if (root->storage() == fb::StorageKind::Constant) o.const_data = file.constants + root->offset();
+    }
+    ops.push_back(std::move(o));
+  }
+  return ops;
+}
+
+core::Attrs attrs_of(const fb::Instruction* in, std::vector<core::AttrRef>* storage) {
+  storage->clear();
+  if (in->attrs())
+    for (const fb::Attribute* a : *in->attrs()) storage->push_back(format::attr_ref(a));
+  return core::Attrs(storage->data(), static_cast<uint32_t>(storage->size()));
+}
+
+// Narrows the op's output clamp to the Relu/Clip instruction fused into it.
+Status fuse_clamp(const fb::Method* m, const format::ProgramFile& file, int32_t fused, Delegate::Op* op) {
+  const fb::Instruction* f = m->instructions()->Get(fused);
+  std::vector<core::AttrRef> attrs;
+  Result<std::pair<float, float>> clamp = fusable_activation(f->op()->str(), attrs_of(f, &attrs), operands_of(m, file, f));
+  const bool no_clamp = op->plan.kind == OpKind::kBinary &&
+                        (op->plan.binary == BinaryOp::kMax || op->plan.binary == BinaryOp::kMin);
+  if (!clamp.ok() || !takes_clamp(op->plan.kind) || no_clamp)
+    return unimplemented(op->what + " cannot fuse instruction #" + std::to_string(fused));
+  op->plan.out_min = std::max(op->plan.out_min, clamp->first);
+  op->plan.out_max = std::min(op->plan.out_max, clamp->second);
+  return ok_status();
+}
+
+// The layout rules export used, checked again on the verified program: a channels-last op
+// reads twins, or channels-first values whose bytes read the same channels-last; a plain op
+// never sees a twin.
+Status check_layouts(const fb::Method* m, const std::vector<core::ExprNode>& exprs, const fb::DelegateOp* dop,
+                     const Delegate::Op& op) {
+  const int32_t out_id = dop->outputs()->Get(0);
+  bool any_twin = op.out_twin;
+  for (bool t : op.in_twin) any_twin = any_twin || t;
+  if (op.plan.layout == Layout::kPlain && any_twin) return unimplemented(op.what + " reads a channels-last operand");
+  if (!op.nhwc) {
+    if (op.out_twin) return unimplemented(op.what + " writes a channels-last value from a channels-first op");
+    return ok_status();
+  }
+  const size_t out_rank = m->values()->Get(out_id)->shape()->size();
+  if (!op.out_twin && !spatial_one(exprs, m->values()->Get(out_id))) return unimplemented(op.what + " writes channels-first");
+  const bool all = op.plan.kind == OpKind::kBinary || op.plan.kind == OpKind::kConcat;
+  for (size_t k = 0; k < op.ins.size(); ++k) {
+    if (!op.ins[k] || op.in_twin[k] || (!all && k > 0)) continue;
+    const fb::Value* v = m->values()->Get(dop->inputs()->Get(k));
+    const size_t r = v->shape()->size();
+    bool fits = r == out_rank ? spatial_one(exprs, v) : r < out_rank;
+    for (size_t a = 0; fits && r < out_rank && a < r; ++a) {
+      const core::ExprNode& e = exprs[v->shape()->Get(a)];
+      if (out_rank - r + a >= 2 && (e.op != core::ExprOp::kConst || e.value != 1)) fits = false;
+    }
+    if (!fits) return unimplemented(op.what + " reads a channels-first operand in a channels-last op");
+  }
+  return ok_status();
+}
+
+// Binary ops: constant operands broadcast to the output's rank, permuted once when the op
+// runs channels-last.
+void bind_constants(const fb::Method* m, const std::vector<core::ExprNode>& exprs, const fb::Instruction* in,
+                    const std::vector<Operand>& operands, size_t out_rank, Delegate::Op* op) {
+  for (int k = 0; k < 2; ++k) {
+    if (op->ins[k]) continue;
+    std::vector<int64_t> dims;
+    for (int32_t e : *m->values()->Get(in->inputs()->Get(k))->shape()) dims.push_back(exprs[e].value);
+    const size_t rank = std::max(out_rank, dims.size());
+    const float* src = static_cast<const float*>(operands[k].const_data);
+    const int r = static_cast<int>(dims.size());
+    op->const_shape[k] = broadcast_shape(dims.data(), r, rank, op->nhwc);
+    op->const_ptr[k] = src;
+    if (op->nhwc && rank >= 3) {
+      op->const_buf[k] = permute_const(src, broadcast_shape(dims.data(), r, rank, false));
+      op->const_ptr[k] = op->const_buf[k].data();
+    }
+  }
+}
+
+// Concat: one strided copy per input into its channel slice. Channel counts are static
+// (the support check said so); views have no dims before bind.
+Status create_copies(const fb::Method* m, const std::vector<core::ExprNode>& exprs, const fb::DelegateOp* dop,
+                     Delegate::Op* op) {
+  auto channels = [&](int32_t v) {
+    const fb::Value* val = m->values()->Get(v);
+    const size_t axis = is_twin(m, v) ? val->shape()->size() - 1 : 1;
+    return static_cast<size_t>(exprs[val->shape()->Get(axis)].value);
+  };
+  const size_t total = channels(dop->outputs()->Get(0));
+  for (size_t k = 0; k < op->ins.size(); ++k) {
+    const size_t c = channels(dop->inputs()->Get(k));
+    xnn_operator_t copy = nullptr;
+    KILN_TRY(check(xnn_create_copy_nc_x32(c, c, total, 0, &copy), op->what, "create"));
+    op->copies.push_back(copy);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, const format::ProgramFile& file,
+                                                          const std::vector<core::ExprNode>& exprs,
+                                                          std::vector<TensorView>* views, const fb::DelegateOp* dop) {
+  auto op = std::make_unique<Op>();
+  if (dop->kind() != fb::DelegateOpKind::Kernel) {
+    op->kind = dop->kind() == fb::DelegateOpKind::ToNhwc ? Op::Kind::kToNhwc : Op::Kind::kToNchw;
+    op->ins.push_back(&(*views)[dop->inputs()->Get(0)]);
+    op->out = &(*views)[dop->outputs()->Get(0)];
+    return op;
+  }
+  const fb::Instruction* in = m->instructions()->Get(dop->source());
+  op->what = "instruction #" + std::to_string(dop->source()) + " '" + (in->node_name() ? in->node_name()->str() : "") +
+             "' (" + in->op()->str() + ")";
+  if (dop->outputs()->size() != 1) return unimplemented(op->what + " has more than one output");
+  std::vector<core::AttrRef> attrs;
+  const std::vector<Operand> operands = operands_of(m, file, in);
+  std::vector<std::vector<core::ExprId>> out_shapes;
+  for (int32_t v : *in->outputs())
+    out_shapes.emplace_back(m->values()->Get(v)->shape()->begin(), m->values()->Get(v)->shape()->end());
+  Result<OpPlan> plan = plan_op(in->op()->str(), attrs_of(in, &attrs), operands, out_shapes, exprs.data());
+  if (!plan.ok()) return unimplemented(op->what + " cannot run on XNNPACK: " + plan.status().message());
+  op->plan = *plan;
+  if (dop->fused() >= 0) KILN_TRY(fuse_clamp(m, file, dop->fused(), op.get()));
+  const int32_t out_id = dop->outputs()->Get(0);
+  op->out = &(*views)[out_id];
+  op->out_twin = is_twin(m, out_id);
+  bool any_twin = op->out_twin;
+  for (size_t k = 0; k < dop->inputs()->size(); ++k) {
+    const int32_t v = dop->inputs()->Get(k);
+    op->in_twin.push_back(v >= 0 && is_twin(m, v));
+    any_twin = any_twin || op->in_twin.back();
+    op->ins.push_back(v >= 0 && !operands[k].const_data ? &(*views)[v] : nullptr);
+  }
+  op->nhwc = op->plan.layout == Layout::kNhwc || (op->plan.layout == Layout::kEither && any_twin);
+  KILN_TRY(check_layouts(m, exprs, dop, *op));
+  if (op->plan.kind == OpKind::kBinary)
+    bind_constants(m, exprs, in, operands, m->values()->Get(out_id)->shape()->size(), op.get());
+  if (op->plan.kind == OpKind::kConcat) KILN_TRY(create_copies(m, exprs, dop, op.get()));
+  else KILN_TRY(create_kernel(op->plan, in, file.constants, m, op.get()));
+  return op;
+}
+
 Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const format::ProgramFile& file,
                                                    const std::vector<core::ExprNode>& exprs,
                                                    std::vector<TensorView>* views, pthreadpool_t pool) {
@@ -298,140 +438,10 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
   const uint64_t bytes_before = g_bytes;
   std::unique_ptr<Delegate> del(new Delegate());
   del->pool_ = pool;
-  std::vector<core::AttrRef> attrs;
   for (const fb::DelegateRegion* r : *d->regions()) {
-    std::vector<Op> ops;
+    std::vector<std::unique_ptr<Op>> ops;
     for (const fb::DelegateOp* dop : *r->ops()) {
-      Op op;
-      if (dop->kind() != fb::DelegateOpKind::Kernel) {
-        op.kind = dop->kind() == fb::DelegateOpKind::ToNhwc ? Op::Kind::kToNhwc : Op::Kind::kToNchw;
-        op.ins.push_back(&(*views)[dop->inputs()->Get(0)]);
-        op.out = &(*views)[dop->outputs()->Get(0)];
-        ops.push_back(std::move(op));
-        continue;
-      }
-      const fb::Instruction* in = m->instructions()->Get(dop->source());
-      op.what = "instruction #" + std::to_string(dop->source()) + " '" + (in->node_name() ? in->node_name()->str() : "") +
-                "' (" + in->op()->str() + ")";
-      attrs.clear();
-      if (in->attrs())
-        for (const fb::Attribute* a : *in->attrs()) attrs.push_back(format::attr_ref(a));
-      std::vector<Operand> operands;
-      for (int32_t v : *in->inputs()) {
-        Operand o;
-        if (v < 0) {
-          o.present = false;
-        } else {
-          const fb::Value* val = m->values()->Get(v);
-          const fb::Value* root = val->storage() == fb::StorageKind::Alias ? m->values()->Get(val->alias_of()) : val;
-          o.dtype = static_cast<DType>(val->dtype());
-          o.shape.assign(val->shape()->begin(), val->shape()->end());
-          if (root->storage() == fb::StorageKind::Constant) o.const_data = file.constants + root->offset();
-        }
-        operands.push_back(std::move(o));
-      }
-      std::vector<std::vector<core::ExprId>> out_shapes;
-      for (int32_t v : *in->outputs())
-        out_shapes.emplace_back(m->values()->Get(v)->shape()->begin(), m->values()->Get(v)->shape()->end());
-      Result<OpPlan> plan = plan_op(in->op()->str(), core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size())),
-                                    operands, out_shapes, exprs.data());
-      if (!plan.ok()) return unimplemented(op.what + " cannot run on XNNPACK: " + plan.status().message());
-      op.plan = *plan;
-      if (dop->fused() >= 0) {
-        const fb::Instruction* f = m->instructions()->Get(dop->fused());
-        std::vector<core::AttrRef> fattrs;
-        if (f->attrs())
-          for (const fb::Attribute* a : *f->attrs()) fattrs.push_back(format::attr_ref(a));
-        std::vector<Operand> fops;
-        for (int32_t v : *f->inputs()) {
-          Operand o;
-          if (v < 0) o.present = false;
-          else {
-            const fb::Value* val = m->values()->Get(v);
-            const fb::Value* root = val->storage() == fb::StorageKind::Alias ? m->values()->Get(val->alias_of()) : val;
-            o.dtype = static_cast<DType>(val->dtype());
-            if (root->storage() == fb::StorageKind::Constant) o.const_data = file.constants + root->offset();
-          }
-          fops.push_back(o);
-        }
-        Result<std::pair<float, float>> clamp =
-            fusable_activation(f->op()->str(), core::Attrs(fattrs.data(), static_cast<uint32_t>(fattrs.size())), fops);
-        if (!clamp.ok() || !takes_clamp(op.plan.kind))
-          return unimplemented(op.what + " cannot fuse instruction #" + std::to_string(dop->fused()));
-        op.plan.out_min = std::max(op.plan.out_min, clamp->first);
-        op.plan.out_max = std::min(op.plan.out_max, clamp->second);
-        if (op.plan.kind == OpKind::kBinary && (op.plan.binary == BinaryOp::kMax || op.plan.binary == BinaryOp::kMin))
-          return unimplemented(op.what + " cannot fuse a clamp into Max/Min");
-      }
-      // Operands and their layouts; the layout rules export used, checked again here.
-      const int32_t out_id = dop->outputs()->Get(0);
-      if (dop->outputs()->size() != 1) return unimplemented(op.what + " has more than one output");
-      op.out = &(*views)[out_id];
-      op.out_twin = is_twin(m, out_id);
-      bool any_twin = op.out_twin;
-      for (size_t k = 0; k < dop->inputs()->size(); ++k) {
-        const int32_t v = dop->inputs()->Get(k);
-        const bool twin = v >= 0 && is_twin(m, v);
-        any_twin = any_twin || twin;
-        op.in_twin.push_back(twin);
-        op.ins.push_back(v >= 0 && !operands[k].const_data ? &(*views)[v] : nullptr);
-      }
-      op.nhwc = op.plan.layout == Layout::kNhwc || (op.plan.layout == Layout::kEither && any_twin);
-      if (op.plan.layout == Layout::kPlain && any_twin) return unimplemented(op.what + " reads a channels-last operand");
-      const size_t out_rank = m->values()->Get(out_id)->shape()->size();
-      if (op.nhwc) {
-        if (!op.out_twin && !spatial_one(exprs, m->values()->Get(out_id))) return unimplemented(op.what + " writes channels-first");
-        const bool all = op.plan.kind == OpKind::kBinary || op.plan.kind == OpKind::kConcat;
-        for (size_t k = 0; k < op.ins.size(); ++k) {
-          if (!op.ins[k] || op.in_twin[k] || (!all && k > 0)) continue;
-          const fb::Value* v = m->values()->Get(dop->inputs()->Get(k));
-          const size_t r = v->shape()->size();
-          bool fits = r == out_rank ? spatial_one(exprs, v) : r < out_rank;
-          for (size_t a = 0; fits && r < out_rank && a < r; ++a) {
-            const size_t axis = out_rank - r + a;  // its axis in the output
-            const core::ExprNode& e = exprs[v->shape()->Get(a)];
-            if (axis >= 2 && (e.op != core::ExprOp::kConst || e.value != 1)) fits = false;
-          }
-          if (!fits) return unimplemented(op.what + " reads a channels-first operand in a channels-last op");
-        }
-      } else if (op.out_twin) {
-        return unimplemented(op.what + " writes a channels-last value from a channels-first op");
-      }
-      if (op.plan.kind == OpKind::kBinary) {
-        for (int k = 0; k < 2; ++k) {
-          if (op.ins[k]) continue;
-          const int32_t v = in->inputs()->Get(k);
-          const fb::Value* val = m->values()->Get(v);
-          std::vector<int64_t> dims;
-          for (int32_t e : *val->shape()) dims.push_back(exprs[e].value);
-          const size_t rank = std::max(out_rank, dims.size());
-          const float* src = static_cast<const float*>(operands[k].const_data);
-          op.const_shape[k] = broadcast_shape(dims.data(), static_cast<int>(dims.size()), rank, op.nhwc);
-          if (op.nhwc && rank >= 3) {
-            op.const_buf[k] = permute_const(src, broadcast_shape(dims.data(), static_cast<int>(dims.size()), rank, false));
-            op.const_ptr[k] = op.const_buf[k].data();
-          } else {
-            op.const_ptr[k] = src;
-          }
-        }
-      }
-      if (op.plan.kind == OpKind::kConcat) {
-        // Channel counts are static (support checked it); views have no dims before bind.
-        auto channels = [&](int32_t v) {
-          const fb::Value* val = m->values()->Get(v);
-          const size_t axis = is_twin(m, v) ? val->shape()->size() - 1 : 1;
-          return static_cast<size_t>(exprs[val->shape()->Get(axis)].value);
-        };
-        const size_t total = channels(out_id);
-        for (size_t k = 0; k < op.ins.size(); ++k) {
-          const size_t c = channels(dop->inputs()->Get(k));
-          xnn_operator_t copy = nullptr;
-          KILN_TRY(check(xnn_create_copy_nc_x32(c, c, total, 0, &copy), op.what, "create"));
-          op.copies.push_back(copy);
-        }
-      } else {
-        KILN_TRY(create_kernel(op.plan, in, file.constants, m, &op));
-      }
+      KILN_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, create_op(m, file, exprs, views, dop));
       ops.push_back(std::move(op));
     }
     del->regions_.push_back(std::move(ops));
@@ -443,9 +453,10 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
 Delegate::~Delegate() = default;
 
 Status Delegate::setup() {
-  Shape now;
-  for (std::vector<Op>& ops : regions_) {
-    for (Op& op : ops) {
+  Shape& now = dims_scratch_;  // keeps its capacity: no allocation after the first bind
+  for (std::vector<std::unique_ptr<Op>>& ops : regions_) {
+    for (std::unique_ptr<Op>& p : ops) {
+      Op& op = *p;
       if (op.kind != Op::Kind::kKernel) continue;
       now.clear();
       for (const TensorView* t : op.ins)
@@ -536,7 +547,7 @@ Status Delegate::setup() {
           nhwc_dims(*op.out, op.out_twin, &on, &oh, &ow, &total);
           size_t offset = 0;
           for (size_t k = 0; k < op.ins.size() && s == xnn_status_success; ++k) {
-            nhwc_dims(*op.ins[k], op.in_twin[k], &n, &h, &w, &c);
+            nhwc_dims(*op.ins[k], op.in_twin[k], &n, &h, &w, &c);  // c: this input's channels
             s = xnn_setup_copy_nc_x32(op.copies[k], on * oh * ow, op.ins[k]->data, y + offset, pool_);
             offset += c;
           }
@@ -553,7 +564,8 @@ Status Delegate::setup() {
 }
 
 Status Delegate::run_region(size_t r) {
-  for (Op& op : regions_[r]) {
+  for (std::unique_ptr<Op>& p : regions_[r]) {
+    Op& op = *p;
     if (op.kind == Op::Kind::kToNhwc) {
       const TensorView& x = *op.ins[0];
       size_t n, h, w, c;

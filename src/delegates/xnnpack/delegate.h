@@ -42,8 +42,13 @@ class Delegate {
 
  private:
   Delegate() = default;
-  std::vector<std::vector<Op>> regions_;
+  /// One operator of a region: created (weights packed) from the verified program.
+  static Result<std::unique_ptr<Op>> create_op(const fb::Method* m, const format::ProgramFile& file,
+                                               const std::vector<core::ExprNode>& exprs,
+                                               std::vector<TensorView>* views, const fb::DelegateOp* dop);
+  std::vector<std::vector<std::unique_ptr<Op>>> regions_;
   pthreadpool_t pool_ = nullptr;
+  std::vector<size_t> dims_scratch_;  ///< setup(): operand dims of one op
   uint64_t packed_bytes_ = 0;
 };
 

@@ -1,0 +1,55 @@
+#pragma once
+// The model zoo's manifest (zoo/manifest.json) for tests that walk every zoo model.
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "export/onnx/onnx_import.h"
+
+namespace kiln::testing {
+
+inline const std::string& zoo_dir() {
+  static const std::string dir = std::string(KILN_SOURCE_DIR) + "/zoo";
+  return dir;
+}
+
+/// The parsed manifest; a discarded json when it cannot be read.
+inline nlohmann::json zoo_manifest() {
+  std::ifstream f(zoo_dir() + "/manifest.json");
+  return nlohmann::json::parse(f, nullptr, false);
+}
+
+/// Names of the zoo's models, in manifest order.
+inline std::vector<std::string> zoo_model_names() {
+  std::vector<std::string> names;
+  nlohmann::json m = zoo_manifest();
+  if (m.is_discarded()) return names;
+  for (const auto& x : m["models"]) names.push_back(x["name"]);
+  return names;
+}
+
+/// The manifest entry of model `name` (null when absent).
+inline nlohmann::json zoo_model(const std::string& name) {
+  const nlohmann::json all = zoo_manifest();  // kept alive: the loop reads into it
+  for (const auto& x : all["models"])
+    if (x["name"] == name) return x;
+  return nullptr;
+}
+
+/// `kiln export` options of a zoo model: its `--dim` contract from export_args, and `delegate`.
+inline exporter::ExportOptions zoo_export_options(const nlohmann::json& model, const std::string& delegate = "xnnpack") {
+  exporter::ExportOptions opts;
+  opts.delegate = delegate;
+  const auto& args = model["export_args"];
+  for (size_t k = 0; k + 1 < args.size(); k += 2)
+    if (args[k] == "--dim") {
+      auto d = exporter::parse_dim_arg(args[k + 1].get<std::string>());
+      if (d.ok()) opts.dims.push_back(*d);
+    }
+  return opts;
+}
+
+}  // namespace kiln::testing
