@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/layout.h"
 #include "delegates/xnnpack/support.h"
 
@@ -94,6 +95,8 @@ struct Delegate::Op {
   std::vector<float> const_buf[2];
   Shape const_shape[2];
   const float* const_ptr[2] = {nullptr, nullptr};
+  std::unique_ptr<DenseConvWeights> dense;  // Kiln's own kernel instead of xop (Conv, FC)
+  DenseConvGeometry geom;
   Shape last;        // operand dims at the last setup
   bool skip = false;  // an empty tensor: nothing to run
 
@@ -301,6 +304,28 @@ core::Attrs attrs_of(const fb::Instruction* in, std::vector<core::AttrRef>* stor
   return core::Attrs(storage->data(), static_cast<uint32_t>(storage->size()));
 }
 
+// Conv with one group and fully connected layers run on Kiln's dense kernel where the CPU
+// has it (see dense_conv.h); false leaves the op to XNNPACK.
+bool create_dense(const OpPlan& p, const fb::Instruction* in, const uint8_t* constants, const fb::Method* m,
+                  Delegate::Op* op) {
+  const bool conv = p.kind == OpKind::kConv && p.groups == 1 && dense_conv_fits(p.kernel_h, p.kernel_w);
+  if (!dense_conv_available() || !(conv || p.kind == OpKind::kFullyConnected)) return false;
+  auto const_f32 = [&](int32_t v) -> const float* {
+    const fb::Value* val = m->values()->Get(v);
+    if (val->storage() == fb::StorageKind::Alias) val = m->values()->Get(val->alias_of());
+    return reinterpret_cast<const float*>(constants + val->offset());
+  };
+  const float* bias = in->inputs()->size() > 2 && in->inputs()->Get(2) >= 0 ? const_f32(in->inputs()->Get(2)) : nullptr;
+  op->dense = std::make_unique<DenseConvWeights>();
+  if (conv)
+    pack_dense_conv(const_f32(in->inputs()->Get(1)), bias, p.group_out, p.group_in, p.kernel_h, p.kernel_w, false,
+                    op->dense.get());
+  else
+    pack_dense_conv(const_f32(in->inputs()->Get(1)), bias, p.out_channels, p.channels, 1, 1, p.transpose_weights,
+                    op->dense.get());
+  return true;
+}
+
 // Narrows the op's output clamp to the Relu/Clip instruction fused into it.
 Status fuse_clamp(const fb::Method* m, const format::ProgramFile& file, int32_t fused, Delegate::Op* op) {
   const fb::Instruction* f = m->instructions()->Get(fused);
@@ -424,7 +449,7 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   if (op->plan.kind == OpKind::kBinary)
     bind_constants(m, exprs, in, operands, m->values()->Get(out_id)->shape()->size(), op.get());
   if (op->plan.kind == OpKind::kConcat) KILN_TRY(create_copies(m, exprs, dop, op.get()));
-  else KILN_TRY(create_kernel(op->plan, in, file.constants, m, op.get()));
+  else if (!create_dense(op->plan, in, file.constants, m, op.get())) KILN_TRY(create_kernel(op->plan, in, file.constants, m, op.get()));
   return op;
 }
 
@@ -452,6 +477,42 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
 
 Delegate::~Delegate() = default;
 
+namespace {
+
+// The dense kernel's geometry at the bound-to shape (SAME_UPPER pads from the actual sizes).
+void set_dense_geometry(const TensorView& x, bool x_twin, const TensorView& y, bool y_twin, Delegate::Op* op) {
+  DenseConvGeometry& g = op->geom;
+  const OpPlan& p = op->plan;
+  g = DenseConvGeometry{};
+  g.out_min = p.out_min;
+  g.out_max = p.out_max;
+  if (p.kind == OpKind::kFullyConnected) {
+    g.batch = numel(x) / p.channels;
+    g.in_stride = p.channels;
+    return;
+  }
+  size_t c, m;
+  nhwc_dims(x, x_twin, &g.batch, &g.in_h, &g.in_w, &c);
+  nhwc_dims(y, y_twin, &g.batch, &g.out_h, &g.out_w, &m);
+  g.in_stride = c;
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.dilation_h = p.dilation_h;
+  g.dilation_w = p.dilation_w;
+  g.pad_top = p.pad_top;
+  g.pad_left = p.pad_left;
+  if (p.same_upper) {
+    auto total = [](size_t in, size_t out, size_t s, size_t k, size_t d) {
+      const int64_t need = static_cast<int64_t>((out - 1) * s + (k - 1) * d + 1) - static_cast<int64_t>(in);
+      return std::max<int64_t>(0, need);
+    };
+    g.pad_top = total(g.in_h, g.out_h, p.stride_h, p.kernel_h, p.dilation_h) / 2;
+    g.pad_left = total(g.in_w, g.out_w, p.stride_w, p.kernel_w, p.dilation_w) / 2;
+  }
+}
+
+}  // namespace
+
 Status Delegate::setup() {
   Shape& now = dims_scratch_;  // keeps its capacity: no allocation after the first bind
   for (std::vector<std::unique_ptr<Op>>& ops : regions_) {
@@ -472,6 +533,10 @@ Status Delegate::setup() {
       const float* xp = x.as<float>();
       float* y = op.out->as<float>();
       size_t n, h, w, c;
+      if (op.dense) {
+        set_dense_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
+        continue;
+      }
       xnn_status s = xnn_status_success;
       switch (op.plan.kind) {
         case OpKind::kConv:
@@ -581,6 +646,10 @@ Status Delegate::run_region(size_t r) {
       continue;
     }
     if (op.skip) continue;
+    if (op.dense) {
+      dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      continue;
+    }
     if (op.plan.kind == OpKind::kConcat) {
       for (xnn_operator_t c : op.copies)
         if (xnn_run_operator(c, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");

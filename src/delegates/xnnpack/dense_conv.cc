@@ -1,0 +1,168 @@
+#include "delegates/xnnpack/dense_conv.h"
+
+#include <immintrin.h>
+#include <pthreadpool.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace kiln::delegates::xnnpack {
+
+namespace {
+
+constexpr size_t kNr = 16;       // output channels per block (two 8-float vectors)
+constexpr size_t kMr = 6;        // output pixels per microkernel call
+constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
+constexpr size_t kTilesPerTask = 8;
+
+// acc[r] (16 output channels of pixel r) += sum over taps and channels of a[tap][r][k] *
+// panel[tap*c + k][0..16); then bias, clamp, store the first `nc` channels. 2*MR
+// accumulators + 2 weight vectors + 1 broadcast stay in the 16 ymm registers.
+// Named accumulators (not arrays: GCC keeps arrays of vectors on the stack and stores them
+// every iteration); rows past MR compile away.
+#define KILN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+template <size_t MR>
+__attribute__((target("avx2,fma"))) void microkernel(size_t taps, size_t c, const float* const* a, const float* panel,
+                                                     const float* bias, float* const* y, size_t nc, float lo, float hi) {
+  const __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
+#define KILN_INIT(r) __m256 lo##r = b0, hi##r = b1;
+  KILN_ROWS(KILN_INIT)
+#undef KILN_INIT
+  const float* w = panel;
+  for (size_t t = 0; t < taps; ++t) {
+    const float* const* at = a + t * MR;
+#define KILN_PTR(r) const float* a##r = MR > r ? at[r] : nullptr;
+    KILN_ROWS(KILN_PTR)
+#undef KILN_PTR
+    for (size_t k = 0; k < c; ++k) {
+      const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
+      w += kNr;
+#define KILN_FMA(r)                                   \
+  if constexpr (MR > r) {                             \
+    const __m256 v = _mm256_broadcast_ss(a##r + k);   \
+    lo##r = _mm256_fmadd_ps(v, w0, lo##r);            \
+    hi##r = _mm256_fmadd_ps(v, w1, hi##r);            \
+  }
+      KILN_ROWS(KILN_FMA)
+#undef KILN_FMA
+    }
+  }
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  alignas(32) float tmp[kNr];
+#define KILN_STORE(r)                                                    \
+  if constexpr (MR > r) {                                               \
+    const __m256 o0 = _mm256_min_ps(_mm256_max_ps(lo##r, vlo), vhi);    \
+    const __m256 o1 = _mm256_min_ps(_mm256_max_ps(hi##r, vlo), vhi);    \
+    if (nc == kNr) {                                                    \
+      _mm256_storeu_ps(y[r], o0);                                       \
+      _mm256_storeu_ps(y[r] + 8, o1);                                   \
+    } else {                                                            \
+      _mm256_store_ps(tmp, o0);                                         \
+      _mm256_store_ps(tmp + 8, o1);                                     \
+      std::memcpy(y[r], tmp, nc * sizeof(float));                       \
+    }                                                                   \
+  }
+  KILN_ROWS(KILN_STORE)
+#undef KILN_STORE
+}
+#undef KILN_ROWS
+
+using Microkernel = void (*)(size_t, size_t, const float* const*, const float*, const float*, float* const*, size_t, float,
+                             float);
+constexpr Microkernel kKernels[kMr + 1] = {nullptr,         microkernel<1>, microkernel<2>, microkernel<3>,
+                                           microkernel<4>, microkernel<5>, microkernel<6>};
+
+struct Job {
+  const DenseConvWeights* w;
+  const DenseConvGeometry* g;
+  const float* x;
+  float* y;
+  size_t pixels, tiles;
+  size_t blocks_per_chunk;
+};
+
+// One task: kTilesPerTask tiles of kMr output pixels and one chunk of output-channel
+// blocks. The input pointers of each tile and tap are computed once and reused by the
+// chunk's blocks; each block's weight panel is reused by all the task's tiles.
+void run_task(void* ctx, size_t group, size_t chunk) {
+  const Job& j = *static_cast<const Job*>(ctx);
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels;
+  const size_t plane = g.out_h * g.out_w;
+  const size_t first = group * kTilesPerTask, last = std::min(j.tiles, first + kTilesPerTask);
+  const float* a[kTilesPerTask][kMaxTaps * kMr];
+  for (size_t tile = first; tile < last; ++tile) {
+    const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
+    const float** at = a[tile - first];
+    for (size_t r = 0; r < mr; ++r) {
+      const size_t p = p0 + r, n = p / plane, oh = p % plane / g.out_w, ow = p % g.out_w;
+      for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+        const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+        const bool row_inside = ih >= 0 && ih < static_cast<int64_t>(g.in_h);
+        const float* row = j.x + (n * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
+        for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+          const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
+          const bool inside = row_inside && iw >= 0 && iw < static_cast<int64_t>(g.in_w);
+          at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
+        }
+      }
+    }
+  }
+  float* y[kMr];
+  const size_t blocks = (m + kNr - 1) / kNr;
+  for (size_t mb = chunk * j.blocks_per_chunk; mb < std::min(blocks, (chunk + 1) * j.blocks_per_chunk); ++mb) {
+    const size_t nc = std::min(kNr, m - mb * kNr);
+    const float* panel = w.panels.data() + mb * taps * c * kNr;
+    const float* bias = w.bias.data() + mb * kNr;
+    for (size_t tile = first; tile < last; ++tile) {
+      const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
+      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
+      kKernels[mr](taps, c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
+    }
+  }
+}
+
+}  // namespace
+
+bool dense_conv_available() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+void pack_dense_conv(const float* w, const float* bias, size_t m, size_t c, size_t kh, size_t kw, bool transposed_fc,
+                     DenseConvWeights* out) {
+  const size_t taps = kh * kw, blocks = (m + kNr - 1) / kNr;
+  out->out_channels = m;
+  out->in_channels = c;
+  out->kernel_h = kh;
+  out->kernel_w = kw;
+  out->panels.assign(blocks * taps * c * kNr, 0.f);
+  out->bias.assign(blocks * kNr, 0.f);
+  out->zero.assign(c, 0.f);
+  for (size_t o = 0; o < m; ++o) {
+    const size_t mb = o / kNr, j = o % kNr;
+    if (bias) out->bias[o] = bias[o];
+    for (size_t t = 0; t < taps; ++t)
+      for (size_t k = 0; k < c; ++k)
+        out->panels[((mb * taps + t) * c + k) * kNr + j] = transposed_fc ? w[k * m + o] : w[(o * c + k) * taps + t];
+  }
+}
+
+void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool) {
+  Job j{&w, &g, x, y, g.batch * g.out_h * g.out_w, 0, 0};
+  if (j.pixels == 0 || w.out_channels == 0) return;
+  j.tiles = (j.pixels + kMr - 1) / kMr;
+  // Enough tasks for every thread: split the channel blocks when there are few pixel groups.
+  const size_t groups = (j.tiles + kTilesPerTask - 1) / kTilesPerTask, blocks = (w.out_channels + kNr - 1) / kNr;
+  const size_t want = 4 * (pool ? pthreadpool_get_threads_count(pool) : 1);
+  const size_t chunks = std::min(blocks, std::max<size_t>(1, (want + groups - 1) / groups));
+  j.blocks_per_chunk = (blocks + chunks - 1) / chunks;
+  pthreadpool_parallelize_2d(pool, run_task, &j, groups, (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk, 0);
+}
+
+bool dense_conv_fits(size_t kh, size_t kw) { return kh * kw <= kMaxTaps; }
+
+}  // namespace kiln::delegates::xnnpack

@@ -1,0 +1,49 @@
+#pragma once
+// Kiln's own dense NHWC convolution (and fully connected layer, a 1x1 convolution of height
+// and width 1) for the delegate, used where it beats the XNNPACK build we link: Debian's
+// libXNNPACK 2022 compiles its AVX2/FMA 5x16 GEMM microkernel with an accumulator spilled
+// to the stack, which halves its throughput (measured: resnet18 1.4-2x slower than ONNX
+// Runtime with every FLOP delegated). Register-blocked 6x16 microkernel, AVX2+FMA, chosen
+// at run time; other CPUs keep XNNPACK.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+typedef struct pthreadpool* pthreadpool_t;
+
+namespace kiln::delegates::xnnpack {
+
+/// True when this CPU runs the dense kernel (AVX2 and FMA).
+bool dense_conv_available();
+/// True when a kh x kw kernel fits the kernel's tap table.
+bool dense_conv_fits(size_t kh, size_t kw);
+
+/// Weights packed at create: output channels in blocks of 16, each block a [KH*KW*C][16]
+/// panel (taps in kh, kw, c order), zero-padded past the last channel; bias padded alike.
+struct DenseConvWeights {
+  size_t out_channels = 0, in_channels = 0, kernel_h = 1, kernel_w = 1;
+  std::vector<float> panels;
+  std::vector<float> bias;
+  std::vector<float> zero;  ///< in_channels zeros: the row a padded tap reads
+};
+
+/// Packs ONNX [M, C, KH, KW] weights (or, with `transposed_fc`, a [C, M] matrix and
+/// KH = KW = 1) and an optional bias [M].
+void pack_dense_conv(const float* w, const float* bias, size_t m, size_t c, size_t kh, size_t kw, bool transposed_fc,
+                     DenseConvWeights* out);
+
+/// Geometry of one run (the bound-to shape); input [N, H, W, C], output [N, OH, OW, M].
+struct DenseConvGeometry {
+  size_t batch = 0, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+  size_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  size_t in_stride = 0;  ///< floats between input pixels (C unless FC rows are strided)
+  float out_min = -INFINITY, out_max = INFINITY;
+};
+
+/// y = clamp(conv(x, w) + bias). Never allocates; threads over output tiles and channel blocks.
+void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
+
+}  // namespace kiln::delegates::xnnpack

@@ -1,0 +1,110 @@
+// Kiln's dense NHWC convolution / fully connected kernel against a double-precision
+// reference written here: strides, dilations, pads, SAME-style asymmetric pads, channel
+// counts that are not multiples of 16, pixel counts that are not multiples of 6, clamps,
+// one and two threads, and rows of a fully connected layer with a strided input.
+#include <gtest/gtest.h>
+
+#include <pthreadpool.h>
+
+#include <cmath>
+#include <random>
+
+#include "delegates/xnnpack/dense_conv.h"
+
+namespace kiln::delegates::xnnpack {
+namespace {
+
+struct Case {
+  size_t n, h, w, c, m, kh, kw, sh, sw, dh, dw;
+  int64_t pt, pl, pb, pr;
+};
+
+// y[n][oh][ow][m] in double, from x NHWC and w OIHW.
+std::vector<double> reference(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& b, size_t oh_n, size_t ow_n, float lo, float hi) {
+  std::vector<double> y(k.n * oh_n * ow_n * k.m);
+  for (size_t n = 0; n < k.n; ++n)
+    for (size_t oh = 0; oh < oh_n; ++oh)
+      for (size_t ow = 0; ow < ow_n; ++ow)
+        for (size_t m = 0; m < k.m; ++m) {
+          double s = b[m];
+          for (size_t i = 0; i < k.kh; ++i)
+            for (size_t j = 0; j < k.kw; ++j) {
+              int64_t ih = static_cast<int64_t>(oh * k.sh + i * k.dh) - k.pt;
+              int64_t iw = static_cast<int64_t>(ow * k.sw + j * k.dw) - k.pl;
+              if (ih < 0 || iw < 0 || ih >= static_cast<int64_t>(k.h) || iw >= static_cast<int64_t>(k.w)) continue;
+              for (size_t c = 0; c < k.c; ++c)
+                s += static_cast<double>(x[((n * k.h + ih) * k.w + iw) * k.c + c]) *
+                     w[((m * k.c + c) * k.kh + i) * k.kw + j];
+            }
+          y[((n * oh_n + oh) * ow_n + ow) * k.m + m] = std::min<double>(hi, std::max<double>(lo, s));
+        }
+  return y;
+}
+
+TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
+  if (!dense_conv_available()) GTEST_SKIP() << "this CPU lacks AVX2/FMA; XNNPACK runs these ops";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  pthreadpool_t two = pthreadpool_create(2);
+  const Case cases[] = {
+      {1, 5, 7, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     {2, 9, 8, 17, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {1, 11, 13, 8, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 12, 10, 4, 20, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+      {3, 6, 6, 32, 64, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {1, 1, 1, 40, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 8, 9, 16, 24, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},    {1, 4, 17, 5, 48, 1, 5, 1, 3, 1, 1, 0, 2, 0, 2},
+      {2, 3, 3, 64, 16, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
+  };
+  for (const Case& k : cases) {
+    const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
+    const size_t ow = (k.w + k.pl + k.pr - (k.dw * (k.kw - 1) + 1)) / k.sw + 1;
+    std::vector<float> x(k.n * k.h * k.w * k.c), w(k.m * k.c * k.kh * k.kw), b(k.m);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : b) v = u(rng);
+    DenseConvWeights packed;
+    pack_dense_conv(w.data(), b.data(), k.m, k.c, k.kh, k.kw, false, &packed);
+    for (float lo : {-INFINITY, 0.f}) {
+      DenseConvGeometry g;
+      g.batch = k.n, g.in_h = k.h, g.in_w = k.w, g.out_h = oh, g.out_w = ow;
+      g.stride_h = k.sh, g.stride_w = k.sw, g.dilation_h = k.dh, g.dilation_w = k.dw;
+      g.pad_top = k.pt, g.pad_left = k.pl, g.in_stride = k.c, g.out_min = lo, g.out_max = lo == 0.f ? 6.f : INFINITY;
+      std::vector<double> want = reference(k, x, w, b, oh, ow, g.out_min, g.out_max);
+      for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+        std::vector<float> y(want.size() + 1, NAN);  // one past the end must stay untouched
+        dense_conv(packed, g, x.data(), y.data(), pool);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(y[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "case c=" << k.c << " m=" << k.m << " i=" << i;
+        EXPECT_TRUE(std::isnan(y[want.size()]));
+      }
+    }
+  }
+  pthreadpool_destroy(two);
+}
+
+TEST(DenseConv, FullyConnectedRowsWithTransposedWeights) {
+  if (!dense_conv_available()) GTEST_SKIP() << "this CPU lacks AVX2/FMA";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (size_t rows : {1, 5, 6, 7, 13}) {
+    const size_t k = 37, n = 19;
+    std::vector<float> a(rows * k), w(k * n);  // w is [K, N] as MatMul's right operand
+    for (float& v : a) v = u(rng);
+    for (float& v : w) v = u(rng);
+    DenseConvWeights packed;
+    pack_dense_conv(w.data(), nullptr, n, k, 1, 1, true, &packed);
+    DenseConvGeometry g;
+    g.batch = rows;
+    g.in_stride = k;
+    std::vector<float> y(rows * n);
+    dense_conv(packed, g, a.data(), y.data(), nullptr);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (size_t i = 0; i < k; ++i) s += static_cast<double>(a[r * k + i]) * w[i * n + j];
+        ASSERT_NEAR(y[r * n + j], s, 1e-4 * (1 + std::fabs(s)));
+      }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::delegates::xnnpack
