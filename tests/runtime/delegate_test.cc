@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "aligned_bytes.h"
+#include "export/graph.h"
 #include "export/onnx/onnx_import.h"
+#include "export/xnnpack_partition.h"
 #include "format/program_desc.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
@@ -188,6 +190,77 @@ TEST(Delegate, NoneExportHasNoDelegateAndRequireCoverageFailsWithTheDeclinedList
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("GRU"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("required 95.0%"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// Ops the delegate runs with Kiln's own kernels inside a region: dense Conv (1x1, 3x3 with
+// SAME_UPPER), MaxPool with ceil_mode (and a 1x1 window with stride 2, which XNNPACK
+// refuses), and portable pointwise ops on channels-last buffers (HardSigmoid, Tanh) feeding
+// a Mul (x * hardsigmoid(x)), all at many H, W down to the minimum.
+TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
+  exporter::GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("H", 3, 41).ok());
+  ASSERT_TRUE(g.add_dim("W", 3, 37).ok());
+  int x = *g.add_input("x", DType::kF32, {2, 5, "H", "W"});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto weights = [&](std::vector<int64_t> shape) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    std::vector<float> v(n);
+    for (float& f : v) f = u(rng);
+    return *g.add_constant<float>("w" + std::to_string(n) + "_" + std::to_string(rng()), DType::kF32, shape, v);
+  };
+  core::AttrStore same;
+  same.set_str("auto_pad", "SAME_UPPER").set_ints("strides", {2, 1});
+  int c1 = *g.add("Conv", "conv_same", {x, weights({19, 5, 3, 3}), weights({19})}, same);
+  core::AttrStore ceil;
+  ceil.set_ints("kernel_shape", {3, 3}).set_ints("strides", {2, 2}).set_int("ceil_mode", 1);
+  int p1 = *g.add("MaxPool", "pool_ceil", {c1}, ceil);
+  int hs = *g.add("HardSigmoid", "hsig", {p1});
+  int m1 = *g.add("Mul", "hswish", {p1, hs});
+  int t1 = *g.add("Tanh", "tanh", {m1});
+  core::AttrStore one;
+  one.set_ints("kernel_shape", {1, 1}).set_ints("strides", {2, 2});
+  int p2 = *g.add("MaxPool", "pool_1x1", {t1}, one);
+  int c2 = *g.add("Conv", "conv_1x1", {p2, weights({7, 19, 1, 1})});
+  ASSERT_TRUE(g.mark_output(c2, "y").ok());
+  format::ProgramDesc desc;
+  ASSERT_TRUE(g.emit(&desc).ok());
+  ASSERT_TRUE(exporter::partition_xnnpack(&desc.methods[0], desc.constants).ok());
+  ASSERT_TRUE(desc.methods[0].delegate.declined.empty()) << desc.methods[0].delegate.declined[0].reason;
+  ASSERT_EQ(desc.methods[0].delegate.regions.size(), 1u);
+  AlignedBytes image(*format::serialize_program(desc));
+  auto program = image.load();
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  MethodOptions off;
+  off.use_delegate = false;
+  auto d = Method::create(**program, "forward");
+  auto p = Method::create(**program, "forward", off);
+  ASSERT_TRUE(d.ok() && p.ok());
+  ASSERT_TRUE((*d)->delegated()) << (*d)->delegate_warning();
+  for (int64_t h : {41, 3, 4, 17, 40, 5}) {
+    for (int64_t w : {37, 3, 6, 21}) {
+      ASSERT_TRUE((*d)->bind_shapes({{2, 5, h, w}}).ok());
+      ASSERT_TRUE((*p)->bind_shapes({{2, 5, h, w}}).ok());
+      (*d)->fill_arena(0xFF);
+      std::mt19937 r1(static_cast<uint32_t>(h * 100 + w)), r2(static_cast<uint32_t>(h * 100 + w));
+      fill_input((*d)->input(0), nlohmann::json{{"kind", "normal"}}, r1);
+      fill_input((*p)->input(0), nlohmann::json{{"kind", "normal"}}, r2);
+      ASSERT_TRUE((*d)->execute().ok());
+      ASSERT_TRUE((*p)->execute().ok());
+      const TensorView& a = (*d)->output(0);
+      const TensorView& b = (*p)->output(0);
+      ASSERT_EQ(a.numel(), b.numel());
+      for (int64_t i = 0; i < a.numel(); ++i)
+        ASSERT_NEAR(a.as<float>()[i], b.as<float>()[i], 1e-4) << "at H=" << h << " W=" << w << " element " << i;
+    }
+  }
 }
 
 }  // namespace

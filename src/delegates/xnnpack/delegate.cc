@@ -10,6 +10,8 @@
 
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/layout.h"
+#include "delegates/xnnpack/max_pool_nhwc.h"
+#include "kernels/kernel.h"
 #include "delegates/xnnpack/support.h"
 
 namespace kiln::delegates::xnnpack {
@@ -97,6 +99,9 @@ struct Delegate::Op {
   const float* const_ptr[2] = {nullptr, nullptr};
   std::unique_ptr<DenseConvWeights> dense;  // Kiln's own kernel instead of xop (Conv, FC)
   DenseConvGeometry geom;
+  MaxPoolGeometry pool_geom;                 // own max pooling (plan.own_kernel)
+  const kernels::OpDef* portable = nullptr;  // own pointwise op: its portable kernel
+  std::vector<core::AttrRef> portable_attrs;
   Shape last;        // operand dims at the last setup
   bool skip = false;  // an empty tensor: nothing to run
 
@@ -448,6 +453,13 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   KILN_TRY(check_layouts(m, exprs, dop, *op));
   if (op->plan.kind == OpKind::kBinary)
     bind_constants(m, exprs, in, operands, m->values()->Get(out_id)->shape()->size(), op.get());
+  if (op->plan.own_kernel) {
+    if (op->plan.kind == OpKind::kUnary) {
+      op->portable = kernels::find_op(in->op()->c_str());
+      attrs_of(in, &op->portable_attrs);
+    }
+    return op;
+  }
   if (op->plan.kind == OpKind::kConcat) KILN_TRY(create_copies(m, exprs, dop, op.get()));
   else if (!create_dense(op->plan, in, file.constants, m, op.get())) KILN_TRY(create_kernel(op->plan, in, file.constants, m, op.get()));
   return op;
@@ -479,6 +491,12 @@ Delegate::~Delegate() = default;
 
 namespace {
 
+// SAME_UPPER's leading pad for the actual sizes (the smaller half of the total).
+int64_t same_upper_pad(size_t in, size_t out, size_t stride, size_t kernel, size_t dilation) {
+  const int64_t total = static_cast<int64_t>((out - 1) * stride + (kernel - 1) * dilation + 1) - static_cast<int64_t>(in);
+  return std::max<int64_t>(0, total) / 2;
+}
+
 // The dense kernel's geometry at the bound-to shape (SAME_UPPER pads from the actual sizes).
 void set_dense_geometry(const TensorView& x, bool x_twin, const TensorView& y, bool y_twin, Delegate::Op* op) {
   DenseConvGeometry& g = op->geom;
@@ -502,12 +520,25 @@ void set_dense_geometry(const TensorView& x, bool x_twin, const TensorView& y, b
   g.pad_top = p.pad_top;
   g.pad_left = p.pad_left;
   if (p.same_upper) {
-    auto total = [](size_t in, size_t out, size_t s, size_t k, size_t d) {
-      const int64_t need = static_cast<int64_t>((out - 1) * s + (k - 1) * d + 1) - static_cast<int64_t>(in);
-      return std::max<int64_t>(0, need);
-    };
-    g.pad_top = total(g.in_h, g.out_h, p.stride_h, p.kernel_h, p.dilation_h) / 2;
-    g.pad_left = total(g.in_w, g.out_w, p.stride_w, p.kernel_w, p.dilation_w) / 2;
+    g.pad_top = same_upper_pad(g.in_h, g.out_h, p.stride_h, p.kernel_h, p.dilation_h);
+    g.pad_left = same_upper_pad(g.in_w, g.out_w, p.stride_w, p.kernel_w, p.dilation_w);
+  }
+}
+
+// Own max pooling's geometry at the bound-to shape.
+void set_pool_geometry(const TensorView& x, bool x_twin, const TensorView& y, bool y_twin, Delegate::Op* op) {
+  MaxPoolGeometry& g = op->pool_geom;
+  const OpPlan& p = op->plan;
+  nhwc_dims(x, x_twin, &g.batch, &g.in_h, &g.in_w, &g.channels);
+  size_t c;
+  nhwc_dims(y, y_twin, &g.batch, &g.out_h, &g.out_w, &c);
+  g.kernel_h = p.kernel_h, g.kernel_w = p.kernel_w, g.stride_h = p.stride_h, g.stride_w = p.stride_w;
+  g.dilation_h = p.dilation_h, g.dilation_w = p.dilation_w;
+  g.pad_top = p.pad_top, g.pad_left = p.pad_left;
+  g.out_min = p.out_min, g.out_max = p.out_max;
+  if (p.same_upper) {
+    g.pad_top = same_upper_pad(g.in_h, g.out_h, p.stride_h, p.kernel_h, p.dilation_h);
+    g.pad_left = same_upper_pad(g.in_w, g.out_w, p.stride_w, p.kernel_w, p.dilation_w);
   }
 }
 
@@ -535,6 +566,10 @@ Status Delegate::setup() {
       size_t n, h, w, c;
       if (op.dense) {
         set_dense_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
+        continue;
+      }
+      if (op.plan.own_kernel) {
+        if (op.plan.kind == OpKind::kMaxPool) set_pool_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
         continue;
       }
       xnn_status s = xnn_status_success;
@@ -648,6 +683,22 @@ Status Delegate::run_region(size_t r) {
     if (op.skip) continue;
     if (op.dense) {
       dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      continue;
+    }
+    if (op.portable) {
+      kernels::RunCtx ctx;
+      const TensorView* in = op.ins[0];
+      TensorView* out = op.out;
+      ctx.inputs = &in;
+      ctx.num_inputs = 1;
+      ctx.outputs = &out;
+      ctx.num_outputs = 1;
+      ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
+      if (op.portable->run(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+      continue;
+    }
+    if (op.plan.own_kernel) {
+      max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
       continue;
     }
     if (op.plan.kind == OpKind::kConcat) {

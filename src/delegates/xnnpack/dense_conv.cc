@@ -36,6 +36,7 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, size_t c, cons
 #define KILN_PTR(r) const float* a##r = MR > r ? at[r] : nullptr;
     KILN_ROWS(KILN_PTR)
 #undef KILN_PTR
+#pragma GCC unroll 4
     for (size_t k = 0; k < c; ++k) {
       const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
       w += kNr;

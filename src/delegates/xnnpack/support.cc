@@ -15,6 +15,10 @@ using core::ExprOp;
 
 Status decline(const std::string& why) { return unimplemented(why); }
 
+// f32 pointwise ops with one input whose portable kernels run inside a region.
+const char* const kPortablePointwise[] = {"Tanh", "Exp", "Log", "Erf", "HardSigmoid", "Reciprocal", "Sin", "Cos", "Tan",
+                                          "Atan", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"};
+
 bool is_const(const ExprNode* exprs, ExprId e) { return exprs[e].op == ExprOp::kConst; }
 int64_t const_of(const ExprNode* exprs, ExprId e) { return is_const(exprs, e) ? exprs[e].value : -1; }
 
@@ -89,7 +93,6 @@ Status plan_pool(const std::string& op, core::Attrs attrs, const std::vector<Ope
   const Operand& x = ins[0];
   if (x.shape.size() != 4) return decline("only 2-D pooling");
   if (n_out != 1) return decline("the Indices output is not supported");
-  if (attrs.get_int("ceil_mode", 0) != 0) return decline("ceil_mode = 1 is not supported");
   if (attrs.get_int("storage_order", 0) != 0) return decline("storage_order = 1 is not supported");
   KILN_TRY(static_dim(exprs, x.shape[1], "channels", &p->channels));
   KILN_TRY(window_plan(attrs, 2, p));
@@ -99,12 +102,16 @@ Status plan_pool(const std::string& op, core::Attrs attrs, const std::vector<Ope
   p->kernel_w = static_cast<uint32_t>(k[1]);
   p->layout = Layout::kNhwc;
   p->flops_per_output = static_cast<double>(k[0] * k[1]);
-  if (p->kernel_h * p->kernel_w < 2) return decline("a 1x1 pooling window");
-  if (p->stride_h > p->kernel_h || p->stride_w > p->kernel_w) return decline("stride larger than the window");
+  const bool xnn_refuses = p->kernel_h * p->kernel_w < 2 || p->stride_h > p->kernel_h || p->stride_w > p->kernel_w ||
+                           attrs.get_int("ceil_mode", 0) != 0;
   if (op == "MaxPool") {
     p->kind = OpKind::kMaxPool;
+    p->own_kernel = xnn_refuses;
     return ok_status();
   }
+  if (attrs.get_int("ceil_mode", 0) != 0) return decline("ceil_mode = 1 is not supported");
+  if (p->kernel_h * p->kernel_w < 2) return decline("a 1x1 pooling window");
+  if (p->stride_h > p->kernel_h || p->stride_w > p->kernel_w) return decline("stride larger than the window");
   p->kind = OpKind::kAveragePool;
   if (p->dilation_h != 1 || p->dilation_w != 1) return decline("dilated average pooling");
   const bool padded = p->same_upper || p->pad_top || p->pad_left || p->pad_bottom || p->pad_right;
@@ -168,6 +175,12 @@ Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Op
       p->alpha = attrs.get_float("alpha", e.u == UnaryOp::kLeakyRelu ? 0.01f : 1.f);
       return ok_status();
     }
+  for (const char* name : kPortablePointwise)
+    if (op == name) {
+      p->unary = UnaryOp::kPortable;
+      p->own_kernel = true;
+      return ok_status();
+    }
   return decline("op not supported by the delegate");
 }
 
@@ -203,6 +216,7 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
   for (const char* k : kKnown) known = known || op == k;
+  for (const char* k : kPortablePointwise) known = known || op == k;
   if (!known) return decline("op not supported by XNNPACK");
   if (ins.empty() || !ins[0].present) return decline("no input");
   if (!all_f32(ins)) return decline("only f32 is delegated");

@@ -42,7 +42,10 @@ enum class OpKind : uint8_t {
 enum class Layout : uint8_t { kNhwc, kPlain, kEither };
 
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
-enum class UnaryOp : uint8_t { kClamp, kSigmoid, kHardSwish, kLeakyRelu, kElu, kAbs, kNeg, kFloor, kCeil, kSqrt, kRound };
+/// kPortable: a pointwise op XNNPACK lacks, run by its portable kernel on the region's
+/// buffers (pointwise ops do not care about layout), so it does not split a region.
+enum class UnaryOp : uint8_t { kClamp, kSigmoid, kHardSwish, kLeakyRelu, kElu, kAbs, kNeg, kFloor, kCeil, kSqrt, kRound,
+                               kPortable };
 
 /// Everything xnn_create_* needs, decoded once from attributes and constant shapes.
 struct OpPlan {
@@ -62,6 +65,9 @@ struct OpPlan {
   float alpha = 0.f;           ///< LeakyRelu/Elu alpha
   float out_min = -INFINITY, out_max = INFINITY;  ///< clamp range (Relu, Clip, fused activations)
   double flops_per_output = 1;  ///< multiply-adds count 2
+  /// Run by Kiln's own kernel instead of an XNNPACK operator (max pooling XNNPACK refuses:
+  /// ceil_mode, 1x1 windows, strides past the window; portable pointwise ops).
+  bool own_kernel = false;
 };
 
 /// Decides whether the delegate takes instruction `op`. Returns the plan, or an error whose
