@@ -198,7 +198,8 @@ TEST(Delegate, NoneExportHasNoDelegateAndRequireCoverageFailsWithTheDeclinedList
 namespace kiln::testing {
 namespace {
 
-// Ops the delegate runs with Kiln's own kernels inside a region: dense Conv (1x1, 3x3 with
+// Ops the delegate runs with Kiln's own kernels inside a region: BatchNormalization
+// channels-first and channels-last (with a fused Relu), dense Conv (1x1, 3x3 with
 // SAME_UPPER), MaxPool with ceil_mode (and a 1x1 window with stride 2, which XNNPACK
 // refuses), and portable pointwise ops on channels-last buffers (HardSigmoid, Tanh) feeding
 // a Mul (x * hardsigmoid(x)), all at many H, W down to the minimum.
@@ -216,9 +217,18 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
     for (float& f : v) f = u(rng);
     return *g.add_constant<float>("w" + std::to_string(n) + "_" + std::to_string(rng()), DType::kF32, shape, v);
   };
+  auto positive = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = 0.5f + std::fabs(u(rng));
+    return *g.add_constant<float>("var" + std::to_string(rng()), DType::kF32, {n}, v);
+  };
+  // BatchNormalization channels-first (on the input) and channels-last (after a Conv, + Relu).
+  int bn0 = *g.add("BatchNormalization", "bn_first", {x, weights({5}), weights({5}), weights({5}), positive(5)});
   core::AttrStore same;
   same.set_str("auto_pad", "SAME_UPPER").set_ints("strides", {2, 1});
-  int c1 = *g.add("Conv", "conv_same", {x, weights({19, 5, 3, 3}), weights({19})}, same);
+  int c0 = *g.add("Conv", "conv_same", {bn0, weights({19, 5, 3, 3}), weights({19})}, same);
+  int bn1 = *g.add("BatchNormalization", "bn_last", {c0, weights({19}), weights({19}), weights({19}), positive(19)});
+  int c1 = *g.add("Relu", "bn_relu", {bn1});
   core::AttrStore ceil;
   ceil.set_ints("kernel_shape", {3, 3}).set_ints("strides", {2, 2}).set_int("ceil_mode", 1);
   int p1 = *g.add("MaxPool", "pool_ceil", {c1}, ceil);

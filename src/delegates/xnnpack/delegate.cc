@@ -1,8 +1,10 @@
 #include "delegates/xnnpack/delegate.h"
 
+#include <pthreadpool.h>
 #include <xnnpack.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -100,6 +102,7 @@ struct Delegate::Op {
   std::unique_ptr<DenseConvWeights> dense;  // Kiln's own kernel instead of xop (Conv, FC)
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling (plan.own_kernel)
+  std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
   const kernels::OpDef* portable = nullptr;  // own pointwise op: its portable kernel
   std::vector<core::AttrRef> portable_attrs;
   Shape last;        // operand dims at the last setup
@@ -454,6 +457,15 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   if (op->plan.kind == OpKind::kBinary)
     bind_constants(m, exprs, in, operands, m->values()->Get(out_id)->shape()->size(), op.get());
   if (op->plan.own_kernel) {
+    if (op->plan.kind == OpKind::kBatchNorm) {
+      const float* v[5];
+      for (int k = 1; k < 5; ++k) v[k] = static_cast<const float*>(operands[k].const_data);
+      for (size_t ch = 0; ch < op->plan.channels; ++ch) {
+        const float s = v[1][ch] / std::sqrt(v[4][ch] + op->plan.alpha);
+        op->scale.push_back(s);
+        op->shift.push_back(v[2][ch] - v[3][ch] * s);
+      }
+    }
     if (op->plan.kind == OpKind::kUnary) {
       op->portable = kernels::find_op(in->op()->c_str());
       attrs_of(in, &op->portable_attrs);
@@ -490,6 +502,42 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
 Delegate::~Delegate() = default;
 
 namespace {
+
+// y = clamp(x * scale[c] + shift[c]) with c the last axis (channels-last: tasks of 64
+// pixels) or axis 1 (channels-first: a task per (n, c) plane).
+void channel_affine(const Delegate::Op& op, pthreadpool_t pool) {
+  struct Job {
+    const Delegate::Op* op;
+    size_t plane, pixels;  // plane: elements per (n, c) when channels-first, else 0
+  } j{&op, 0, 0};
+  const TensorView& x = *op.ins[0];
+  const size_t c = op.plan.channels;
+  if (!op.in_twin[0] && x.rank > 2) {
+    j.plane = 1;
+    for (int k = 2; k < x.rank; ++k) j.plane *= static_cast<size_t>(x.dims[k]);
+  }
+  j.pixels = numel(x) / c;
+  constexpr size_t kPixels = 64;
+  const size_t tasks = j.plane ? numel(x) / std::max<size_t>(1, j.plane) : (j.pixels + kPixels - 1) / kPixels;
+  pthreadpool_parallelize_1d(
+      pool,
+      [](void* ctx, size_t t) {
+        const Job& j = *static_cast<const Job*>(ctx);
+        const Delegate::Op& op = *j.op;
+        const size_t c = op.plan.channels;
+        const float lo = op.plan.out_min, hi = op.plan.out_max;
+        const float* x = op.ins[0]->as<float>();
+        float* y = op.out->as<float>();
+        if (j.plane) {  // plane t is channel t % c
+          const float s = op.scale[t % c], b = op.shift[t % c];
+          for (size_t i = t * j.plane; i < (t + 1) * j.plane; ++i) y[i] = std::min(hi, std::max(lo, x[i] * s + b));
+          return;
+        }
+        for (size_t p = t * kPixels; p < std::min(j.pixels, (t + 1) * kPixels); ++p)
+          for (size_t k = 0; k < c; ++k) y[p * c + k] = std::min(hi, std::max(lo, x[p * c + k] * op.scale[k] + op.shift[k]));
+      },
+      &j, tasks, 0);
+}
 
 // SAME_UPPER's leading pad for the actual sizes (the smaller half of the total).
 int64_t same_upper_pad(size_t in, size_t out, size_t stride, size_t kernel, size_t dilation) {
@@ -695,6 +743,10 @@ Status Delegate::run_region(size_t r) {
       ctx.num_outputs = 1;
       ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
       if (op.portable->run(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+      continue;
+    }
+    if (op.plan.kind == OpKind::kBatchNorm) {
+      channel_affine(op, pool_);
       continue;
     }
     if (op.plan.own_kernel) {

@@ -188,7 +188,7 @@ Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Op
 
 bool takes_clamp(OpKind k) {
   return k == OpKind::kConv || k == OpKind::kFullyConnected || k == OpKind::kMaxPool || k == OpKind::kAveragePool ||
-         k == OpKind::kGlobalAveragePool || k == OpKind::kBinary;
+         k == OpKind::kGlobalAveragePool || k == OpKind::kBinary || k == OpKind::kBatchNorm;
 }
 
 Result<std::pair<float, float>> fusable_activation(const std::string& op, core::Attrs attrs,
@@ -211,7 +211,7 @@ Result<std::pair<float, float>> fusable_activation(const std::string& op, core::
 Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins,
                        const std::vector<std::vector<core::ExprId>>& out_shapes, const core::ExprNode* exprs) {
   OpPlan p;
-  static const char* kKnown[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
+  static const char* kKnown[] = {"BatchNormalization", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
                                  "Mul", "Div", "Max", "Min", "Softmax", "Concat", "Relu", "Clip", "Sigmoid",
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
@@ -253,6 +253,16 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     KILN_TRY(static_dim(exprs, ins[0].shape[static_cast<size_t>(axis)], "the softmax axis", &p.channels));
     p.kind = OpKind::kSoftmax;
     p.flops_per_output = 4;
+  } else if (op == "BatchNormalization") {
+    for (size_t k = 1; k < 5; ++k)
+      if (k >= ins.size() || !ins[k].const_data) return decline("statistics are not constant");
+    if (ins[0].shape.size() < 2) return decline("input of rank below 2");
+    KILN_TRY(static_dim(exprs, ins[0].shape[1], "channels", &p.channels));
+    p.kind = OpKind::kBatchNorm;
+    p.layout = Layout::kEither;
+    p.own_kernel = true;
+    p.alpha = attrs.get_float("epsilon", 1e-5f);
+    p.flops_per_output = 2;
   } else if (op == "Concat") {
     int64_t axis = attrs.get_int("axis", 0);
     const size_t rank = ins[0].shape.size();

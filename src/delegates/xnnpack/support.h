@@ -35,6 +35,7 @@ enum class OpKind : uint8_t {
   kUnary,    ///< pointwise activations and math
   kSoftmax,  ///< over the last axis, or over channels of a 4-D tensor (channels-last)
   kConcat,   ///< along channels of a 4-D tensor (channels-last)
+  kBatchNorm,  ///< inference BatchNormalization: a per-channel affine map (Kiln's kernel)
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),
