@@ -202,7 +202,8 @@ namespace {
 // channels-first and channels-last (with a fused Relu), dense Conv (1x1, 3x3 with
 // SAME_UPPER), MaxPool with ceil_mode (and a 1x1 window with stride 2, which XNNPACK
 // refuses), and portable pointwise ops on channels-last buffers (HardSigmoid, Tanh) feeding
-// a Mul (x * hardsigmoid(x)), all at many H, W down to the minimum.
+// a Mul (x * hardsigmoid(x)), ConvTranspose with output_padding (XNNPACK) and a linear
+// Resize channels-last, all at many H, W down to the minimum.
 TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   exporter::GraphBuilder g;
   ASSERT_TRUE(g.add_dim("H", 3, 41).ok());
@@ -239,7 +240,14 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   one.set_ints("kernel_shape", {1, 1}).set_ints("strides", {2, 2});
   int p2 = *g.add("MaxPool", "pool_1x1", {t1}, one);
   int c2 = *g.add("Conv", "conv_1x1", {p2, weights({7, 19, 1, 1})});
-  ASSERT_TRUE(g.mark_output(c2, "y").ok());
+  core::AttrStore up;
+  up.set_ints("strides", {2, 2}).set_ints("pads", {1, 1, 1, 1}).set_ints("output_padding", {1, 0});
+  int c3 = *g.add("ConvTranspose", "deconv", {c2, weights({7, 4, 3, 3}), weights({4})}, up);
+  core::AttrStore lin;
+  lin.set_str("mode", "linear").set_str("coordinate_transformation_mode", "half_pixel");
+  int sc = *g.add_constant<float>("scales", DType::kF32, {4}, {1.f, 1.f, 2.f, 1.5f});
+  int r1 = g.add_op("Resize", "resize", {c3, -1, sc}, lin).value().at(0);
+  ASSERT_TRUE(g.mark_output(r1, "y").ok());
   format::ProgramDesc desc;
   ASSERT_TRUE(g.emit(&desc).ok());
   ASSERT_TRUE(exporter::partition_xnnpack(&desc.methods[0], desc.constants).ok());

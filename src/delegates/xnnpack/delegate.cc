@@ -14,6 +14,7 @@
 #include "delegates/xnnpack/layout.h"
 #include "delegates/xnnpack/max_pool_nhwc.h"
 #include "kernels/kernel.h"
+#include "kernels/portable/resize.h"
 #include "delegates/xnnpack/support.h"
 
 namespace kiln::delegates::xnnpack {
@@ -103,8 +104,11 @@ struct Delegate::Op {
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling (plan.own_kernel)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
-  const kernels::OpDef* portable = nullptr;  // own pointwise op: its portable kernel
+  // Own ops computed by portable maths (pointwise ops; Resize channels-last): the kernel, its
+  // attributes, and every operand's view (constants included).
+  kernels::RunFn portable = nullptr;
   std::vector<core::AttrRef> portable_attrs;
+  std::vector<const TensorView*> portable_ins;
   Shape last;        // operand dims at the last setup
   bool skip = false;  // an empty tensor: nothing to run
 
@@ -228,6 +232,23 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
                                                      p.groups * p.group_out, packed.data(), bias, lo, hi, pad.flags, x),
                    op->what, "create");
     }
+    case OpKind::kConvTranspose: {
+      // ONNX weights [G*Cg, Mg, (kH,) kW] -> XNNPACK [G, Mg, kH, kW, Cg].
+      const float* w = const_f32(in->inputs()->Get(1));
+      const size_t g_n = p.groups, cg = p.group_in, mg = p.group_out, k_plane = p.kernel_h * p.kernel_w;
+      std::vector<float> packed(g_n * mg * k_plane * cg);
+      for (size_t g = 0; g < g_n; ++g)
+        for (size_t ic = 0; ic < cg; ++ic)
+          for (size_t oc = 0; oc < mg; ++oc)
+            for (size_t k = 0; k < k_plane; ++k)
+              packed[((g * mg + oc) * k_plane + k) * cg + ic] = w[((g * cg + ic) * mg + oc) * k_plane + k];
+      const float* bias = in->inputs()->size() > 2 && in->inputs()->Get(2) >= 0 ? const_f32(in->inputs()->Get(2)) : nullptr;
+      return check(xnn_create_deconvolution2d_nhwc_f32(p.pad_top, p.pad_right, p.pad_bottom, p.pad_left, p.kernel_h,
+                                                       p.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+                                                       p.groups, cg, mg, g_n * cg, g_n * mg, packed.data(), bias, lo,
+                                                       hi, 0, x),
+                   op->what, "create");
+    }
     case OpKind::kFullyConnected: {
       const float* bias = in->inputs()->size() > 2 ? const_f32(in->inputs()->Get(2)) : nullptr;
       return check(xnn_create_fully_connected_nc_f32(p.channels, p.out_channels, p.channels, p.out_channels,
@@ -272,12 +293,15 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
         case UnaryOp::kCeil: return check(xnn_create_ceiling_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kSqrt: return check(xnn_create_square_root_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kRound: return check(xnn_create_bankers_rounding_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kPortable: break;  // own kernel: no operator
       }
       break;
     case OpKind::kSoftmax:
       return check(xnn_create_softmax_nc_f32(p.channels, p.channels, p.channels, 0, x), op->what, "create");
-    case OpKind::kConcat:
-      break;  // one strided copy per input, made by the caller
+    case OpKind::kConcat:  // one strided copy per input, made by the caller
+    case OpKind::kBatchNorm:  // own kernels: no operator
+    case OpKind::kResize:
+      break;
   }
   return unimplemented(op->what + ": no XNNPACK operator");
 }
@@ -466,9 +490,11 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
         op->shift.push_back(v[2][ch] - v[3][ch] * s);
       }
     }
-    if (op->plan.kind == OpKind::kUnary) {
-      op->portable = kernels::find_op(in->op()->c_str());
+    if (op->plan.kind == OpKind::kUnary || op->plan.kind == OpKind::kResize) {
+      op->portable = op->plan.kind == OpKind::kResize ? kernels::resize_run_channels_last
+                                                      : kernels::find_op(in->op()->c_str())->run;
       attrs_of(in, &op->portable_attrs);
+      for (int32_t v : *dop->inputs()) op->portable_ins.push_back(v >= 0 ? &(*views)[v] : nullptr);
     }
     return op;
   }
@@ -502,6 +528,15 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
 Delegate::~Delegate() = default;
 
 namespace {
+
+// `t` seen channels-last: a twin as is, a channels-first value with its dims permuted.
+TensorView as_nhwc(const TensorView& t, bool twin) {
+  TensorView v = t;
+  if (twin || t.rank < 3) return v;
+  for (int k = 1; k + 1 < t.rank; ++k) v.dims[k] = t.dims[k + 1];
+  v.dims[t.rank - 1] = t.dims[1];
+  return v;
+}
 
 // y = clamp(x * scale[c] + shift[c]) with c the last axis (channels-last: tasks of 64
 // pixels) or axis 1 (channels-first: a task per (n, c) plane).
@@ -626,6 +661,10 @@ Status Delegate::setup() {
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
           s = xnn_setup_convolution2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
           break;
+        case OpKind::kConvTranspose:
+          nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
+          s = xnn_setup_deconvolution2d_nhwc_f32(op.xop, n, h, w, op.plan.adjust_h, op.plan.adjust_w, xp, y, pool_);
+          break;
         case OpKind::kMaxPool:
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
           s = xnn_setup_max_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
@@ -658,6 +697,7 @@ Status Delegate::setup() {
             case UnaryOp::kCeil: s = xnn_setup_ceiling_nc_f32(op.xop, count, xp, y, pool_); break;
             case UnaryOp::kSqrt: s = xnn_setup_square_root_nc_f32(op.xop, count, xp, y, pool_); break;
             case UnaryOp::kRound: s = xnn_setup_bankers_rounding_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kPortable: break;
           }
           break;
         }
@@ -701,6 +741,9 @@ Status Delegate::setup() {
           }
           break;
         }
+        case OpKind::kBatchNorm:  // own kernels: nothing to set up here
+        case OpKind::kResize:
+          break;
       }
       if (s != xnn_status_success) {
         op.last.clear();
@@ -734,15 +777,21 @@ Status Delegate::run_region(size_t r) {
       continue;
     }
     if (op.portable) {
+      // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial
+      // axes are 1) is seen with its dims permuted.
+      const bool nhwc = op.plan.kind == OpKind::kResize;
+      TensorView x = nhwc ? as_nhwc(*op.ins[0], op.in_twin[0]) : *op.ins[0];
+      TensorView y = nhwc ? as_nhwc(*op.out, op.out_twin) : *op.out;
+      const TensorView* ins[4] = {&x, nullptr, nullptr, nullptr};
+      for (size_t k = 1; k < op.portable_ins.size() && k < 4; ++k) ins[k] = op.portable_ins[k];
+      TensorView* out = &y;
       kernels::RunCtx ctx;
-      const TensorView* in = op.ins[0];
-      TensorView* out = op.out;
-      ctx.inputs = &in;
-      ctx.num_inputs = 1;
+      ctx.inputs = ins;
+      ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, op.portable_ins.size()));
       ctx.outputs = &out;
       ctx.num_outputs = 1;
       ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
-      if (op.portable->run(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+      if (op.portable(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
       continue;
     }
     if (op.plan.kind == OpKind::kBatchNorm) {

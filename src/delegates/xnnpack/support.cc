@@ -88,6 +88,40 @@ Status plan_conv(core::Attrs attrs, const std::vector<Operand>& ins, const ExprN
   return ok_status();
 }
 
+Status plan_conv_transpose(core::Attrs attrs, const std::vector<Operand>& ins, const ExprNode* exprs, OpPlan* p) {
+  const Operand& x = ins[0];
+  const Operand& w = ins[1];
+  const size_t rank = x.shape.size();
+  if (rank != 3 && rank != 4) return decline("only 1-D and 2-D transposed convolution");
+  if (!w.const_data) return decline("weights are not constant");
+  if (ins.size() > 2 && ins[2].present && !ins[2].const_data) return decline("bias is not constant");
+  if (attrs.has("output_shape")) return decline("attribute 'output_shape' is not supported");
+  const int nsp = static_cast<int>(rank) - 2;
+  KILN_TRY(window_plan(attrs, nsp, p));
+  if (p->same_upper || attrs.str_equals("auto_pad", "VALID")) return decline("auto_pad is not supported");
+  size_t cin = 0, mg = 0, kh = 1, kw = 0;
+  KILN_TRY(static_dim(exprs, x.shape[1], "input channels", &cin));
+  KILN_TRY(static_dim(exprs, w.shape[1], "output channels per group", &mg));
+  if (nsp == 2) KILN_TRY(static_dim(exprs, w.shape[2], "kernel height", &kh));
+  KILN_TRY(static_dim(exprs, w.shape[rank - 1], "kernel width", &kw));
+  const int64_t group = attrs.get_int("group", 1);
+  if (group < 1 || cin % static_cast<size_t>(group) != 0) return decline("group does not divide the channels");
+  const int64_t* adj = attrs.ints("output_padding");
+  if (adj && attrs.ints_size("output_padding") == static_cast<uint32_t>(nsp)) {
+    p->adjust_h = nsp == 2 ? static_cast<uint32_t>(adj[0]) : 0;
+    p->adjust_w = static_cast<uint32_t>(adj[nsp - 1]);
+  }
+  p->kind = OpKind::kConvTranspose;
+  p->layout = Layout::kNhwc;
+  p->groups = static_cast<uint32_t>(group);
+  p->group_in = cin / static_cast<size_t>(group);
+  p->group_out = mg;
+  p->kernel_h = static_cast<uint32_t>(kh);
+  p->kernel_w = static_cast<uint32_t>(kw);
+  p->flops_per_output = 2.0 * static_cast<double>(p->group_in * kh * kw) / static_cast<double>(p->stride_h * p->stride_w);
+  return ok_status();
+}
+
 Status plan_pool(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins, size_t n_out,
                  const ExprNode* exprs, OpPlan* p) {
   const Operand& x = ins[0];
@@ -187,7 +221,7 @@ Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Op
 }  // namespace
 
 bool takes_clamp(OpKind k) {
-  return k == OpKind::kConv || k == OpKind::kFullyConnected || k == OpKind::kMaxPool || k == OpKind::kAveragePool ||
+  return k == OpKind::kConv || k == OpKind::kConvTranspose || k == OpKind::kFullyConnected || k == OpKind::kMaxPool || k == OpKind::kAveragePool ||
          k == OpKind::kGlobalAveragePool || k == OpKind::kBinary || k == OpKind::kBatchNorm;
 }
 
@@ -211,7 +245,7 @@ Result<std::pair<float, float>> fusable_activation(const std::string& op, core::
 Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins,
                        const std::vector<std::vector<core::ExprId>>& out_shapes, const core::ExprNode* exprs) {
   OpPlan p;
-  static const char* kKnown[] = {"BatchNormalization", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
+  static const char* kKnown[] = {"BatchNormalization", "Resize", "ConvTranspose", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
                                  "Mul", "Div", "Max", "Min", "Softmax", "Concat", "Relu", "Clip", "Sigmoid",
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
@@ -227,6 +261,8 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     if (s.size() > 6) return decline("rank above 6");
   if (op == "Conv") {
     KILN_TRY(plan_conv(attrs, ins, exprs, &p));
+  } else if (op == "ConvTranspose") {
+    KILN_TRY(plan_conv_transpose(attrs, ins, exprs, &p));
   } else if (op == "MaxPool" || op == "AveragePool") {
     KILN_TRY(plan_pool(op, attrs, ins, out_shapes.size(), exprs, &p));
   } else if (op == "GlobalAveragePool") {
@@ -252,6 +288,14 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     else return decline("softmax over an axis other than the last or the channels");
     KILN_TRY(static_dim(exprs, ins[0].shape[static_cast<size_t>(axis)], "the softmax axis", &p.channels));
     p.kind = OpKind::kSoftmax;
+    p.flops_per_output = 4;
+  } else if (op == "Resize") {
+    if (ins[0].shape.size() != 4) return decline("only 4-D inputs");
+    for (size_t k = 1; k < ins.size(); ++k)
+      if (ins[k].present && !ins[k].const_data) return decline("roi, scales and sizes must be constant");
+    p.kind = OpKind::kResize;
+    p.layout = Layout::kNhwc;
+    p.own_kernel = true;
     p.flops_per_output = 4;
   } else if (op == "BatchNormalization") {
     for (size_t k = 1; k < 5; ++k)

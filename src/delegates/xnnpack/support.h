@@ -27,6 +27,7 @@ struct Operand {
 
 enum class OpKind : uint8_t {
   kConv,            ///< Conv 2-D (1-D as H = 1), grouped and depthwise
+  kConvTranspose,   ///< ConvTranspose 2-D (1-D as H = 1), grouped
   kFullyConnected,  ///< Gemm / MatMul with a constant 2-D right operand
   kMaxPool,
   kAveragePool,
@@ -36,6 +37,7 @@ enum class OpKind : uint8_t {
   kSoftmax,  ///< over the last axis, or over channels of a 4-D tensor (channels-last)
   kConcat,   ///< along channels of a 4-D tensor (channels-last)
   kBatchNorm,  ///< inference BatchNormalization: a per-channel affine map (Kiln's kernel)
+  kResize,     ///< Resize of H and W, channels-last (the portable kernel's maths)
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),
@@ -58,6 +60,7 @@ struct OpPlan {
   uint32_t groups = 1;
   bool same_upper = false;     ///< auto_pad SAME_UPPER: XNNPACK's TensorFlow SAME padding
   size_t group_in = 0, group_out = 0;  ///< conv channels per group
+  uint32_t adjust_h = 0, adjust_w = 0;  ///< ConvTranspose output_padding
   size_t channels = 0;         ///< pools, softmax: channels; fully connected: input channels
   size_t out_channels = 0;     ///< fully connected: output channels
   bool transpose_weights = false;  ///< fully connected: weights stored [K, N]

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/kernel.h"
+#include "kernels/portable/resize.h"
 #include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
@@ -217,63 +217,82 @@ void cubic_taps(const Axis& a, const Params& p, int64_t x, int64_t idx[4], doubl
     for (int i = 0; i < 4; ++i) w[i] /= kept;
 }
 
-/// Resamples the last two axes of xv into yv. `scales` (one per axis) may be nullptr.
-KernelStatus resample(const TensorView& xv, TensorView& yv, const Params& p, const float* scales) {
-  const int r = xv.rank;
-  if (yv.rank != r || r < 1) return KernelStatus::kInvalidValue;
-  int64_t outer = 1;
-  for (int k = 0; k + 2 < r; ++k) {
-    if (yv.dims[k] != xv.dims[k]) return KernelStatus::kInvalidValue;
-    outer *= xv.dims[k];
-  }
-  Axis ah, aw;  // rank 1: H stays 1
-  for (int k = r - 2 < 0 ? r - 1 : r - 2; k < r; ++k) {
-    Axis& a = k == r - 1 ? aw : ah;
-    a.in = xv.dims[k];
-    a.out = yv.dims[k];
-    a.scale = scales ? static_cast<double>(scales[k]) : static_cast<double>(a.out) / static_cast<double>(a.in);
-  }
-  if (ah.in == 0 || aw.in == 0) return outer * ah.out * aw.out == 0 ? KernelStatus::kOk : KernelStatus::kInvalidValue;
-  const float* x = xv.as<float>();
-  float* y = yv.as<float>();
+/// Resamples planes [outer][H][W][channels] (channels = 1: the last two axes of a
+/// channels-first tensor; channels = C: a channels-last [N, H, W, C] tensor).
+void resample_planes(const float* x, float* y, int64_t outer, const Axis& ah, const Axis& aw, int64_t channels,
+                     const Params& p) {
+  const int64_t ch = channels;
   for (int64_t o = 0; o < outer; ++o) {
-    const float* xp = x + o * ah.in * aw.in;
-    float* yp = y + o * ah.out * aw.out;
+    const float* xp = x + o * ah.in * aw.in * ch;
+    float* yp = y + o * ah.out * aw.out * ch;
     for (int64_t oh = 0; oh < ah.out; ++oh) {
-      float* yr = yp + oh * aw.out;
+      float* yr = yp + oh * aw.out * ch;
       if (p.cubic) {
         int64_t hi[4], wi[4];
         double hw[4], ww[4];
         cubic_taps(ah, p, oh, hi, hw);
         for (int64_t ow = 0; ow < aw.out; ++ow) {
           cubic_taps(aw, p, ow, wi, ww);
-          double sum = 0;
-          for (int i = 0; i < 4; ++i) {
-            const float* xr = xp + hi[i] * aw.in;
-            sum += hw[i] * (ww[0] * xr[wi[0]] + ww[1] * xr[wi[1]] + ww[2] * xr[wi[2]] + ww[3] * xr[wi[3]]);
+          for (int64_t k = 0; k < ch; ++k) {
+            double sum = 0;
+            for (int i = 0; i < 4; ++i) {
+              const float* xr = xp + hi[i] * aw.in * ch + k;
+              sum += hw[i] * (ww[0] * xr[wi[0] * ch] + ww[1] * xr[wi[1] * ch] + ww[2] * xr[wi[2] * ch] +
+                              ww[3] * xr[wi[3] * ch]);
+            }
+            yr[ow * ch + k] = static_cast<float>(sum);
           }
-          yr[ow] = static_cast<float>(sum);
         }
         continue;
       }
       if (!p.linear) {
-        const float* xr = xp + nearest_index(ah, p, oh) * aw.in;
-        for (int64_t ow = 0; ow < aw.out; ++ow) yr[ow] = xr[nearest_index(aw, p, ow)];
+        const float* xr = xp + nearest_index(ah, p, oh) * aw.in * ch;
+        for (int64_t ow = 0; ow < aw.out; ++ow) {
+          const float* src = xr + nearest_index(aw, p, ow) * ch;
+          for (int64_t k = 0; k < ch; ++k) yr[ow * ch + k] = src[k];
+        }
         continue;
       }
       int64_t h0, h1, w0, w1;
       float fh, fw;
       linear_taps(ah, p, oh, &h0, &h1, &fh);
-      const float* r0 = xp + h0 * aw.in;
-      const float* r1 = xp + h1 * aw.in;
+      const float* r0 = xp + h0 * aw.in * ch;
+      const float* r1 = xp + h1 * aw.in * ch;
       for (int64_t ow = 0; ow < aw.out; ++ow) {
         linear_taps(aw, p, ow, &w0, &w1, &fw);
-        const float top = r0[w0] + fw * (r0[w1] - r0[w0]);
-        const float bottom = r1[w0] + fw * (r1[w1] - r1[w0]);
-        yr[ow] = top + fh * (bottom - top);
+        for (int64_t k = 0; k < ch; ++k) {
+          const float a0 = r0[w0 * ch + k], a1 = r0[w1 * ch + k], b0 = r1[w0 * ch + k], b1 = r1[w1 * ch + k];
+          const float top = a0 + fw * (a1 - a0);
+          const float bottom = b0 + fw * (b1 - b0);
+          yr[ow * ch + k] = top + fh * (bottom - top);
+        }
       }
     }
   }
+}
+
+/// Resamples the last two axes of xv into yv (with `channels_last`, axes 1 and 2 of a
+/// [N, H, W, C] tensor whose scales are given in channels-first order). `scales` (one per
+/// axis) may be nullptr.
+KernelStatus resample(const TensorView& xv, TensorView& yv, const Params& p, const float* scales, bool channels_last) {
+  const int r = xv.rank;
+  if (yv.rank != r || r < 1 || (channels_last && r != 4)) return KernelStatus::kInvalidValue;
+  const int h_axis = channels_last ? 1 : r - 2, w_axis = channels_last ? 2 : r - 1;
+  const int h_scale = channels_last ? 2 : r - 2, w_scale = channels_last ? 3 : r - 1;
+  int64_t outer = 1, channels = 1;
+  for (int k = 0; k < r; ++k) {
+    if (k == h_axis || k == w_axis) continue;
+    if (yv.dims[k] != xv.dims[k]) return KernelStatus::kInvalidValue;
+    (channels_last && k == 3 ? channels : outer) *= xv.dims[k];
+  }
+  Axis ah, aw;  // rank 1: H stays 1
+  if (r >= 2) ah = Axis{xv.dims[h_axis], yv.dims[h_axis], 1};
+  aw = Axis{xv.dims[w_axis], yv.dims[w_axis], 1};
+  ah.scale = scales && r >= 2 ? static_cast<double>(scales[h_scale]) : static_cast<double>(ah.out) / static_cast<double>(ah.in);
+  aw.scale = scales ? static_cast<double>(scales[w_scale]) : static_cast<double>(aw.out) / static_cast<double>(aw.in);
+  if (ah.in == 0 || aw.in == 0)
+    return outer * channels * ah.out * aw.out == 0 ? KernelStatus::kOk : KernelStatus::kInvalidValue;
+  resample_planes(xv.as<float>(), yv.as<float>(), outer, ah, aw, channels, p);
   return KernelStatus::kOk;
 }
 
@@ -320,14 +339,20 @@ Status resize_shape(ShapeCtx& c) {
   return finish_shape(c, std::move(out));
 }
 
-KernelStatus resize_run(const RunCtx& c) {
+namespace {
+KernelStatus resize_any(const RunCtx& c, bool channels_last) {
   Params p;
   const char* bad = nullptr;
   if (!read_resize_params(c.attrs, &p, &bad)) return KernelStatus::kInvalidValue;
   const bool scales = c.has_input(2) && c.in(2).numel() > 0;
   if (scales && c.in(2).numel() != c.in(0).rank) return KernelStatus::kInvalidValue;
-  return resample(c.in(0), c.out(0), p, scales ? c.in(2).as<float>() : nullptr);
+  return resample(c.in(0), c.out(0), p, scales ? c.in(2).as<float>() : nullptr, channels_last);
 }
+}  // namespace
+
+KernelStatus resize_run(const RunCtx& c) { return resize_any(c, false); }
+
+KernelStatus resize_run_channels_last(const RunCtx& c) { return resize_any(c, true); }
 
 Status upsample_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 2));
@@ -355,7 +380,7 @@ KernelStatus upsample_run(const RunCtx& c) {
   const float* scales = c.num_inputs == 2 ? c.in(1).as<float>() : c.attrs.floats("scales");
   const int64_t n = c.num_inputs == 2 ? c.in(1).numel() : c.attrs.floats_size("scales");
   if (!scales || n != c.in(0).rank) return KernelStatus::kInvalidValue;
-  return resample(c.in(0), c.out(0), upsample_params(c.attrs), scales);
+  return resample(c.in(0), c.out(0), upsample_params(c.attrs), scales, false);
 }
 
 }  // namespace kiln::kernels
