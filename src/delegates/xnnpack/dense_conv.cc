@@ -95,18 +95,36 @@ void run_task(void* ctx, size_t group, size_t chunk) {
   const size_t plane = g.out_h * g.out_w;
   const size_t first = group * kTilesPerTask, last = std::min(j.tiles, first + kTilesPerTask);
   const float* a[kTilesPerTask][kMaxTaps * kMr];
+  // Per tile: a "row" tile (every pixel's window inside the input, taps along kw contiguous)
+  // reads kernel_h taps of kernel_w * c floats each; any other tile one pointer per tap.
+  bool rows[kTilesPerTask];
+  const bool rows_ok = g.dilation_w == 1 && g.in_stride == c;
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
   for (size_t tile = first; tile < last; ++tile) {
     const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
     const float** at = a[tile - first];
+    bool& row_tile = rows[tile - first];
+    row_tile = rows_ok;
+    for (size_t r = 0; r < mr && row_tile; ++r) {
+      const size_t p = p0 + r, oh = p % plane / g.out_w, ow = p % g.out_w;
+      const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
+      const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
+      row_tile = ih0 >= 0 && ih0 + static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h) < in_h && iw0 >= 0 &&
+                 iw0 + static_cast<int64_t>(w.kernel_w) - 1 < in_w;
+    }
     for (size_t r = 0; r < mr; ++r) {
       const size_t p = p0 + r, n = p / plane, oh = p % plane / g.out_w, ow = p % g.out_w;
       for (size_t kh = 0; kh < w.kernel_h; ++kh) {
         const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-        const bool row_inside = ih >= 0 && ih < static_cast<int64_t>(g.in_h);
+        const bool row_inside = ih >= 0 && ih < in_h;
         const float* row = j.x + (n * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
+        if (row_tile) {
+          at[kh * mr + r] = row + (ow * g.stride_w - static_cast<size_t>(g.pad_left)) * c;
+          continue;
+        }
         for (size_t kw = 0; kw < w.kernel_w; ++kw) {
           const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
-          const bool inside = row_inside && iw >= 0 && iw < static_cast<int64_t>(g.in_w);
+          const bool inside = row_inside && iw >= 0 && iw < in_w;
           at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
         }
       }
@@ -121,7 +139,10 @@ void run_task(void* ctx, size_t group, size_t chunk) {
     for (size_t tile = first; tile < last; ++tile) {
       const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
-      kKernels[mr](taps, c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
+      if (rows[tile - first])
+        kKernels[mr](w.kernel_h, w.kernel_w * c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
+      else
+        kKernels[mr](taps, c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
     }
   }
 }
