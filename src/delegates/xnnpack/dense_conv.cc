@@ -100,30 +100,41 @@ void run_task(void* ctx, size_t group, size_t chunk) {
   bool rows[kTilesPerTask];
   const bool rows_ok = g.dilation_w == 1 && g.in_stride == c;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+  const int64_t span_h = static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h);
+  const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w);
+  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // one kernel row down
   for (size_t tile = first; tile < last; ++tile) {
     const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
     const float** at = a[tile - first];
-    bool& row_tile = rows[tile - first];
-    row_tile = rows_ok;
-    for (size_t r = 0; r < mr && row_tile; ++r) {
-      const size_t p = p0 + r, oh = p % plane / g.out_w, ow = p % g.out_w;
+    // The tile's first pixel, then step along the output rows (no division per pixel).
+    size_t n = p0 / plane, oh = p0 % plane / g.out_w, ow = p0 % g.out_w;
+    size_t pn[kMr], poh[kMr], pow_[kMr];
+    bool row_tile = rows_ok;
+    for (size_t r = 0; r < mr; ++r) {
+      pn[r] = n, poh[r] = oh, pow_[r] = ow;
       const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
       const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
-      row_tile = ih0 >= 0 && ih0 + static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h) < in_h && iw0 >= 0 &&
-                 iw0 + static_cast<int64_t>(w.kernel_w) - 1 < in_w;
+      row_tile = row_tile && ih0 >= 0 && ih0 + span_h < in_h && iw0 >= 0 && iw0 + span_w < in_w;
+      if (++ow == g.out_w) {
+        ow = 0;
+        if (++oh == g.out_h) oh = 0, ++n;
+      }
     }
+    rows[tile - first] = row_tile;
     for (size_t r = 0; r < mr; ++r) {
-      const size_t p = p0 + r, n = p / plane, oh = p % plane / g.out_w, ow = p % g.out_w;
+      const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
+      const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
+      if (row_tile) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
+        const float* base = j.x + ((pn[r] * g.in_h + static_cast<size_t>(ih0)) * g.in_w + static_cast<size_t>(iw0)) * c;
+        for (size_t kh = 0; kh < w.kernel_h; ++kh) at[kh * mr + r] = base + kh * row_step;
+        continue;
+      }
       for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-        const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+        const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
         const bool row_inside = ih >= 0 && ih < in_h;
-        const float* row = j.x + (n * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
-        if (row_tile) {
-          at[kh * mr + r] = row + (ow * g.stride_w - static_cast<size_t>(g.pad_left)) * c;
-          continue;
-        }
+        const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
         for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-          const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
+          const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
           const bool inside = row_inside && iw >= 0 && iw < in_w;
           at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
         }
