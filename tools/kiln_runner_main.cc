@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   app.add_option("--num_executions", o.num_executions, "times to execute")->capture_default_str();
   app.add_option("--cpu_threads", o.cpu_threads, "threads of the method's pool (the delegate and parallel kernels)")->capture_default_str();
   app.add_option("--delegate", o.delegate, "xnnpack (the program's delegate regions) or none (portable kernels)")->capture_default_str();
+  app.add_flag("--profile", o.profile, "after the runs, print time per instruction and per op type");
+  app.add_option("--profile_json", o.profile_json, "also write the profile as JSON to this file");
   app.add_flag("--server_mode", o.server_mode, "run one inference per stdin line");
   CLI11_PARSE(app, argc, argv);
   if (!inputs.empty()) {

@@ -13,6 +13,17 @@
 
 namespace kiln {
 
+/// One row of a Method's profile: a portable instruction, or one step of a delegate region
+/// (an XNNPACK operator or Kiln kernel computing an instruction, or a layout change).
+struct ProfileRow {
+  std::string op;      ///< "Conv", "Conv+Relu", "ToNhwc"
+  std::string node;    ///< the instruction's node name (layout changes: the value's name)
+  bool delegated = false;
+  std::string shape;   ///< output shape at the current bind ("1x64x40x40")
+  uint64_t ns = 0;     ///< total nanoseconds over `runs` executions
+  uint64_t runs = 0;
+};
+
 /// How a Method runs.
 struct MethodOptions {
   /// Run the program's delegate regions (XNNPACK) when it has them; false runs every
@@ -86,6 +97,12 @@ class Method {
   uint64_t delegate_packed_bytes() const;
   /// Arena bytes in use (the plan this Method runs).
   uint64_t planned_arena_bytes() const;
+
+  /// Times every step of execute from now on (two clock reads per step; no allocation),
+  /// or stops timing. Turning it on clears what was measured.
+  void set_profiling(bool on);
+  /// What execute took per step since profiling was turned on, in execution order.
+  std::vector<ProfileRow> profile() const;
 
   /// Value of dim `name` after bind, or -1.
   int64_t dim_value(const std::string& name) const;

@@ -1,5 +1,6 @@
 #include "kiln/method.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -62,6 +63,9 @@ struct Method::Impl {
     int32_t region = -1;
   };
   std::vector<Step> schedule;
+  bool profiling = false;
+  std::vector<uint64_t> instr_ns;  // profiling: per portable instruction
+  uint64_t profiled_runs = 0;
 
   ~Impl() {
     delegate.reset();
@@ -372,12 +376,14 @@ Status Method::execute() {
   if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
   kernels::RunCtx ctx;
   ctx.expr_values = s.expr_values.data();
+  if (s.profiling) ++s.profiled_runs;
   for (const Impl::Step& step : s.schedule) {
     if (step.region >= 0) {
-      KILN_TRY(s.delegate->run_region(static_cast<size_t>(step.region)).with_prefix("execute: "));
+      KILN_TRY(s.delegate->run_region(static_cast<size_t>(step.region), s.profiling).with_prefix("execute: "));
       continue;
     }
     const Instr& in = s.instrs[static_cast<size_t>(step.instr)];
+    const auto t0 = s.profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     ctx.inputs = s.in_ptrs.data() + in.in_begin;
     ctx.num_inputs = in.n_in;
     ctx.outputs = s.out_ptrs.data() + in.out_begin;
@@ -386,6 +392,9 @@ Status Method::execute() {
     ctx.scratch = in.scratch ? in.scratch->data : nullptr;
     ctx.scratch_bytes = in.scratch ? in.scratch->nbytes() : 0;
     kernels::KernelStatus ks = in.op->run(ctx);
+    if (s.profiling)
+      s.instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     if (ks != kernels::KernelStatus::kOk)
       return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
                               s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
@@ -397,6 +406,53 @@ Status Method::execute() {
 const TensorView& Method::output(size_t i) const { return impl_->views[impl_->outputs[i]]; }
 
 void Method::fill_arena(uint8_t byte) { std::memset(impl_->arena, byte, impl_->arena_bytes); }
+
+void Method::set_profiling(bool on) {
+  Impl& s = *impl_;
+  s.profiling = on;
+  if (!on) return;
+  s.instr_ns.assign(s.instrs.size(), 0);
+  s.profiled_runs = 0;
+  if (s.delegate) s.delegate->reset_times();
+}
+
+std::vector<ProfileRow> Method::profile() const {
+  const Impl& s = *impl_;
+  std::vector<ProfileRow> rows;
+  auto shape = [](const TensorView* t) {
+    std::string out;
+    for (int k = 0; t && k < t->rank; ++k) out += (k ? "x" : "") + std::to_string(t->dims[k]);
+    return out.empty() ? std::string("scalar") : out;
+  };
+  for (const Impl::Step& step : s.schedule) {
+    if (step.region < 0) {
+      const size_t i = static_cast<size_t>(step.instr);
+      const Instr& in = s.instrs[i];
+      rows.push_back(ProfileRow{in.op->name, s.meta.instruction_nodes[i], false,
+                                shape(in.n_out ? s.out_ptrs[in.out_begin] : nullptr),
+                                i < s.instr_ns.size() ? s.instr_ns[i] : 0, s.profiled_runs});
+      continue;
+    }
+    const size_t r = static_cast<size_t>(step.region);
+    for (size_t k = 0; k < s.delegate->num_steps(r); ++k) {
+      const delegates::xnnpack::Delegate::StepInfo info = s.delegate->step_info(r, k);
+      ProfileRow row;
+      row.delegated = true;
+      row.ns = info.ns;
+      row.runs = s.profiled_runs;
+      row.shape = shape(info.out);
+      if (info.source >= 0) {
+        row.op = s.meta.instruction_ops[static_cast<size_t>(info.source)];
+        if (info.fused >= 0) row.op += "+" + s.meta.instruction_ops[static_cast<size_t>(info.fused)];
+        row.node = s.meta.instruction_nodes[static_cast<size_t>(info.source)];
+      } else {
+        row.op = std::string(info.kind) == "to_nhwc" ? "ToNhwc" : "ToNchw";
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
 
 bool Method::delegated() const { return impl_->delegate != nullptr; }
 const std::string& Method::delegate_warning() const { return impl_->delegate_warning; }

@@ -1,5 +1,9 @@
 #include "tooling/runner.h"
 
+#include <nlohmann/json.hpp>
+
+#include <map>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -73,6 +77,64 @@ struct Request {
   std::string output_file;
   std::string print_output;
 };
+
+// "Summary of 20 executions: first 3.1 ms; then min 2.0, median 2.1, mean 2.2, p90 2.4 ms"
+std::string timing_summary(const std::vector<double>& times) {
+  std::vector<double> rest(times.begin() + 1, times.end());
+  std::sort(rest.begin(), rest.end());
+  double sum = 0;
+  for (double t : rest) sum += t;
+  const auto at = [&](double q) { return rest[std::min(rest.size() - 1, static_cast<size_t>(q * static_cast<double>(rest.size())))]; };
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << "Summary of " << times.size() << " executions: first " << times[0]
+    << " ms; the other " << rest.size() << ": min " << rest.front() << ", median " << at(0.5) << ", mean "
+    << sum / static_cast<double>(rest.size()) << ", p90 " << at(0.9) << " ms\n";
+  return o.str();
+}
+
+// Per step, sorted by time, then by op type (delegated and portable apart).
+std::string profile_text(const std::vector<ProfileRow>& rows, bool delegated) {
+  uint64_t total = 0, runs = 1;
+  for (const ProfileRow& r : rows) total += r.ns, runs = std::max<uint64_t>(1, r.runs);
+  std::vector<const ProfileRow*> order;
+  for (const ProfileRow& r : rows) order.push_back(&r);
+  std::stable_sort(order.begin(), order.end(), [](const ProfileRow* a, const ProfileRow* b) { return a->ns > b->ns; });
+  auto ms = [&](uint64_t ns) { return static_cast<double>(ns) / 1e6 / static_cast<double>(runs); };
+  auto share = [&](uint64_t ns) { return total ? 100.0 * static_cast<double>(ns) / static_cast<double>(total) : 0.0; };
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3);
+  o << "Profile over " << runs << " execution(s)" << (delegated ? "" : " (portable kernels only)") << ": " << ms(total)
+    << " ms per execution in " << rows.size() << " steps\n";
+  o << "      ms   share  path      op                    node                              output\n";
+  for (const ProfileRow* r : order) {
+    o << std::setw(8) << ms(r->ns) << "  " << std::setw(5) << std::setprecision(1) << share(r->ns) << "%"
+      << std::setprecision(3) << "  " << std::left << std::setw(8) << (r->delegated ? "xnnpack" : "portable") << "  "
+      << std::setw(20) << r->op << "  " << std::setw(32) << r->node.substr(0, 32) << "  " << r->shape << std::right << "\n";
+  }
+  std::map<std::pair<std::string, bool>, std::pair<uint64_t, int>> by_op;
+  for (const ProfileRow& r : rows) {
+    auto& e = by_op[{r.op, r.delegated}];
+    e.first += r.ns;
+    ++e.second;
+  }
+  std::vector<std::pair<std::pair<std::string, bool>, std::pair<uint64_t, int>>> ops(by_op.begin(), by_op.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  o << "By op type:\n";
+  for (const auto& [key, v] : ops)
+    o << std::setw(8) << ms(v.first) << "  " << std::setw(5) << std::setprecision(1) << share(v.first) << "%"
+      << std::setprecision(3) << "  " << std::left << std::setw(8) << (key.second ? "xnnpack" : "portable") << "  "
+      << key.first << " x" << v.second << std::right << "\n";
+  return o.str();
+}
+
+nlohmann::json profile_json(const std::vector<ProfileRow>& rows) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const ProfileRow& r : rows)
+    j.push_back({{"op", r.op}, {"node", r.node}, {"path", r.delegated ? "xnnpack" : "portable"}, {"shape", r.shape},
+                 {"ms_per_run", r.runs ? static_cast<double>(r.ns) / 1e6 / static_cast<double>(r.runs) : 0.0},
+                 {"runs", r.runs}});
+  return j;
+}
 
 class Runner {
  public:
@@ -188,13 +250,27 @@ class Runner {
     }
     KILN_TRY(resize_inputs(*host, r.input_shapes));
     int n = std::max(1, opts_.num_executions);
+    std::vector<double> times;
     for (int it = 0; it < n; ++it) {
+      if (opts_.profile && it == std::min(1, n - 1)) method_->set_profiling(true);  // the first run warms up
       auto t0 = std::chrono::steady_clock::now();
       KILN_TRY(method_->execute());
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      times.push_back(ms);
       out_ << "Iteration " << (it + 1) << " of " << n << ": " << std::fixed << std::setprecision(3) << ms << " ms\n";
     }
+    if (n > 1) out_ << timing_summary(times);
     out_.unsetf(std::ios::floatfield);
+    if (opts_.profile) {
+      method_->set_profiling(false);
+      const std::vector<ProfileRow> rows = method_->profile();
+      out_ << profile_text(rows, method_->delegated());
+      if (!opts_.profile_json.empty()) {
+        std::ofstream f(opts_.profile_json);
+        f << profile_json(rows).dump(2) << "\n";
+        if (!f) return io_error("cannot write '" + opts_.profile_json + "'");
+      }
+    }
     KILN_TRY(write_outputs(r.output_file));
     print_outputs(r.print_output);
     return ok_status();

@@ -26,7 +26,9 @@ struct RunnerOptions {
   std::string print_output = "summary";  ///< none | summary | all
   int num_executions = 1;
   int cpu_threads = 1;
-  std::string delegate = "xnnpack";  ///< xnnpack: run the program's delegate regions; none: portable only
+  std::string delegate = "xnnpack";
+  bool profile = false;        ///< print a per-instruction profile after the timed runs
+  std::string profile_json;    ///< also write it as JSON here  ///< xnnpack: run the program's delegate regions; none: portable only
   bool server_mode = false;
 };
 

@@ -324,3 +324,39 @@ TEST(CnnE2E, InspectAndCheck) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// --profile: one row per step of the run (every instruction accounted for), sorted by time,
+// an aggregate by op type, the run summary, and the same rows as JSON.
+TEST(RunnerProfile, PrintsEveryStepAndWritesJson) {
+  const std::string path = scratch_dir() + "/profile_resnet.kiln", json = scratch_dir() + "/profile.json";
+  CommandResult e = run_command(bin("kiln") + " export " + std::string(KILN_SOURCE_DIR) +
+                                "/zoo/models/resnet_small.onnx -o " + path + " --dim batch=1..8");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  for (const char* delegate : {"xnnpack", "none"}) {
+    CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path + " --input_shapes=2x3x64x64 " +
+                                  "--num_executions=3 --print_output=none --profile --profile_json=" + json +
+                                  " --delegate=" + delegate);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("Summary of 3 executions: first "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Profile over 2 execution(s)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("By op type:"), std::string::npos) << r.output;
+    std::ifstream f(json);
+    auto j = nlohmann::json::parse(f, nullptr, false);
+    ASSERT_TRUE(j.is_array()) << r.output;
+    size_t convs = 0;
+    for (const auto& row : j) {
+      EXPECT_EQ(row["runs"], 2);
+      EXPECT_EQ(row["path"], std::string(delegate) == "none" ? "portable" : "xnnpack");
+      if (row["op"].get<std::string>().rfind("Conv", 0) != 0) continue;
+      ++convs;
+      EXPECT_EQ(row["shape"].get<std::string>().substr(0, 2), "2x");
+    }
+    EXPECT_EQ(convs, 12u) << "every Conv of resnet_small is one row (" << delegate << ")";
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing

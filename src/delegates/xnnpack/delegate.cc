@@ -4,6 +4,7 @@
 #include <xnnpack.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -109,6 +110,8 @@ struct Delegate::Op {
   kernels::RunFn portable = nullptr;
   std::vector<core::AttrRef> portable_attrs;
   std::vector<const TensorView*> portable_ins;
+  int32_t source = -1, fused = -1;  // the instructions it computes (kernels)
+  uint64_t ns = 0;                  // profiling: time spent running it
   Shape last;        // operand dims at the last setup
   bool skip = false;  // an empty tensor: nothing to run
 
@@ -454,6 +457,8 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
     return op;
   }
   const fb::Instruction* in = m->instructions()->Get(dop->source());
+  op->source = dop->source();
+  op->fused = dop->fused();
   op->what = "instruction #" + std::to_string(dop->source()) + " '" + (in->node_name() ? in->node_name()->str() : "") +
              "' (" + in->op()->str() + ")";
   if (dop->outputs()->size() != 1) return unimplemented(op->what + " has more than one output");
@@ -754,61 +759,85 @@ Status Delegate::setup() {
   return ok_status();
 }
 
-Status Delegate::run_region(size_t r) {
+Delegate::StepInfo Delegate::step_info(size_t r, size_t k) const {
+  const Op& op = *regions_[r][k];
+  StepInfo s;
+  s.kind = op.kind == Op::Kind::kToNhwc ? "to_nhwc" : op.kind == Op::Kind::kToNchw ? "to_nchw" : "kernel";
+  s.source = op.source;
+  s.fused = op.fused;
+  s.out = op.out;
+  s.ns = op.ns;
+  return s;
+}
+
+void Delegate::reset_times() {
+  for (auto& ops : regions_)
+    for (auto& op : ops) op->ns = 0;
+}
+
+Status Delegate::run_region(size_t r, bool timed) {
   for (std::unique_ptr<Op>& p : regions_[r]) {
-    Op& op = *p;
-    if (op.kind == Op::Kind::kToNhwc) {
-      const TensorView& x = *op.ins[0];
-      size_t n, h, w, c;
-      nhwc_dims(x, false, &n, &h, &w, &c);
-      to_channels_last(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
-      continue;
-    }
-    if (op.kind == Op::Kind::kToNchw) {
-      const TensorView& x = *op.ins[0];
-      size_t n, h, w, c;
-      nhwc_dims(x, true, &n, &h, &w, &c);
-      to_channels_first(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
-      continue;
-    }
-    if (op.skip) continue;
-    if (op.dense) {
-      dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
-      continue;
-    }
-    if (op.portable) {
-      // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial
-      // axes are 1) is seen with its dims permuted.
-      const bool nhwc = op.plan.kind == OpKind::kResize;
-      TensorView x = nhwc ? as_nhwc(*op.ins[0], op.in_twin[0]) : *op.ins[0];
-      TensorView y = nhwc ? as_nhwc(*op.out, op.out_twin) : *op.out;
-      const TensorView* ins[4] = {&x, nullptr, nullptr, nullptr};
-      for (size_t k = 1; k < op.portable_ins.size() && k < 4; ++k) ins[k] = op.portable_ins[k];
-      TensorView* out = &y;
-      kernels::RunCtx ctx;
-      ctx.inputs = ins;
-      ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, op.portable_ins.size()));
-      ctx.outputs = &out;
-      ctx.num_outputs = 1;
-      ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
-      if (op.portable(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
-      continue;
-    }
-    if (op.plan.kind == OpKind::kBatchNorm) {
-      channel_affine(op, pool_);
-      continue;
-    }
-    if (op.plan.own_kernel) {
-      max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
-      continue;
-    }
-    if (op.plan.kind == OpKind::kConcat) {
-      for (xnn_operator_t c : op.copies)
-        if (xnn_run_operator(c, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
-      continue;
-    }
-    if (xnn_run_operator(op.xop, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    KILN_TRY(run_op(*p));
+    if (timed)
+      p->ns += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   }
+  return ok_status();
+}
+
+Status Delegate::run_op(Op& op) {
+  if (op.kind == Op::Kind::kToNhwc) {
+    const TensorView& x = *op.ins[0];
+    size_t n, h, w, c;
+    nhwc_dims(x, false, &n, &h, &w, &c);
+    to_channels_last(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
+    return ok_status();
+  }
+  if (op.kind == Op::Kind::kToNchw) {
+    const TensorView& x = *op.ins[0];
+    size_t n, h, w, c;
+    nhwc_dims(x, true, &n, &h, &w, &c);
+    to_channels_first(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
+    return ok_status();
+  }
+  if (op.skip) return ok_status();
+  if (op.dense) {
+    dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+    return ok_status();
+  }
+  if (op.portable) {
+    // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial
+    // axes are 1) is seen with its dims permuted.
+    const bool nhwc = op.plan.kind == OpKind::kResize;
+    TensorView x = nhwc ? as_nhwc(*op.ins[0], op.in_twin[0]) : *op.ins[0];
+    TensorView y = nhwc ? as_nhwc(*op.out, op.out_twin) : *op.out;
+    const TensorView* ins[4] = {&x, nullptr, nullptr, nullptr};
+    for (size_t k = 1; k < op.portable_ins.size() && k < 4; ++k) ins[k] = op.portable_ins[k];
+    TensorView* out = &y;
+    kernels::RunCtx ctx;
+    ctx.inputs = ins;
+    ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, op.portable_ins.size()));
+    ctx.outputs = &out;
+    ctx.num_outputs = 1;
+    ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
+    if (op.portable(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+    return ok_status();
+  }
+  if (op.plan.kind == OpKind::kBatchNorm) {
+    channel_affine(op, pool_);
+    return ok_status();
+  }
+  if (op.plan.own_kernel) {
+    max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+    return ok_status();
+  }
+  if (op.plan.kind == OpKind::kConcat) {
+    for (xnn_operator_t c : op.copies)
+      if (xnn_run_operator(c, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
+    return ok_status();
+  }
+  if (xnn_run_operator(op.xop, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
   return ok_status();
 }
 

@@ -33,8 +33,21 @@ class Delegate {
   /// Allocates nothing once a setup at the bound has been done (Kiln's xnn_allocator keeps
   /// bound-sized blocks).
   Status setup();
-  /// Runs region `r`. Never allocates.
-  Status run_region(size_t r);
+  /// Runs region `r`; with `timed`, adds each step's nanoseconds to its counter. Never allocates.
+  Status run_region(size_t r, bool timed = false);
+
+  /// One step of a region, for profiles.
+  struct StepInfo {
+    const char* kind;        ///< "kernel", "to_nhwc", "to_nchw"
+    int32_t source = -1;     ///< kernel: the instruction it computes
+    int32_t fused = -1;      ///< kernel: the activation folded into it
+    const TensorView* out = nullptr;
+    uint64_t ns = 0;
+  };
+  size_t num_regions() const { return regions_.size(); }
+  size_t num_steps(size_t r) const { return regions_[r].size(); }
+  StepInfo step_info(size_t r, size_t k) const;
+  void reset_times();
   /// Bytes XNNPACK allocated while creating the operators (packed weights, operator state).
   uint64_t packed_bytes() const { return packed_bytes_; }
 
@@ -42,6 +55,7 @@ class Delegate {
 
  private:
   Delegate() = default;
+  Status run_op(Op& op);
   /// One operator of a region: created (weights packed) from the verified program.
   static Result<std::unique_ptr<Op>> create_op(const fb::Method* m, const format::ProgramFile& file,
                                                const std::vector<core::ExprNode>& exprs,
