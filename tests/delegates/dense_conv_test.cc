@@ -10,6 +10,7 @@
 #include <random>
 
 #include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/depthwise_conv.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {
@@ -104,6 +105,55 @@ TEST(DenseConv, FullyConnectedRowsWithTransposedWeights) {
         ASSERT_NEAR(y[r * n + j], s, 1e-4 * (1 + std::fabs(s)));
       }
   }
+}
+
+TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
+  if (!dense_conv_available()) GTEST_SKIP() << "this CPU lacks AVX2/FMA; XNNPACK runs these ops";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  pthreadpool_t two = pthreadpool_create(2);
+  // n, h, w, c (= m), kh, kw, strides, dilations, pads t l b r
+  const Case cases[] = {
+      {1, 9, 11, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    {2, 10, 13, 19, 19, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {1, 20, 20, 96, 96, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, {1, 1, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 6, 17, 1, 1, 5, 5, 1, 2, 1, 1, 2, 2, 2, 2},    {1, 12, 12, 24, 24, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+      {1, 8, 9, 16, 16, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},   {3, 4, 5, 33, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+  };
+  for (const Case& k : cases) {
+    const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
+    const size_t ow = (k.w + k.pl + k.pr - (k.dw * (k.kw - 1) + 1)) / k.sw + 1;
+    std::vector<float> x(k.n * k.h * k.w * k.c), w(k.c * k.kh * k.kw), b(k.c);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : b) v = u(rng);
+    DepthwiseWeights packed;
+    pack_depthwise(w.data(), b.data(), k.c, k.kh, k.kw, &packed);
+    DenseConvGeometry g;
+    g.batch = k.n, g.in_h = k.h, g.in_w = k.w, g.out_h = oh, g.out_w = ow;
+    g.stride_h = k.sh, g.stride_w = k.sw, g.dilation_h = k.dh, g.dilation_w = k.dw;
+    g.pad_top = k.pt, g.pad_left = k.pl, g.in_stride = k.c, g.out_min = -1.5f, g.out_max = 1.5f;
+    for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+      std::vector<float> y(k.n * oh * ow * k.c + 1, NAN);
+      depthwise_conv(packed, g, x.data(), y.data(), pool);
+      for (size_t n = 0; n < k.n; ++n)
+        for (size_t i = 0; i < oh; ++i)
+          for (size_t j = 0; j < ow; ++j)
+            for (size_t c = 0; c < k.c; ++c) {
+              double s = b[c];
+              for (size_t a = 0; a < k.kh; ++a)
+                for (size_t e = 0; e < k.kw; ++e) {
+                  int64_t ih = static_cast<int64_t>(i * k.sh + a * k.dh) - k.pt;
+                  int64_t iw = static_cast<int64_t>(j * k.sw + e * k.dw) - k.pl;
+                  if (ih < 0 || iw < 0 || ih >= static_cast<int64_t>(k.h) || iw >= static_cast<int64_t>(k.w)) continue;
+                  s += static_cast<double>(x[((n * k.h + ih) * k.w + iw) * k.c + c]) * w[(c * k.kh + a) * k.kw + e];
+                }
+              s = std::min(1.5, std::max(-1.5, s));
+              ASSERT_NEAR(y[((n * oh + i) * ow + j) * k.c + c], s, 1e-4) << "c=" << k.c << " k=" << k.kh << " at " << i << "," << j;
+            }
+      EXPECT_TRUE(std::isnan(y.back()));
+    }
+  }
+  pthreadpool_destroy(two);
 }
 
 }  // namespace

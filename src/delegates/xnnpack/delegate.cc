@@ -12,6 +12,7 @@
 #include <string>
 
 #include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/depthwise_conv.h"
 #include "delegates/xnnpack/layout.h"
 #include "delegates/xnnpack/max_pool_nhwc.h"
 #include "kernels/kernel.h"
@@ -102,6 +103,7 @@ struct Delegate::Op {
   Shape const_shape[2];
   const float* const_ptr[2] = {nullptr, nullptr};
   std::unique_ptr<DenseConvWeights> dense;  // Kiln's own kernel instead of xop (Conv, FC)
+  std::unique_ptr<DepthwiseWeights> depthwise;  // Kiln's depthwise kernel instead of xop
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling (plan.own_kernel)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
@@ -343,14 +345,25 @@ core::Attrs attrs_of(const fb::Instruction* in, std::vector<core::AttrRef>* stor
 // has it (see dense_conv.h); false leaves the op to XNNPACK.
 bool create_dense(const OpPlan& p, const fb::Instruction* in, const uint8_t* constants, const fb::Method* m,
                   Delegate::Op* op) {
-  const bool conv = p.kind == OpKind::kConv && p.groups == 1 && dense_conv_fits(p.kernel_h, p.kernel_w);
-  if (!dense_conv_available() || !(conv || p.kind == OpKind::kFullyConnected)) return false;
+  const bool fits = p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w);
+  const bool conv = fits && p.groups == 1;
+  // Depthwise: XNNPACK's unipass microkernels cover 4, 9 and 25 taps; other windows (7x7)
+  // fall back to a grouped GEMM there, so Kiln's kernel takes them.
+  const size_t taps = p.kernel_h * p.kernel_w;
+  const bool depthwise = p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 &&
+                         taps != 4 && taps != 9 && taps != 25 && depthwise_fits(p.kernel_h, p.kernel_w);
+  if (!dense_conv_available() || !(conv || depthwise || p.kind == OpKind::kFullyConnected)) return false;
   auto const_f32 = [&](int32_t v) -> const float* {
     const fb::Value* val = m->values()->Get(v);
     if (val->storage() == fb::StorageKind::Alias) val = m->values()->Get(val->alias_of());
     return reinterpret_cast<const float*>(constants + val->offset());
   };
   const float* bias = in->inputs()->size() > 2 && in->inputs()->Get(2) >= 0 ? const_f32(in->inputs()->Get(2)) : nullptr;
+  if (depthwise) {
+    op->depthwise = std::make_unique<DepthwiseWeights>();
+    pack_depthwise(const_f32(in->inputs()->Get(1)), bias, p.groups, p.kernel_h, p.kernel_w, op->depthwise.get());
+    return true;
+  }
   op->dense = std::make_unique<DenseConvWeights>();
   if (conv)
     pack_dense_conv(const_f32(in->inputs()->Get(1)), bias, p.group_out, p.group_in, p.kernel_h, p.kernel_w, false,
@@ -652,7 +665,7 @@ Status Delegate::setup() {
       const float* xp = x.as<float>();
       float* y = op.out->as<float>();
       size_t n, h, w, c;
-      if (op.dense) {
+      if (op.dense || op.depthwise) {
         set_dense_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
         continue;
       }
@@ -804,6 +817,10 @@ Status Delegate::run_op(Op& op) {
   if (op.skip) return ok_status();
   if (op.dense) {
     dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+    return ok_status();
+  }
+  if (op.depthwise) {
+    depthwise_conv(*op.depthwise, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
     return ok_status();
   }
   if (op.portable) {

@@ -1,0 +1,35 @@
+#pragma once
+// Kiln's own depthwise NHWC convolution (group = input channels = output channels) for the
+// delegate, any kernel size: XNNPACK 2022 has depthwise microkernels only for a few window
+// sizes (others fall back to a grouped GEMM: ConvNeXt's 7x7 took 2.4 ms for 20x20x96), and
+// XNNPACK keeps the window sizes it has microkernels for (2x2, 3x3, 5x5; 21-25 GFLOP/s here).
+// Per output pixel: a pointer per tap, 8 channels at a time with two accumulators; AVX2+FMA,
+// chosen at run time (dense_conv_available()).
+
+#include <cstddef>
+#include <vector>
+
+#include "delegates/xnnpack/dense_conv.h"
+
+namespace kiln::delegates::xnnpack {
+
+/// Weights [channel block of 8][tap][8] and bias, packed at create; `zero` is the row a tap
+/// outside the input reads.
+struct DepthwiseWeights {
+  size_t channels = 0, padded = 0, kernel_h = 1, kernel_w = 1;
+  std::vector<float> w;
+  std::vector<float> bias;
+  std::vector<float> zero;
+};
+
+/// True when a kh x kw window fits the kernel's tap table.
+bool depthwise_fits(size_t kh, size_t kw);
+
+/// Packs ONNX weights [C, 1, KH, KW] and an optional bias [C].
+void pack_depthwise(const float* w, const float* bias, size_t c, size_t kh, size_t kw, DepthwiseWeights* out);
+
+/// y = clamp(depthwise(x) + bias); geometry as for dense_conv (in_stride = channels).
+/// Never allocates; threads over output rows.
+void depthwise_conv(const DepthwiseWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
+
+}  // namespace kiln::delegates::xnnpack
