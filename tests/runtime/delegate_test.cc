@@ -201,8 +201,8 @@ namespace {
 // Ops the delegate runs with Kiln's own kernels inside a region: BatchNormalization
 // channels-first and channels-last (with a fused Relu), dense Conv (1x1, 3x3 with
 // SAME_UPPER), MaxPool with ceil_mode (and a 1x1 window with stride 2, which XNNPACK
-// refuses), and portable pointwise ops on channels-last buffers (HardSigmoid, Tanh) feeding
-// a Mul (x * hardsigmoid(x)), ConvTranspose with output_padding (XNNPACK) and a linear
+// refuses), portable pointwise ops on channels-last buffers (HardSigmoid, Tanh) feeding
+// a Mul (x * hardsigmoid(x)), Pow by 2 and 0.5, the vectorized Erf, ConvTranspose with output_padding (XNNPACK) and a linear
 // Resize channels-last, all at many H, W down to the minimum.
 TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   exporter::GraphBuilder g;
@@ -235,7 +235,12 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   int p1 = *g.add("MaxPool", "pool_ceil", {c1}, ceil);
   int hs = *g.add("HardSigmoid", "hsig", {p1});
   int m1 = *g.add("Mul", "hswish", {p1, hs});
-  int t1 = *g.add("Tanh", "tanh", {m1});
+  int two = *g.add_constant<float>("two", DType::kF32, {}, {2.f});
+  int half = *g.add_constant<float>("half", DType::kF32, {1}, {0.5f});
+  int sq = *g.add("Pow", "square", {m1, two});
+  int rt = *g.add("Pow", "root", {sq, half});
+  int er = *g.add("Erf", "erf", {rt});
+  int t1 = *g.add("Tanh", "tanh", {er});
   core::AttrStore one;
   one.set_ints("kernel_shape", {1, 1}).set_ints("strides", {2, 2});
   int p2 = *g.add("MaxPool", "pool_1x1", {t1}, one);

@@ -13,6 +13,7 @@
 
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
+#include "delegates/xnnpack/fast_erf.h"
 #include "delegates/xnnpack/layout.h"
 #include "delegates/xnnpack/max_pool_nhwc.h"
 #include "kernels/kernel.h"
@@ -105,7 +106,9 @@ struct Delegate::Op {
   std::unique_ptr<DenseConvWeights> dense;  // Kiln's own kernel instead of xop (Conv, FC)
   std::unique_ptr<DepthwiseWeights> depthwise;  // Kiln's depthwise kernel instead of xop
   DenseConvGeometry geom;
-  MaxPoolGeometry pool_geom;                 // own max pooling (plan.own_kernel)
+  MaxPoolGeometry pool_geom;                 // own max pooling
+  /// Which kernel runs the op: an XNNPACK operator (xop, copies) or one of Kiln's.
+  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kPortable } own = Own::kNone;
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
   // Own ops computed by portable maths (pointwise ops; Resize channels-last): the kernel, its
   // attributes, and every operand's view (constants included).
@@ -298,7 +301,9 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
         case UnaryOp::kCeil: return check(xnn_create_ceiling_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kSqrt: return check(xnn_create_square_root_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kRound: return check(xnn_create_bankers_rounding_nc_f32(1, 1, 1, 0, x), op->what, "create");
-        case UnaryOp::kPortable: break;  // own kernel: no operator
+        case UnaryOp::kSquare: return check(xnn_create_square_nc_f32(1, 1, 1, 0, x), op->what, "create");
+        case UnaryOp::kErf:
+        case UnaryOp::kPortable: break;  // own kernels: no operator
       }
       break;
     case OpKind::kSoftmax:
@@ -360,10 +365,12 @@ bool create_dense(const OpPlan& p, const fb::Instruction* in, const uint8_t* con
   };
   const float* bias = in->inputs()->size() > 2 && in->inputs()->Get(2) >= 0 ? const_f32(in->inputs()->Get(2)) : nullptr;
   if (depthwise) {
+    op->own = Delegate::Op::Own::kDepthwise;
     op->depthwise = std::make_unique<DepthwiseWeights>();
     pack_depthwise(const_f32(in->inputs()->Get(1)), bias, p.groups, p.kernel_h, p.kernel_w, op->depthwise.get());
     return true;
   }
+  op->own = Delegate::Op::Own::kDense;
   op->dense = std::make_unique<DenseConvWeights>();
   if (conv)
     pack_dense_conv(const_f32(in->inputs()->Get(1)), bias, p.group_out, p.group_in, p.kernel_h, p.kernel_w, false,
@@ -499,6 +506,11 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   if (op->plan.kind == OpKind::kBinary)
     bind_constants(m, exprs, in, operands, m->values()->Get(out_id)->shape()->size(), op.get());
   if (op->plan.own_kernel) {
+    using Own = Delegate::Op::Own;
+    op->own = op->plan.kind == OpKind::kBatchNorm ? Own::kAffine
+              : op->plan.kind == OpKind::kMaxPool ? Own::kMaxPool
+              : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kErf ? Own::kErf
+                                                                                    : Own::kPortable;
     if (op->plan.kind == OpKind::kBatchNorm) {
       const float* v[5];
       for (int k = 1; k < 5; ++k) v[k] = static_cast<const float*>(operands[k].const_data);
@@ -508,7 +520,7 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
         op->shift.push_back(v[2][ch] - v[3][ch] * s);
       }
     }
-    if (op->plan.kind == OpKind::kUnary || op->plan.kind == OpKind::kResize) {
+    if (op->own == Own::kPortable) {
       op->portable = op->plan.kind == OpKind::kResize ? kernels::resize_run_channels_last
                                                       : kernels::find_op(in->op()->c_str())->run;
       attrs_of(in, &op->portable_attrs);
@@ -665,14 +677,12 @@ Status Delegate::setup() {
       const float* xp = x.as<float>();
       float* y = op.out->as<float>();
       size_t n, h, w, c;
-      if (op.dense || op.depthwise) {
+      if (op.own == Op::Own::kDense || op.own == Op::Own::kDepthwise) {
         set_dense_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
         continue;
       }
-      if (op.plan.own_kernel) {
-        if (op.plan.kind == OpKind::kMaxPool) set_pool_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
-        continue;
-      }
+      if (op.own == Op::Own::kMaxPool) set_pool_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
+      if (op.own != Op::Own::kNone) continue;
       xnn_status s = xnn_status_success;
       switch (op.plan.kind) {
         case OpKind::kConv:
@@ -715,6 +725,8 @@ Status Delegate::setup() {
             case UnaryOp::kCeil: s = xnn_setup_ceiling_nc_f32(op.xop, count, xp, y, pool_); break;
             case UnaryOp::kSqrt: s = xnn_setup_square_root_nc_f32(op.xop, count, xp, y, pool_); break;
             case UnaryOp::kRound: s = xnn_setup_bankers_rounding_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kSquare: s = xnn_setup_square_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kErf:
             case UnaryOp::kPortable: break;
           }
           break;
@@ -815,39 +827,42 @@ Status Delegate::run_op(Op& op) {
     return ok_status();
   }
   if (op.skip) return ok_status();
-  if (op.dense) {
-    dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
-    return ok_status();
-  }
-  if (op.depthwise) {
-    depthwise_conv(*op.depthwise, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
-    return ok_status();
-  }
-  if (op.portable) {
-    // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial
-    // axes are 1) is seen with its dims permuted.
-    const bool nhwc = op.plan.kind == OpKind::kResize;
-    TensorView x = nhwc ? as_nhwc(*op.ins[0], op.in_twin[0]) : *op.ins[0];
-    TensorView y = nhwc ? as_nhwc(*op.out, op.out_twin) : *op.out;
-    const TensorView* ins[4] = {&x, nullptr, nullptr, nullptr};
-    for (size_t k = 1; k < op.portable_ins.size() && k < 4; ++k) ins[k] = op.portable_ins[k];
-    TensorView* out = &y;
-    kernels::RunCtx ctx;
-    ctx.inputs = ins;
-    ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, op.portable_ins.size()));
-    ctx.outputs = &out;
-    ctx.num_outputs = 1;
-    ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
-    if (op.portable(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
-    return ok_status();
-  }
-  if (op.plan.kind == OpKind::kBatchNorm) {
-    channel_affine(op, pool_);
-    return ok_status();
-  }
-  if (op.plan.own_kernel) {
-    max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
-    return ok_status();
+  switch (op.own) {
+    case Op::Own::kNone:
+      break;
+    case Op::Own::kDense:
+      dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      return ok_status();
+    case Op::Own::kDepthwise:
+      depthwise_conv(*op.depthwise, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      return ok_status();
+    case Op::Own::kMaxPool:
+      max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      return ok_status();
+    case Op::Own::kAffine:
+      channel_affine(op, pool_);
+      return ok_status();
+    case Op::Own::kErf:
+      fast_erf(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
+      return ok_status();
+    case Op::Own::kPortable: {
+      // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial
+      // axes are 1) is seen with its dims permuted.
+      const bool nhwc = op.plan.kind == OpKind::kResize;
+      TensorView x = nhwc ? as_nhwc(*op.ins[0], op.in_twin[0]) : *op.ins[0];
+      TensorView y = nhwc ? as_nhwc(*op.out, op.out_twin) : *op.out;
+      const TensorView* ins[4] = {&x, nullptr, nullptr, nullptr};
+      for (size_t k = 1; k < op.portable_ins.size() && k < 4; ++k) ins[k] = op.portable_ins[k];
+      TensorView* out = &y;
+      kernels::RunCtx ctx;
+      ctx.inputs = ins;
+      ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, op.portable_ins.size()));
+      ctx.outputs = &out;
+      ctx.num_outputs = 1;
+      ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
+      if (op.portable(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+      return ok_status();
+    }
   }
   if (op.plan.kind == OpKind::kConcat) {
     for (xnn_operator_t c : op.copies)

@@ -16,7 +16,7 @@ using core::ExprOp;
 Status decline(const std::string& why) { return unimplemented(why); }
 
 // f32 pointwise ops with one input whose portable kernels run inside a region.
-const char* const kPortablePointwise[] = {"Tanh", "Exp", "Log", "Erf", "HardSigmoid", "Reciprocal", "Sin", "Cos", "Tan",
+const char* const kPortablePointwise[] = {"Tanh", "Exp", "Log", "HardSigmoid", "Reciprocal", "Sin", "Cos", "Tan",
                                           "Atan", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"};
 
 bool is_const(const ExprNode* exprs, ExprId e) { return exprs[e].op == ExprOp::kConst; }
@@ -188,9 +188,26 @@ Status plan_fc(const std::string& op, core::Attrs attrs, const std::vector<Opera
   return ok_status();
 }
 
-Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins, OpPlan* p) {
+Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins, const ExprNode* exprs,
+                  OpPlan* p) {
   p->kind = OpKind::kUnary;
   p->layout = Layout::kEither;
+  if (op == "Erf") {
+    p->unary = UnaryOp::kErf;
+    p->own_kernel = true;
+    return ok_status();
+  }
+  if (op == "Pow") {  // x^2 (LayerNorm's variance) and x^0.5 with a constant scalar exponent
+    if (ins.size() != 2 || !ins[1].const_data || ins[1].dtype != DType::kF32) return decline("the exponent is not constant");
+    for (core::ExprId d : ins[1].shape)
+      if (const_of(exprs, d) != 1) return decline("the exponent is not a scalar");
+    float e;
+    std::memcpy(&e, ins[1].const_data, sizeof(e));
+    if (e == 2.f) p->unary = UnaryOp::kSquare;
+    else if (e == 0.5f) p->unary = UnaryOp::kSqrt;
+    else return decline("exponents other than 2 and 0.5");
+    return ok_status();
+  }
   if (op == "Relu" || op == "Clip") {
     KILN_ASSIGN_OR_RETURN(auto range, fusable_activation(op, attrs, ins));
     p->unary = UnaryOp::kClamp;
@@ -245,7 +262,7 @@ Result<std::pair<float, float>> fusable_activation(const std::string& op, core::
 Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins,
                        const std::vector<std::vector<core::ExprId>>& out_shapes, const core::ExprNode* exprs) {
   OpPlan p;
-  static const char* kKnown[] = {"BatchNormalization", "Resize", "ConvTranspose", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
+  static const char* kKnown[] = {"BatchNormalization", "Resize", "ConvTranspose", "Erf", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
                                  "Mul", "Div", "Max", "Min", "Softmax", "Concat", "Relu", "Clip", "Sigmoid",
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
@@ -320,7 +337,7 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     p.kind = OpKind::kConcat;
     p.layout = Layout::kNhwc;
   } else {
-    KILN_TRY(plan_unary(op, attrs, ins, &p));
+    KILN_TRY(plan_unary(op, attrs, ins, exprs, &p));
   }
   return p;
 }

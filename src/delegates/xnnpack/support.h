@@ -47,8 +47,9 @@ enum class Layout : uint8_t { kNhwc, kPlain, kEither };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 /// kPortable: a pointwise op XNNPACK lacks, run by its portable kernel on the region's
 /// buffers (pointwise ops do not care about layout), so it does not split a region.
+/// kErf: Kiln's vectorized erf (fast_erf.h). kSquare: Pow(x, 2).
 enum class UnaryOp : uint8_t { kClamp, kSigmoid, kHardSwish, kLeakyRelu, kElu, kAbs, kNeg, kFloor, kCeil, kSqrt, kRound,
-                               kPortable };
+                               kSquare, kErf, kPortable };
 
 /// Everything xnn_create_* needs, decoded once from attributes and constant shapes.
 struct OpPlan {
