@@ -166,9 +166,21 @@ bool Partitioner::needed_outside(int v, int32_t first, int32_t last) const {
   return false;
 }
 
-// The activation right after instruction i that can become its output clamp, or -1.
+// The instruction after i that folds into it, or -1: a Relu/Clip becoming its output clamp,
+// or the Mul of x and Sigmoid(x) / HardSigmoid(x) making one gate kernel.
 int Partitioner::fusable_next(int32_t i, int32_t last) const {
   const format::InstructionDesc& in = m_.instructions[i];
+  if (plans_[i] && plans_[i]->kind == xnn::OpKind::kUnary && in.outputs.size() == 1 && !in.inputs.empty()) {
+    const int y = in.outputs[0], x = in.inputs[0];
+    if (!is_output_[y] && readers_[y].size() == 1) {
+      const int32_t j = readers_[y][0];
+      const format::InstructionDesc& mul = m_.instructions[j];
+      const bool reads_both = mul.inputs.size() == 2 && ((mul.inputs[0] == x && mul.inputs[1] == y) ||
+                                                          (mul.inputs[0] == y && mul.inputs[1] == x));
+      if (j > i && j < last && plans_[j] && reads_both && xnn::fusable_gate(in.op, in.attrs.view(), mul.op).ok())
+        return j;
+    }
+  }
   if (!plans_[i] || !xnn::takes_clamp(plans_[i]->kind) || in.outputs.size() != 1) return -1;
   if (plans_[i]->kind == xnn::OpKind::kBinary && (plans_[i]->binary == xnn::BinaryOp::kMax || plans_[i]->binary == xnn::BinaryOp::kMin)) return -1;
   const int y = in.outputs[0];

@@ -287,9 +287,22 @@ Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const
   const flatbuffers::Vector<int32_t>* target = src->outputs();
   if (op->fused() != -1) {
     if (!in_region(op->fused()) || op->fused() == op->source()) return bad(what + " fuses an instruction outside its region");
+    // The fused instruction reads the source's output, and otherwise only what the source
+    // reads or constants: the op's step reads no value its operand list does not name.
     const fb::Instruction* f = m->instructions()->Get(op->fused());
-    if (src->outputs()->size() != 1 || f->inputs()->size() < 1 || f->inputs()->Get(0) != src->outputs()->Get(0) ||
-        f->outputs()->size() != 1)
+    bool consumes = false, closed = true;
+    for (int32_t v : *f->inputs()) {
+      if (src->outputs()->size() == 1 && v == src->outputs()->Get(0)) {
+        consumes = true;
+        continue;
+      }
+      const fb::Value* val = v < 0 ? nullptr : m->values()->Get(v);
+      if (val && val->storage() == fb::StorageKind::Alias) val = m->values()->Get(val->alias_of());
+      bool known = !val || val->storage() == fb::StorageKind::Constant;
+      for (int32_t s : *src->inputs()) known = known || s == v;
+      closed = closed && known;
+    }
+    if (src->outputs()->size() != 1 || !consumes || !closed || f->outputs()->size() != 1)
       return bad(what + " fuses an instruction that does not consume its output");
     ++covered[op->fused()];
     target = f->outputs();

@@ -201,8 +201,8 @@ namespace {
 // Ops the delegate runs with Kiln's own kernels inside a region: BatchNormalization
 // channels-first and channels-last (with a fused Relu), dense Conv (1x1, 3x3 with
 // SAME_UPPER), MaxPool with ceil_mode (and a 1x1 window with stride 2, which XNNPACK
-// refuses), portable pointwise ops on channels-last buffers (HardSigmoid, Tanh) feeding
-// a Mul (x * hardsigmoid(x)), Pow by 2 and 0.5, the vectorized Erf, ConvTranspose with output_padding (XNNPACK) and a linear
+// refuses), portable pointwise ops on channels-last buffers (Tanh), the gates
+// x * hardsigmoid(x) and sigmoid(x) * x as one kernel each, Pow by 2 and 0.5, the vectorized Erf, ConvTranspose with output_padding (XNNPACK) and a linear
 // Resize channels-last, all at many H, W down to the minimum.
 TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   exporter::GraphBuilder g;
@@ -243,7 +243,9 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   int t1 = *g.add("Tanh", "tanh", {er});
   core::AttrStore one;
   one.set_ints("kernel_shape", {1, 1}).set_ints("strides", {2, 2});
-  int p2 = *g.add("MaxPool", "pool_1x1", {t1}, one);
+  int s1 = *g.add("Sigmoid", "sig", {t1});
+  int g1 = *g.add("Mul", "swish", {s1, t1});  // x * sigmoid(x), operands the other way round
+  int p2 = *g.add("MaxPool", "pool_1x1", {g1}, one);
   int c2 = *g.add("Conv", "conv_1x1", {p2, weights({7, 19, 1, 1})});
   core::AttrStore up;
   up.set_ints("strides", {2, 2}).set_ints("pads", {1, 1, 1, 1}).set_ints("output_padding", {1, 0});

@@ -13,7 +13,7 @@
 
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
-#include "delegates/xnnpack/fast_erf.h"
+#include "delegates/xnnpack/pointwise.h"
 #include "delegates/xnnpack/layout.h"
 #include "delegates/xnnpack/max_pool_nhwc.h"
 #include "kernels/kernel.h"
@@ -108,7 +108,8 @@ struct Delegate::Op {
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling
   /// Which kernel runs the op: an XNNPACK operator (xop, copies) or one of Kiln's.
-  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kPortable } own = Own::kNone;
+  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kGate, kPortable } own = Own::kNone;
+  Gate gate;  // Own::kGate: y = x * act(x)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
   // Own ops computed by portable maths (pointwise ops; Resize channels-last): the kernel, its
   // attributes, and every operand's view (constants included).
@@ -490,7 +491,20 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   Result<OpPlan> plan = plan_op(in->op()->str(), attrs_of(in, &attrs), operands, out_shapes, exprs.data());
   if (!plan.ok()) return unimplemented(op->what + " cannot run on XNNPACK: " + plan.status().message());
   op->plan = *plan;
-  if (dop->fused() >= 0) KILN_TRY(fuse_clamp(m, file, dop->fused(), op.get()));
+  if (dop->fused() >= 0) {
+    const fb::Instruction* f = m->instructions()->Get(dop->fused());
+    std::vector<core::AttrRef> source_attrs;
+    Result<Gate> gate = fusable_gate(in->op()->str(), attrs_of(in, &source_attrs), f->op()->str());
+    const int32_t x = in->inputs()->Get(0), act = in->outputs()->Get(0);
+    const bool reads_both = f->inputs()->size() == 2 && ((f->inputs()->Get(0) == x && f->inputs()->Get(1) == act) ||
+                                                         (f->inputs()->Get(0) == act && f->inputs()->Get(1) == x));
+    if (gate.ok() && reads_both && op->plan.kind == OpKind::kUnary) {
+      op->own = Op::Own::kGate;
+      op->gate = *gate;
+    } else {
+      KILN_TRY(fuse_clamp(m, file, dop->fused(), op.get()));
+    }
+  }
   const int32_t out_id = dop->outputs()->Get(0);
   op->out = &(*views)[out_id];
   op->out_twin = is_twin(m, out_id);
@@ -505,6 +519,7 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   KILN_TRY(check_layouts(m, exprs, dop, *op));
   if (op->plan.kind == OpKind::kBinary)
     bind_constants(m, exprs, in, operands, m->values()->Get(out_id)->shape()->size(), op.get());
+  if (op->own == Op::Own::kGate) return op;
   if (op->plan.own_kernel) {
     using Own = Delegate::Op::Own;
     op->own = op->plan.kind == OpKind::kBatchNorm ? Own::kAffine
@@ -844,6 +859,9 @@ Status Delegate::run_op(Op& op) {
       return ok_status();
     case Op::Own::kErf:
       fast_erf(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
+      return ok_status();
+    case Op::Own::kGate:
+      gate(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.gate.hard, op.gate.alpha, op.gate.beta, pool_);
       return ok_status();
     case Op::Own::kPortable: {
       // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial

@@ -237,6 +237,18 @@ Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Op
 
 }  // namespace
 
+Result<Gate> fusable_gate(const std::string& source_op, core::Attrs source_attrs, const std::string& fused_op) {
+  if (fused_op != "Mul") return decline("not a gate");
+  Gate g;
+  if (source_op == "Sigmoid") return g;
+  if (source_op != "HardSigmoid") return decline("not a gate");
+  g.hard = true;
+  g.alpha = source_attrs.get_float("alpha", 0.2f);
+  g.beta = source_attrs.get_float("beta", 0.5f);
+  if (!(g.alpha > 0.f)) return decline("HardSigmoid with alpha <= 0");
+  return g;
+}
+
 bool takes_clamp(OpKind k) {
   return k == OpKind::kConv || k == OpKind::kConvTranspose || k == OpKind::kFullyConnected || k == OpKind::kMaxPool || k == OpKind::kAveragePool ||
          k == OpKind::kGlobalAveragePool || k == OpKind::kBinary || k == OpKind::kBatchNorm;

@@ -86,6 +86,15 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
 Result<std::pair<float, float>> fusable_activation(const std::string& op, core::Attrs attrs,
                                                    const std::vector<Operand>& ins);
 
+/// y = x * act(x) with act a Sigmoid (Swish/SiLU) or a HardSigmoid (hard swish).
+struct Gate {
+  bool hard = false;
+  float alpha = 0.f, beta = 0.f;  ///< HardSigmoid's
+};
+/// If a Mul of x and `source_op`(x) can fold into that activation as one gate kernel, the
+/// gate; otherwise an error. The caller checks that the Mul reads exactly x and act(x).
+Result<Gate> fusable_gate(const std::string& source_op, core::Attrs source_attrs, const std::string& fused_op);
+
 /// True when the op kind takes a fused output clamp.
 bool takes_clamp(OpKind k);
 
