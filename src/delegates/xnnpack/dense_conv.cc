@@ -24,14 +24,15 @@ constexpr size_t kTilesPerTask = 8;
 #define KILN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 template <size_t MR>
-__attribute__((target("avx2,fma"))) void microkernel(size_t taps, size_t c, const float* const* a, const float* panel,
-                                                     const float* bias, float* const* y, size_t nc, float lo, float hi) {
+__attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t* tap_ids, size_t c,
+                                                     const float* const* a, const float* panel, const float* bias,
+                                                     float* const* y, size_t nc, float lo, float hi) {
   const __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
 #define KILN_INIT(r) __m256 lo##r = b0, hi##r = b1;
   KILN_ROWS(KILN_INIT)
 #undef KILN_INIT
-  const float* w = panel;
   for (size_t t = 0; t < taps; ++t) {
+    const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * kNr;  // taps may skip (see run_task)
     const float* const* at = a + t * MR;
 #define KILN_PTR(r) const float* a##r = MR > r ? at[r] : nullptr;
     KILN_ROWS(KILN_PTR)
@@ -70,7 +71,8 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, size_t c, cons
 }
 #undef KILN_ROWS
 
-using Microkernel = void (*)(size_t, size_t, const float* const*, const float*, const float*, float* const*, size_t, float,
+using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, const float*, float* const*,
+                             size_t, float,
                              float);
 constexpr Microkernel kKernels[kMr + 1] = {nullptr,         microkernel<1>, microkernel<2>, microkernel<3>,
                                            microkernel<4>, microkernel<5>, microkernel<6>};
@@ -98,6 +100,8 @@ void run_task(void* ctx, size_t group, size_t chunk) {
   // Per tile: a "row" tile (every pixel's window inside the input, taps along kw contiguous)
   // reads kernel_h taps of kernel_w * c floats each; any other tile one pointer per tap.
   bool rows[kTilesPerTask];
+  size_t active[kTilesPerTask];              // taps kept per tile (not a row tile)
+  uint16_t ids[kTilesPerTask][kMaxTaps];     // their tap indices
   const bool rows_ok = g.dilation_w == 1 && g.in_stride == c;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
   const int64_t span_h = static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h);
@@ -140,6 +144,19 @@ void run_task(void* ctx, size_t group, size_t chunk) {
         }
       }
     }
+    // Taps that read only padding for every pixel of the tile add nothing: drop them (ASPP's
+    // dilated 3x3 on a small map reads its centre tap alone).
+    size_t& n_active = active[tile - first];
+    n_active = 0;
+    if (!row_tile) {
+      for (size_t t = 0; t < taps; ++t) {
+        bool any = false;
+        for (size_t r = 0; r < mr; ++r) any = any || at[t * mr + r] != w.zero.data();
+        if (!any) continue;
+        for (size_t r = 0; r < mr; ++r) at[n_active * mr + r] = at[t * mr + r];
+        ids[tile - first][n_active++] = static_cast<uint16_t>(t);
+      }
+    }
   }
   float* y[kMr];
   const size_t blocks = (m + kNr - 1) / kNr;
@@ -151,9 +168,10 @@ void run_task(void* ctx, size_t group, size_t chunk) {
       const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
       if (rows[tile - first])
-        kKernels[mr](w.kernel_h, w.kernel_w * c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
+        kKernels[mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
       else
-        kKernels[mr](taps, c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
+        kKernels[mr](active[tile - first], ids[tile - first], c, a[tile - first], panel, bias, y, nc, g.out_min,
+                     g.out_max);
     }
   }
 }

@@ -282,7 +282,8 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
   for (const char* k : kPortablePointwise) known = known || op == k;
   if (!known) return decline("op not supported by XNNPACK");
   if (ins.empty() || !ins[0].present) return decline("no input");
-  if (!all_f32(ins)) return decline("only f32 is delegated");
+  // Resize's roi/scales/sizes operands may be integers; every other operand is f32.
+  if (op == "Resize" ? ins[0].dtype != DType::kF32 : !all_f32(ins)) return decline("only f32 is delegated");
   const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
   if (ins[0].const_data && !(binary && ins.size() == 2 && !ins[1].const_data))
     return decline("a constant input (folded at export)");
@@ -320,8 +321,8 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     p.flops_per_output = 4;
   } else if (op == "Resize") {
     if (ins[0].shape.size() != 4) return decline("only 4-D inputs");
-    for (size_t k = 1; k < ins.size(); ++k)
-      if (ins[k].present && !ins[k].const_data) return decline("roi, scales and sizes must be constant");
+    for (size_t k = 1; k < ins.size() && k < 3; ++k)  // sizes (#3) may be computed: the output view has them
+      if (ins[k].present && !ins[k].const_data) return decline("roi and scales must be constant");
     p.kind = OpKind::kResize;
     p.layout = Layout::kNhwc;
     p.own_kernel = true;
