@@ -1,43 +1,78 @@
 #include "delegates/xnnpack/layout.h"
 
+#include <immintrin.h>
 #include <pthreadpool.h>
 
 #include <algorithm>
+
+#include "delegates/xnnpack/dense_conv.h"
 
 namespace kiln::delegates::xnnpack {
 
 namespace {
 
-constexpr size_t kTile = 32;
+constexpr size_t kRows = 8;     // rows of a task (one 8x8 block row)
+constexpr size_t kCols = 512;   // columns of a task
 
-// Transposes a rows x cols row-major matrix (row stride `cols`) into cols x rows, for the
-// row tile [r0, r0 + kTile).
-void transpose_rows(const float* src, float* dst, size_t rows, size_t cols, size_t r0) {
-  const size_t r1 = std::min(rows, r0 + kTile);
-  for (size_t c0 = 0; c0 < cols; c0 += kTile) {
-    const size_t c1 = std::min(cols, c0 + kTile);
-    for (size_t r = r0; r < r1; ++r)
-      for (size_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
-  }
+// dst (cols x rows, row stride `rows`) = transpose of src (rows x cols, row stride `cols`)
+// over the block [r0, r1) x [c0, c1), element by element.
+void transpose_scalar(const float* src, float* dst, size_t rows, size_t cols, size_t r0, size_t r1, size_t c0,
+                      size_t c1) {
+  for (size_t c = c0; c < c1; ++c)
+    for (size_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
+// An 8x8 block: rows of src (stride ss) become columns of dst (stride ds).
+__attribute__((target("avx2"))) inline void transpose8x8(const float* src, size_t ss, float* dst, size_t ds) {
+  const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss), r2 = _mm256_loadu_ps(src + 2 * ss),
+               r3 = _mm256_loadu_ps(src + 3 * ss), r4 = _mm256_loadu_ps(src + 4 * ss), r5 = _mm256_loadu_ps(src + 5 * ss),
+               r6 = _mm256_loadu_ps(src + 6 * ss), r7 = _mm256_loadu_ps(src + 7 * ss);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+__attribute__((target("avx2"))) void transpose_avx2(const float* src, float* dst, size_t rows, size_t cols, size_t r0,
+                                                    size_t r1, size_t c0, size_t c1) {
+  size_t c = c0;
+  if (r1 - r0 == 8)
+    for (; c + 8 <= c1; c += 8) transpose8x8(src + r0 * cols + c, cols, dst + c * rows + r0, rows);
+  transpose_scalar(src, dst, rows, cols, r0, r1, c, c1);
 }
 
 struct Job {
   const float* src;
   float* dst;
-  size_t rows, cols, tiles;
+  size_t rows, cols, row_blocks, col_blocks;
 };
 
-void run_tile(void* ctx, size_t i) {
+// Task (batch, block of 8 rows, block of kCols columns).
+void run_task(void* ctx, size_t i, size_t cb) {
   const Job& j = *static_cast<const Job*>(ctx);
-  const size_t batch = i / j.tiles, tile = i % j.tiles;
-  const size_t plane = j.rows * j.cols;
-  transpose_rows(j.src + batch * plane, j.dst + batch * plane, j.rows, j.cols, tile * kTile);
+  const size_t batch = i / j.row_blocks, rb = i % j.row_blocks, plane = j.rows * j.cols;
+  const size_t r0 = rb * kRows, r1 = std::min(j.rows, r0 + kRows), c0 = cb * kCols, c1 = std::min(j.cols, c0 + kCols);
+  const float* src = j.src + batch * plane;
+  float* dst = j.dst + batch * plane;
+  if (dense_conv_available()) transpose_avx2(src, dst, j.rows, j.cols, r0, r1, c0, c1);
+  else transpose_scalar(src, dst, j.rows, j.cols, r0, r1, c0, c1);
 }
 
 void transpose_batched(const float* src, float* dst, size_t n, size_t rows, size_t cols, pthreadpool_t pool) {
   if (n == 0 || rows == 0 || cols == 0) return;
-  Job j{src, dst, rows, cols, (rows + kTile - 1) / kTile};
-  pthreadpool_parallelize_1d(pool, run_tile, &j, n * j.tiles, 0);
+  Job j{src, dst, rows, cols, (rows + kRows - 1) / kRows, (cols + kCols - 1) / kCols};
+  pthreadpool_parallelize_2d(pool, run_task, &j, n * j.row_blocks, j.col_blocks, 0);
 }
 
 }  // namespace

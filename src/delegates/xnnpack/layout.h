@@ -1,6 +1,7 @@
 #pragma once
 // Layout changes at delegate region edges: [N, C, P] <-> [N, P, C] (P = product of the
-// spatial sizes), cache-blocked, split over the thread pool by batch and channel blocks.
+// spatial sizes). 8x8 register transposes (AVX2, chosen at run time) with a scalar edge,
+// split over the thread pool by batch, blocks of 8 rows and blocks of 512 columns.
 
 #include <cstddef>
 

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""One-layer benchmark: depthwise convolutions at the shapes of MobileNetV2, MobileNetV3 and
+EfficientNet-B0, Kiln (XNNPACK delegate and Kiln's own kernels) against ONNX Runtime CPU on
+the same one-node ONNX model, in the same run.
+
+    python3 -m pip install -r bench/requirements.txt
+    python3 bench/layer_bench.py [--threads 1,2] [--runs 50] [--build build] [--out bench/results/layer_bench.md]
+
+Each layer is a Conv with group = C (+ bias, Relu6 as Clip(0, 6) where the network has it)
+on [1, C, H, W]. Kiln's time is the Conv step of `kiln_runner --profile` (the operator alone)
+and the whole execute (with the NCHW <-> NHWC changes at the region edges); ONNX Runtime's is
+`session.run` (which includes its own layout reorders for NCHWc).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (network, channels, H, W, kernel, stride): the depthwise layers of each network at 224x224.
+LAYERS = [
+    ("mobilenet_v2", 32, 112, 112, 3, 1), ("mobilenet_v2", 96, 112, 112, 3, 2), ("mobilenet_v2", 144, 56, 56, 3, 1),
+    ("mobilenet_v2", 144, 56, 56, 3, 2), ("mobilenet_v2", 192, 28, 28, 3, 1), ("mobilenet_v2", 384, 14, 14, 3, 1),
+    ("mobilenet_v2", 576, 14, 14, 3, 2), ("mobilenet_v2", 960, 7, 7, 3, 1),
+    ("mobilenet_v3", 16, 112, 112, 3, 2), ("mobilenet_v3", 72, 56, 56, 5, 2), ("mobilenet_v3", 120, 28, 28, 5, 1),
+    ("mobilenet_v3", 240, 28, 28, 3, 1), ("mobilenet_v3", 480, 14, 14, 3, 1), ("mobilenet_v3", 672, 14, 14, 5, 2),
+    ("mobilenet_v3", 960, 7, 7, 5, 1),
+    ("efficientnet_b0", 32, 112, 112, 3, 1), ("efficientnet_b0", 144, 56, 56, 3, 1),
+    ("efficientnet_b0", 144, 56, 56, 5, 2), ("efficientnet_b0", 240, 28, 28, 5, 1), ("efficientnet_b0", 480, 14, 14, 3, 1),
+    ("efficientnet_b0", 672, 14, 14, 5, 1), ("efficientnet_b0", 1152, 7, 7, 5, 1), ("efficientnet_b0", 1152, 7, 7, 3, 1),
+]
+
+
+def layer_model(c, h, w, k, s, path):
+    rng = np.random.default_rng(c * 1000 + h + k * 7 + s)
+    weight = numpy_helper.from_array(rng.standard_normal((c, 1, k, k)).astype(np.float32) * 0.1, "w")
+    bias = numpy_helper.from_array(rng.standard_normal(c).astype(np.float32) * 0.1, "b")
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, kernel_shape=[k, k], strides=[s, s],
+                            pads=[k // 2] * 4, name="dwconv")
+    oh, ow = (h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1
+    graph = helper.make_graph([conv], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, oh, ow])], [weight, bias])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return 2.0 * c * oh * ow * k * k
+
+
+def kiln_times(build, kiln_path, x_path, threads, runs, work):
+    prof = os.path.join(work, "profile.json")
+    r = subprocess.run([os.path.join(build, "kiln_runner"), f"--model_path={kiln_path}", f"--inputs={x_path}",
+                        f"--num_executions={runs + 1}", f"--cpu_threads={threads}", "--print_output=none",
+                        "--profile", f"--profile_json={prof}"], capture_output=True, text=True, check=True)
+    whole = [float(m) for m in re.findall(r"Iteration \d+ of \d+: ([0-9.]+) ms", r.stdout)][1:]
+    rows = json.load(open(prof))
+    conv = sum(row["ms_per_run"] for row in rows if row["op"].startswith("Conv"))
+    return conv, statistics.median(whole)
+
+
+def ort_time(onnx_path, x, threads, runs):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+    for _ in range(3):
+        sess.run(None, {"x": x})
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(None, {"x": x})
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "layer_bench.md"))
+    opts = ap.parse_args()
+    work = os.path.join(opts.build, "bench", "layers")
+    os.makedirs(work, exist_ok=True)
+    threads = [int(t) for t in opts.threads.split(",")]
+    rows = []
+    for net, c, h, w, k, s in LAYERS:
+        name = f"{net}_c{c}_{h}x{w}_k{k}s{s}"
+        onnx_path, kiln_path, x_path = (os.path.join(work, name + e) for e in (".onnx", ".kiln", "_x.npy"))
+        flops = layer_model(c, h, w, k, s, onnx_path)
+        subprocess.run([os.path.join(opts.build, "kiln"), "export", onnx_path, "-o", kiln_path], check=True,
+                       capture_output=True)
+        x = np.random.default_rng(c).standard_normal((1, c, h, w)).astype(np.float32)
+        np.save(x_path, x)
+        for t in threads:
+            conv_ms, kiln_ms = kiln_times(opts.build, kiln_path, x_path, t, opts.runs, work)
+            ort_ms = ort_time(onnx_path, x, t, opts.runs)
+            rows.append(dict(layer=f"{net} C={c} {h}x{w} k{k} s{s}", threads=t, flops=flops, kiln_conv_ms=conv_ms,
+                             kiln_ms=kiln_ms, ort_ms=ort_ms))
+            print(f"{name} t={t}: Kiln conv {conv_ms:.3f} ms, whole {kiln_ms:.3f} ms; ORT {ort_ms:.3f} ms", flush=True)
+    lines = ["# Depthwise convolution, one layer: Kiln vs ONNX Runtime", "",
+             f"Command: `python3 bench/layer_bench.py --threads {opts.threads} --runs {opts.runs}`", "",
+             f"- Date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+             f"- CPU: {cpu_name()}; ONNX Runtime {ort.__version__}",
+             "- Kiln conv: the Conv step alone (from `--profile`); Kiln whole: execute, with the NCHW <-> NHWC",
+             "  changes at the region edges; ORT: `session.run` (ORT_ENABLE_ALL, its NCHWc reorders included).",
+             "- Ratios below 1 mean Kiln is faster.", "",
+             "| layer | threads | Kiln conv ms | GFLOP/s | Kiln whole ms | ORT ms | GFLOP/s | conv / ORT | whole / ORT |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r['layer']} | {r['threads']} | {r['kiln_conv_ms']:.3f} | {r['flops'] / r['kiln_conv_ms'] / 1e6:.1f} | "
+                     f"{r['kiln_ms']:.3f} | {r['ort_ms']:.3f} | {r['flops'] / r['ort_ms'] / 1e6:.1f} | "
+                     f"{r['kiln_conv_ms'] / r['ort_ms']:.2f}x | {r['kiln_ms'] / r['ort_ms']:.2f}x |")
+    lines += ["", "Geometric means:", "", "| threads | conv / ORT | whole / ORT |", "| ---: | ---: | ---: |"]
+    for t in threads:
+        sel = [r for r in rows if r["threads"] == t]
+        g = lambda key: float(np.exp(np.mean([np.log(r[key] / r["ort_ms"]) for r in sel])))
+        lines.append(f"| {t} | {g('kiln_conv_ms'):.2f}x | {g('kiln_ms'):.2f}x |")
+    os.makedirs(os.path.dirname(opts.out), exist_ok=True)
+    open(opts.out, "w").write("\n".join(lines) + "\n")
+    json.dump(rows, open(os.path.splitext(opts.out)[0] + ".json", "w"), indent=1)
+    print("wrote", opts.out)
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()
