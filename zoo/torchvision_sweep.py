@@ -4,7 +4,8 @@ ONNX Runtime at shapes inside the contract (a development aid; nothing here runs
 
 For each model: torch.onnx.export (opset 13, random weights, traced at 1x3x96x96) with
 dynamic N, H, W; `kiln export --dim N=1..2 --dim H=32..128 --dim W=32..128`; then for each
-test shape, `kiln_runner` on a seeded input against ONNX Runtime on the same file
+test shape, `kiln_runner` (delegated and --delegate=none) on a seeded input against ONNX
+Runtime on the same file
 (zoo/reference/run_ort.py). Error: max |kiln - ORT| / max |ORT|.
 
     /usr/bin/python3 zoo/torchvision_sweep.py [--models resnet18,swin_t] [--build build]
@@ -64,22 +65,26 @@ def check(name, build, ort_py, out):
         x_path = os.path.join(out, name + "_x.npy")
         np.save(x_path, np.random.default_rng(1).standard_normal(shape).astype(np.float32))
         text = "x".join(map(str, shape))
-        r = subprocess.run([os.path.join(build, "kiln_runner"), f"--model_path={kiln_path}", f"--inputs={x_path}",
-                            f"--input_shapes={text}", f"--output_file={os.path.join(out, name)}_y",
-                            "--output_format=npy", "--print_output=none"], capture_output=True, text=True)
-        if r.returncode:
-            ok = False
-            results.append(f"{text}: kiln_runner failed: {(r.stdout + r.stderr).strip()[:300]}")
-            continue
         ref = ort_outputs(ort_py, onnx_path, [x_path])[0]
-        got = np.load(os.path.join(out, name) + "_y-0.npy")
-        if got.shape != ref.shape:
-            ok = False
-            results.append(f"{text}: shape {got.shape}, ONNX Runtime {ref.shape}")
-            continue
-        err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
-        ok = ok and err < 1e-4
-        results.append(f"{text}: {err:.1e}")
+        errs = []
+        for delegate in ("xnnpack", "none"):  # the delegated and the portable path of one file
+            r = subprocess.run([os.path.join(build, "kiln_runner"), f"--model_path={kiln_path}", f"--inputs={x_path}",
+                                f"--input_shapes={text}", f"--output_file={os.path.join(out, name)}_y",
+                                "--output_format=npy", "--print_output=none", f"--delegate={delegate}"],
+                               capture_output=True, text=True)
+            if r.returncode or "delegate unavailable" in r.stdout + r.stderr:
+                ok = False
+                errs.append(f"{delegate}: kiln_runner failed: {(r.stdout + r.stderr).strip()[:300]}")
+                continue
+            got = np.load(os.path.join(out, name) + "_y-0.npy")
+            if got.shape != ref.shape:
+                ok = False
+                errs.append(f"{delegate}: shape {got.shape}, ONNX Runtime {ref.shape}")
+                continue
+            err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+            ok = ok and err < 1e-4
+            errs.append(f"{err:.1e}")
+        results.append(f"{text}: " + "/".join(errs))
     return ok, "; ".join(summary) + " | " + ", ".join(results)
 
 

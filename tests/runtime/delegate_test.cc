@@ -290,3 +290,92 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+format::ProgramDesc delegated_resnet() {
+  format::ProgramDesc desc;
+  EXPECT_TRUE(exporter::export_onnx(kZoo + "/models/resnet_small.onnx", zoo_export_options(zoo_model("resnet_small")), &desc).ok());
+  return desc;
+}
+
+Status load_status(const format::ProgramDesc& desc) {
+  auto bytes = format::serialize_program(desc);
+  if (!bytes.ok()) return bytes.status();
+  AlignedBytes image(*bytes);
+  auto p = image.load();
+  return p.ok() ? ok_status() : p.status();
+}
+
+// The file is a trust boundary: a damaged delegated schedule is refused at load, by kind.
+TEST(DelegateFormat, DamagedSchedulesAreRefusedAtLoad) {
+  const format::ProgramDesc good = delegated_resnet();
+  ASSERT_TRUE(load_status(good).ok());
+  const format::MethodDesc& m = good.methods[0];
+  ASSERT_FALSE(m.delegate.regions.empty());
+  {  // two values alive together in the same bytes
+    format::ProgramDesc d = good;
+    auto& md = d.methods[0];
+    const auto& ops = md.delegate.regions[0].ops;
+    int32_t a = ops[0].outputs[0], b = ops[1].outputs[0];  // ops[1] reads ops[0]'s output
+    if (md.delegate.offsets[a] + md.values[b].nbytes <= md.delegate.arena_bytes) md.delegate.offsets[b] = md.delegate.offsets[a];
+    else md.delegate.offsets[a] = md.delegate.offsets[b];
+    Status s = load_status(d);
+    EXPECT_EQ(s.code(), Code::kDataLoss);
+    EXPECT_NE(s.message().find("same bytes"), std::string::npos) << s.message();
+  }
+  {  // a twin whose shape is not the permutation of its base
+    format::ProgramDesc d = good;
+    for (auto& v : d.methods[0].values)
+      if (v.nhwc_of >= 0) {
+        std::swap(v.shape[1], v.shape[3]);
+        if (v.shape[1] != v.shape[3]) break;
+      }
+    Status s = load_status(d);
+    EXPECT_EQ(s.code(), Code::kDataLoss) << s.message();
+  }
+  {  // an instruction computed twice by a region
+    format::ProgramDesc d = good;
+    auto& ops = d.methods[0].delegate.regions[0].ops;
+    ops.push_back(ops[1]);
+    Status s = load_status(d);
+    EXPECT_EQ(s.code(), Code::kDataLoss);
+  }
+  {  // a step that reads a value before anything writes it
+    format::ProgramDesc d = good;
+    auto& ops = d.methods[0].delegate.regions[0].ops;
+    std::swap(ops[1], ops[2]);
+    Status s = load_status(d);
+    EXPECT_EQ(s.code(), Code::kDataLoss);
+  }
+  {  // a value outside the delegate's arena
+    format::ProgramDesc d = good;
+    d.methods[0].delegate.offsets[d.methods[0].delegate.regions[0].ops[0].outputs[0]] = d.methods[0].delegate.arena_bytes;
+    EXPECT_EQ(load_status(d).code(), Code::kDataLoss);
+  }
+}
+
+// A caller-owned arena sized by Method::arena_bytes runs the delegated plan; one sized for
+// the portable plan only is refused when the delegated plan is larger, with both sizes.
+TEST(DelegateFormat, CallerArenaSizedForThePlanThatRuns) {
+  format::ProgramDesc desc = delegated_resnet();
+  AlignedBytes image(*format::serialize_program(desc));
+  auto program = image.load();
+  ASSERT_TRUE(program.ok());
+  auto need = Method::arena_bytes(**program, "forward", MethodOptions{});
+  ASSERT_TRUE(need.ok());
+  EXPECT_EQ(*need, desc.methods[0].delegate.arena_bytes);
+  std::vector<uint8_t> storage(*need + 64);
+  void* arena = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+  auto m = Method::create(**program, "forward", MethodOptions{}, arena, *need);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE((*m)->delegated());
+  ASSERT_TRUE((*m)->bind_shapes({{3, 3, 64, 64}}).ok());
+  EXPECT_TRUE((*m)->execute().ok());
+  auto small = Method::create(**program, "forward", MethodOptions{}, arena, *need - 64);
+  EXPECT_EQ(small.status().code(), Code::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace kiln::testing
