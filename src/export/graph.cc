@@ -197,7 +197,7 @@ Result<std::vector<int>> GraphBuilder::fold_node(const kernels::OpDef* op, const
   rc.attrs = attrs.view();
   std::vector<int64_t> expr_values(pool_.size(), 0);
   rc.expr_values = expr_values.data();
-  kernels::KernelStatus ks = op->run(rc);
+  kernels::KernelStatus ks = kernels::run_once(*op, rc);
   if (ks != kernels::KernelStatus::kOk)
     return invalid_argument("node '" + node_name + "' (" + op->name + "): folding its constant inputs failed: " +
                             kernels::kernel_status_message(ks));

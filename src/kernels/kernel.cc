@@ -173,4 +173,19 @@ const char* kernel_status_message(KernelStatus s) {
   return "unknown kernel failure";
 }
 
+KernelStatus run_once(const OpDef& op, RunCtx ctx) {
+  OpData data;
+  if (op.prepare && !ctx.op_data) {
+    int32_t ranks[16];
+    PrepareCtx pc;
+    pc.attrs = ctx.attrs;
+    pc.num_inputs = ctx.num_inputs < 16 ? ctx.num_inputs : 16;
+    for (uint32_t k = 0; k < pc.num_inputs; ++k) ranks[k] = ctx.inputs[k] ? ctx.inputs[k]->rank : -1;
+    pc.input_ranks = ranks;
+    op.prepare(pc, &data);
+    ctx.op_data = &data;
+  }
+  return op.run(ctx);
+}
+
 }  // namespace kiln::kernels

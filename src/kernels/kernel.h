@@ -109,6 +109,32 @@ constexpr int64_t kMaxSizeAttr = int64_t{1} << 20;
 enum class KernelStatus : uint8_t { kOk = 0, kIndexOutOfRange = 1, kInvalidValue = 2 };
 const char* kernel_status_message(KernelStatus s);
 
+/// What a kernel derives once from its attributes (and its operands' ranks), at
+/// Method::create, as TFLite Micro's Prepare: execute then reads it instead of looking
+/// attributes up by name. Plain data, at most kOpDataBytes.
+constexpr size_t kOpDataBytes = 160;
+struct alignas(16) OpData {
+  unsigned char bytes[kOpDataBytes];
+  template <typename T>
+  T& as() {
+    static_assert(sizeof(T) <= kOpDataBytes && alignof(T) <= 16, "op data too large");
+    return *reinterpret_cast<T*>(bytes);
+  }
+  template <typename T>
+  const T& as() const {
+    static_assert(sizeof(T) <= kOpDataBytes && alignof(T) <= 16, "op data too large");
+    return *reinterpret_cast<const T*>(bytes);
+  }
+};
+
+/// What a prepare function sees: the instruction's attributes (validated by its shape
+/// function) and the ranks of its inputs (-1 for an omitted one).
+struct PrepareCtx {
+  core::Attrs attrs;
+  const int32_t* input_ranks = nullptr;
+  uint32_t num_inputs = 0;
+};
+
 /// Everything a kernel sees while executing: operands at their actual shapes.
 /// An omitted optional input is a nullptr.
 struct RunCtx {
@@ -124,6 +150,8 @@ struct RunCtx {
   /// evaluated at the actual shapes; nullptr when none was asked for.
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  /// What the op's prepare function derived at create; nullptr for ops without one.
+  const OpData* op_data = nullptr;
 
   bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
   const TensorView& in(uint32_t i) const { return *inputs[i]; }
@@ -132,6 +160,7 @@ struct RunCtx {
 
 using ShapeFn = Status (*)(ShapeCtx&);
 using RunFn = KernelStatus (*)(const RunCtx&);
+using PrepareFn = void (*)(const PrepareCtx&, OpData*);
 
 /// One registered op.
 struct OpDef {
@@ -139,7 +168,12 @@ struct OpDef {
   ShapeFn shape;
   RunFn run;  ///< nullptr for view ops
   bool view;  ///< output aliases input 0 (contiguous reinterpretation)
+  PrepareFn prepare;  ///< nullptr when run reads nothing prepared
 };
+
+/// Runs `op` once outside a Method (export's folding, tests): prepares from ctx's attributes
+/// and input ranks when the op has a prepare function and ctx has no op data, then runs.
+KernelStatus run_once(const OpDef& op, RunCtx ctx);
 
 /// The op registered under `name` (ONNX op type), or nullptr.
 const OpDef* find_op(const char* name);

@@ -9,17 +9,23 @@ namespace kiln::kernels {
   Status FN##_shape(ShapeCtx& c); \
   KernelStatus FN##_run(const RunCtx& c);
 #define KILN_VIEW_OP(NAME, FN) Status FN##_shape(ShapeCtx& c);
+#define KILN_OP_PREPARED(NAME, FN, PREP) \
+  KILN_OP(NAME, FN)                      \
+  void PREP##_prepare(const PrepareCtx& c, OpData* d);
 #include "kernels/portable/ops.inc"
 #undef KILN_OP
 #undef KILN_VIEW_OP
+#undef KILN_OP_PREPARED
 
 namespace {
 const OpDef kOps[] = {
-#define KILN_OP(NAME, FN) {NAME, &FN##_shape, &FN##_run, false},
-#define KILN_VIEW_OP(NAME, FN) {NAME, &FN##_shape, nullptr, true},
+#define KILN_OP(NAME, FN) {NAME, &FN##_shape, &FN##_run, false, nullptr},
+#define KILN_VIEW_OP(NAME, FN) {NAME, &FN##_shape, nullptr, true, nullptr},
+#define KILN_OP_PREPARED(NAME, FN, PREP) {NAME, &FN##_shape, &FN##_run, false, &PREP##_prepare},
 #include "kernels/portable/ops.inc"
 #undef KILN_OP
 #undef KILN_VIEW_OP
+#undef KILN_OP_PREPARED
 };
 }  // namespace
 

@@ -50,6 +50,7 @@ struct Method::Impl {
   std::vector<const TensorView*> in_ptrs;
   std::vector<TensorView*> out_ptrs;
   std::vector<core::AttrRef> attrs;
+  std::vector<kernels::OpData> op_data;  // per instruction, from its op's prepare at create
   uint8_t* arena = nullptr;
   void* owned_arena = nullptr;
   uint64_t arena_bytes = 0;
@@ -297,6 +298,22 @@ Result<std::unique_ptr<Method>> Method::create(const Program& program, const std
       s.instrs.push_back(ins);
     }
   }
+  // Prepare: what kernels derive from attributes and operand ranks, once.
+  s.op_data.resize(s.instrs.size());
+  for (size_t i = 0; i < s.instrs.size(); ++i) {
+    const Instr& in = s.instrs[i];
+    if (!in.op->prepare) continue;
+    int32_t ranks[16];
+    kernels::PrepareCtx pc;
+    pc.attrs = core::Attrs(s.attrs.data() + in.attr_begin, in.n_attr);
+    pc.num_inputs = std::min<uint32_t>(in.n_in, 16);
+    for (uint32_t k = 0; k < pc.num_inputs; ++k) {
+      const TensorView* v = s.in_ptrs[in.in_begin + k];
+      ranks[k] = v ? v->rank : -1;
+    }
+    pc.input_ranks = ranks;
+    in.op->prepare(pc, &s.op_data[i]);
+  }
   size_t next = 0;
   const size_t n_instr = s.instrs.size();
   if (del)
@@ -390,6 +407,7 @@ Status Method::execute() {
     ctx.num_outputs = in.n_out;
     ctx.attrs = core::Attrs(s.attrs.data() + in.attr_begin, in.n_attr);
     ctx.scratch = in.scratch ? in.scratch->data : nullptr;
+    ctx.op_data = in.op->prepare ? &s.op_data[static_cast<size_t>(step.instr)] : nullptr;
     ctx.scratch_bytes = in.scratch ? in.scratch->nbytes() : 0;
     kernels::KernelStatus ks = in.op->run(ctx);
     if (s.profiling)

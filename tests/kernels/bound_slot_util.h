@@ -58,7 +58,7 @@ inline SlotRun run_op_in_slots(const char* name, const std::vector<Tensor>& inpu
   rc.outputs = op.data();
   rc.num_outputs = static_cast<uint32_t>(op.size());
   rc.attrs = attrs.view();
-  s.kernel = kernels::find_op(name)->run(rc);
+  s.kernel = kernels::run_once(*kernels::find_op(name), rc);
   for (size_t i = 0; i < ov.size(); ++i) {
     Tensor t = s.exact.outputs[i];
     if (!t.bytes.empty()) std::memcpy(t.bytes.data(), out_bytes[i].data(), t.bytes.size());

@@ -159,7 +159,7 @@ inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tens
   rc.attrs = attrs.view();
   rc.scratch = scratch;
   rc.scratch_bytes = scratch_bytes;
-  return op->run(rc);
+  return kernels::run_once(*op, rc);
 }
 
 /// Whether `s` contains `part` (for message checks that print the message on failure).

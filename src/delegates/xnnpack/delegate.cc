@@ -114,6 +114,7 @@ struct Delegate::Op {
   // Own ops computed by portable maths (pointwise ops; Resize channels-last): the kernel, its
   // attributes, and every operand's view (constants included).
   kernels::RunFn portable = nullptr;
+  const kernels::OpDef* portable_def = nullptr;  // pointwise ops: their registry entry (prepare)
   std::vector<core::AttrRef> portable_attrs;
   std::vector<const TensorView*> portable_ins;
   int32_t source = -1, fused = -1;  // the instructions it computes (kernels)
@@ -536,8 +537,8 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
       }
     }
     if (op->own == Own::kPortable) {
-      op->portable = op->plan.kind == OpKind::kResize ? kernels::resize_run_channels_last
-                                                      : kernels::find_op(in->op()->c_str())->run;
+      op->portable_def = op->plan.kind == OpKind::kResize ? nullptr : kernels::find_op(in->op()->c_str());
+      op->portable = op->portable_def ? op->portable_def->run : kernels::resize_run_channels_last;
       attrs_of(in, &op->portable_attrs);
       for (int32_t v : *dop->inputs()) op->portable_ins.push_back(v >= 0 ? &(*views)[v] : nullptr);
     }
@@ -878,7 +879,8 @@ Status Delegate::run_op(Op& op) {
       ctx.outputs = &out;
       ctx.num_outputs = 1;
       ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
-      if (op.portable(ctx) != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+      const kernels::KernelStatus ks = op.portable_def ? kernels::run_once(*op.portable_def, ctx) : op.portable(ctx);
+      if (ks != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
       return ok_status();
     }
   }

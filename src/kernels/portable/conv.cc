@@ -46,6 +46,19 @@ Status conv_shape(ShapeCtx& c) {
   return ok_status();
 }
 
+/// Conv and ConvTranspose: group and the window attributes, read once.
+struct ConvPrep {
+  int64_t group;
+  Window win;
+};
+
+void conv_prepare(const PrepareCtx& c, OpData* d) {
+  ConvPrep& p = d->as<ConvPrep>();
+  p.group = c.attrs.get_int("group", 1);
+  p.win = Window{};
+  p.win.read(c.attrs, c.input_ranks[0] - 2);
+}
+
 KernelStatus conv_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const TensorView& wv = c.in(1);
@@ -53,10 +66,10 @@ KernelStatus conv_run(const RunCtx& c) {
   const ConvDims g(xv, wv, yv);
   const int64_t n_batch = g.batch, in_ch = g.in_ch, in_h = g.in_h, in_w = g.in_w, out_ch = g.out_ch;
   const int64_t group_ch = wv.dims[1], k_h = g.k_h, k_w = g.k_w, out_h = g.out_h, out_w = g.out_w;
-  int64_t group = c.attrs.get_int("group", 1);
+  const ConvPrep& prep = c.op_data->as<ConvPrep>();
+  int64_t group = prep.group;
   int64_t out_per_group = out_ch / group;
-  Window win;
-  win.read(c.attrs, g.nsp);
+  Window win = prep.win;
   win.resolve(0, in_h, out_h, k_h);
   win.resolve(1, in_w, out_w, k_w);
   const float* x = xv.as<float>();

@@ -105,6 +105,26 @@ Status conv_transpose_shape(ShapeCtx& c) {
   return ok_status();
 }
 
+/// Group, window attributes and output padding, read once.
+struct ConvTransposePrep {
+  int64_t group;
+  Window win;
+  int64_t out_pad[2];
+  bool has_out_pad, has_output_shape;
+};
+
+void conv_transpose_prepare(const PrepareCtx& c, OpData* d) {
+  ConvTransposePrep& p = d->as<ConvTransposePrep>();
+  const int nsp = c.input_ranks[0] - 2;
+  p.group = c.attrs.get_int("group", 1);
+  p.win = Window{};
+  p.win.read(c.attrs, nsp);
+  const int64_t* op = c.attrs.ints("output_padding");
+  p.has_out_pad = op != nullptr;
+  for (int k = 0; k < nsp && k < 2; ++k) p.out_pad[k] = op ? op[k] : 0;
+  p.has_output_shape = c.attrs.has("output_shape");
+}
+
 KernelStatus conv_transpose_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const TensorView& wv = c.in(1);
@@ -113,11 +133,11 @@ KernelStatus conv_transpose_run(const RunCtx& c) {
   const int nsp = g.nsp;
   const int64_t n_batch = g.batch, in_ch = g.in_ch, in_h = g.in_h, in_w = g.in_w, out_ch = g.out_ch;
   const int64_t group_out = wv.dims[1], k_h = g.k_h, k_w = g.k_w, out_h = g.out_h, out_w = g.out_w;
-  const int64_t group_in = in_ch / c.attrs.get_int("group", 1);
-  Window win;
-  win.read(c.attrs, nsp);
-  const int64_t* out_pad = c.attrs.ints("output_padding");
-  if (c.attrs.has("output_shape") || win.auto_pad == AutoPad::kSameUpper || win.auto_pad == AutoPad::kSameLower) {
+  const ConvTransposePrep& prep = c.op_data->as<ConvTransposePrep>();
+  const int64_t group_in = in_ch / prep.group;
+  Window win = prep.win;
+  const int64_t* out_pad = prep.has_out_pad ? prep.out_pad : nullptr;
+  if (prep.has_output_shape || win.auto_pad == AutoPad::kSameUpper || win.auto_pad == AutoPad::kSameLower) {
     const int64_t in_sz[2] = {in_h, in_w}, k_sz[2] = {k_h, k_w}, out_sz[2] = {out_h, out_w};
     for (int slot = 2 - nsp; slot < 2; ++slot) {
       const int64_t op = out_pad ? out_pad[slot - (2 - nsp)] : 0;

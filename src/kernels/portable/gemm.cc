@@ -35,11 +35,24 @@ Status gemm_shape(ShapeCtx& c) {
   return ok_status();
 }
 
+namespace {
+struct GemmPrep {
+  bool trans_a, trans_b;
+  float alpha, beta;
+};
+}  // namespace
+
+void gemm_prepare(const PrepareCtx& c, OpData* d) {
+  d->as<GemmPrep>() = GemmPrep{c.attrs.get_int("transA", 0) != 0, c.attrs.get_int("transB", 0) != 0,
+                               c.attrs.get_float("alpha", 1.f), c.attrs.get_float("beta", 1.f)};
+}
+
 KernelStatus gemm_run(const RunCtx& c) {
   const TensorView& av = c.in(0);
   const TensorView& bv = c.in(1);
-  bool trans_a = c.attrs.get_int("transA", 0) != 0, trans_b = c.attrs.get_int("transB", 0) != 0;
-  float alpha = c.attrs.get_float("alpha", 1.f), beta = c.attrs.get_float("beta", 1.f);
+  const GemmPrep& prep = c.op_data->as<GemmPrep>();
+  const bool trans_a = prep.trans_a, trans_b = prep.trans_b;
+  const float alpha = prep.alpha, beta = prep.beta;
   int64_t m = av.dims[trans_a ? 1 : 0], k_len = av.dims[trans_a ? 0 : 1];
   int64_t n = bv.dims[trans_b ? 0 : 1];
   const float* a = av.as<float>();

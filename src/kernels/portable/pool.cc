@@ -57,6 +57,13 @@ Status window_pool_shape(ShapeCtx& c, bool is_max) {
 }
 
 /// Actual sizes of one pooling call, 1-D folded into 2-D (H = kH = OH = 1).
+/// MaxPool and AveragePool: window, kernel size and flags, read once.
+struct PoolPrep {
+  Window win;
+  int64_t k_h, k_w;
+  bool column_major, include_pad;
+};
+
 struct PoolGeometry {
   int64_t planes, in_h, in_w, out_h, out_w, k_h, k_w;
   Window win;
@@ -64,16 +71,16 @@ struct PoolGeometry {
   explicit PoolGeometry(const RunCtx& c) {
     const TensorView& x = c.in(0);
     const TensorView& y = c.out(0);
+    const PoolPrep& prep = c.op_data->as<PoolPrep>();
     int nsp = x.rank - 2;
-    const int64_t* ks = c.attrs.ints("kernel_shape");
     planes = x.dims[0] * x.dims[1];
     in_h = nsp == 2 ? x.dims[2] : 1;
     in_w = x.dims[x.rank - 1];
     out_h = nsp == 2 ? y.dims[2] : 1;
     out_w = y.dims[y.rank - 1];
-    k_h = nsp == 2 ? ks[0] : 1;
-    k_w = ks[nsp - 1];
-    win.read(c.attrs, nsp);
+    k_h = prep.k_h;
+    k_w = prep.k_w;
+    win = prep.win;
     win.resolve(0, in_h, out_h, k_h);
     win.resolve(1, in_w, out_w, k_w);
   }
@@ -118,6 +125,18 @@ struct PoolGeometry {
 
 }  // namespace
 
+void pool_prepare(const PrepareCtx& c, OpData* d) {
+  PoolPrep& p = d->as<PoolPrep>();
+  const int nsp = c.input_ranks[0] - 2;
+  const int64_t* ks = c.attrs.ints("kernel_shape");
+  p.win = Window{};
+  p.win.read(c.attrs, nsp);
+  p.k_h = nsp == 2 ? ks[0] : 1;
+  p.k_w = ks[nsp - 1];
+  p.column_major = c.attrs.get_int("storage_order", 0) == 1;
+  p.include_pad = c.attrs.get_int("count_include_pad", 0) == 1;
+}
+
 Status max_pool_shape(ShapeCtx& c) { return window_pool_shape(c, true); }
 Status average_pool_shape(ShapeCtx& c) { return window_pool_shape(c, false); }
 
@@ -126,7 +145,7 @@ KernelStatus max_pool_run(const RunCtx& c) {
   PoolGeometry g(c);
   float* y = c.out(0).as<float>();
   int64_t* ind = c.num_outputs > 1 && c.outputs[1] ? c.out(1).as<int64_t>() : nullptr;
-  const bool column_major = c.attrs.get_int("storage_order", 0) == 1;
+  const bool column_major = c.op_data->as<PoolPrep>().column_major;
   const int64_t in_plane = g.in_h * g.in_w, dh = g.win.dilation[0], dw = g.win.dilation[1];
   g.for_each_window(c.in(0).as<float>(), [&](const PoolGeometry::Taps& t) {
     float best = std::numeric_limits<float>::lowest();
@@ -156,7 +175,7 @@ KernelStatus max_pool_run(const RunCtx& c) {
 KernelStatus average_pool_run(const RunCtx& c) {
   PoolGeometry g(c);
   float* y = c.out(0).as<float>();
-  const bool include_pad = c.attrs.get_int("count_include_pad", 0) == 1;
+  const bool include_pad = c.op_data->as<PoolPrep>().include_pad;
   const int64_t dh = g.win.dilation[0], dw = g.win.dilation[1];
   g.for_each_window(c.in(0).as<float>(), [&](const PoolGeometry::Taps& t) {
     float sum = 0.f;

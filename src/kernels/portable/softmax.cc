@@ -46,18 +46,24 @@ void softmax_row(const float* x, float* y, int64_t n, int64_t stride) {
   }
 }
 
+/// Softmax and LogSoftmax: the normalized axis and the pre-13 2-D coercion, read once.
+struct SoftmaxPrep {
+  int64_t axis;
+  bool coerce_2d;
+};
+
 template <bool kLog>
 KernelStatus softmax_like_run(const RunCtx& c) {
   const TensorView& in = c.in(0);
-  int64_t axis = c.attrs.get_int("axis", default_axis(c.attrs));
-  if (axis < 0) axis += in.rank;
+  const SoftmaxPrep& prep = c.op_data->as<SoftmaxPrep>();
+  const int64_t axis = prep.axis;
   if (axis < 0 || axis >= in.rank) return KernelStatus::kInvalidValue;
   // View the input as [outer, n, inner] at its actual dims; coerce_2d folds the trailing
   // axes into n.
   int64_t outer = 1, inner = 1, n = in.dims[axis];
   for (int k = 0; k < axis; ++k) outer *= in.dims[k];
   for (int k = static_cast<int>(axis) + 1; k < in.rank; ++k) inner *= in.dims[k];
-  if (coerce_2d(c.attrs)) {
+  if (prep.coerce_2d) {
     n *= inner;
     inner = 1;
   }
@@ -73,6 +79,13 @@ KernelStatus softmax_like_run(const RunCtx& c) {
 }
 
 }  // namespace
+
+void softmax_prepare(const PrepareCtx& c, OpData* d) {
+  SoftmaxPrep& p = d->as<SoftmaxPrep>();
+  p.axis = c.attrs.get_int("axis", default_axis(c.attrs));
+  if (p.axis < 0) p.axis += c.input_ranks[0];
+  p.coerce_2d = coerce_2d(c.attrs);
+}
 
 Status softmax_shape(ShapeCtx& c) { return softmax_like_shape(c); }
 Status log_softmax_shape(ShapeCtx& c) { return softmax_like_shape(c); }
