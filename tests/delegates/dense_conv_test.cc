@@ -156,5 +156,44 @@ TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
   pthreadpool_destroy(two);
 }
 
+TEST(BatchMatMul, MatchesAReferenceWithBroadcastBatchesAndTails) {
+  if (!dense_conv_available()) GTEST_SKIP() << "this CPU lacks AVX2/FMA";
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  pthreadpool_t two = pthreadpool_create(2);
+  struct Shapes { std::vector<int64_t> a, b; };
+  const Shapes cases[] = {{{2, 3, 49, 32}, {2, 3, 32, 49}}, {{1, 7, 5}, {3, 5, 17}}, {{4, 1, 13, 64}, {1, 3, 64, 16}},
+                          {{1, 1}, {1, 1}},                  {{6, 0}, {0, 9}},     {{2, 1, 40}, {40, 33}}};
+  for (const Shapes& sh : cases) {
+    MatMulGeometry g = matmul_geometry(sh.a.data(), static_cast<int>(sh.a.size()), sh.b.data(), static_cast<int>(sh.b.size()));
+    size_t na = 1, nb = 1;
+    for (int64_t d : sh.a) na *= static_cast<size_t>(d);
+    for (int64_t d : sh.b) nb *= static_cast<size_t>(d);
+    std::vector<float> a(na), b(nb);
+    for (float& v : a) v = u(rng);
+    for (float& v : b) v = u(rng);
+    for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+      std::vector<float> y(g.batches * g.m * g.n + 1, NAN);
+      batch_matmul(g, a.data(), b.data(), y.data(), pool);
+      for (size_t t = 0; t < g.batches; ++t) {
+        size_t ao = 0, bo = 0, rest = t;
+        for (int k = g.batch_rank - 1; k >= 0; --k) {
+          ao += rest % g.size[k] * g.a_stride[k];
+          bo += rest % g.size[k] * g.b_stride[k];
+          rest /= g.size[k];
+        }
+        for (size_t i = 0; i < g.m; ++i)
+          for (size_t j = 0; j < g.n; ++j) {
+            double s = 0;
+            for (size_t k = 0; k < g.k; ++k) s += static_cast<double>(a[ao + i * g.k + k]) * b[bo + k * g.n + j];
+            ASSERT_NEAR(y[(t * g.m + i) * g.n + j], s, 1e-4 * (1 + std::fabs(s)));
+          }
+      }
+      EXPECT_TRUE(std::isnan(y.back()));
+    }
+  }
+  pthreadpool_destroy(two);
+}
+
 }  // namespace
 }  // namespace kiln::delegates::xnnpack

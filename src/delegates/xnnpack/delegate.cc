@@ -108,7 +108,9 @@ struct Delegate::Op {
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling
   /// Which kernel runs the op: an XNNPACK operator (xop, copies) or one of Kiln's.
-  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kGate, kPortable } own = Own::kNone;
+  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kGate, kMatMul, kPortable } own =
+      Own::kNone;
+  MatMulGeometry mm;  // Own::kMatMul, at the bound-to shape
   Gate gate;  // Own::kGate: y = x * act(x)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
   // Own ops computed by portable maths (pointwise ops; Resize channels-last): the kernel, its
@@ -313,6 +315,7 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
     case OpKind::kConcat:  // one strided copy per input, made by the caller
     case OpKind::kBatchNorm:  // own kernels: no operator
     case OpKind::kResize:
+    case OpKind::kBatchMatMul:
       break;
   }
   return unimplemented(op->what + ": no XNNPACK operator");
@@ -523,10 +526,12 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   if (op->own == Op::Own::kGate) return op;
   if (op->plan.own_kernel) {
     using Own = Delegate::Op::Own;
-    op->own = op->plan.kind == OpKind::kBatchNorm ? Own::kAffine
+    op->own = op->plan.kind == OpKind::kBatchMatMul ? Own::kMatMul
+              : op->plan.kind == OpKind::kBatchNorm ? Own::kAffine
               : op->plan.kind == OpKind::kMaxPool ? Own::kMaxPool
               : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kErf ? Own::kErf
                                                                                     : Own::kPortable;
+    if (op->own == Own::kMatMul && !op->ins[1]) op->ins[1] = &(*views)[dop->inputs()->Get(1)];  // a constant B
     if (op->plan.kind == OpKind::kBatchNorm) {
       const float* v[5];
       for (int k = 1; k < 5; ++k) v[k] = static_cast<const float*>(operands[k].const_data);
@@ -686,8 +691,7 @@ Status Delegate::setup() {
       for (int k = 0; k < op.out->rank; ++k) now.push_back(static_cast<size_t>(op.out->dims[k]));
       if (now == op.last && !op.last.empty()) continue;
       op.last = now;
-      op.skip = numel(*op.out) == 0;
-      for (const TensorView* t : op.ins) op.skip = op.skip || (t && numel(*t) == 0);
+      op.skip = numel(*op.out) == 0;  // an empty input with a non-empty output (MatMul, K = 0) still runs
       if (op.skip) continue;
       const TensorView& x = op.ins[0] ? *op.ins[0] : *op.ins[1];  // a binary op may take a constant first
       const float* xp = x.as<float>();
@@ -698,6 +702,7 @@ Status Delegate::setup() {
         continue;
       }
       if (op.own == Op::Own::kMaxPool) set_pool_geometry(x, op.in_twin[0], *op.out, op.out_twin, &op);
+      if (op.own == Op::Own::kMatMul) op.mm = matmul_geometry(x.dims, x.rank, op.ins[1]->dims, op.ins[1]->rank);
       if (op.own != Op::Own::kNone) continue;
       xnn_status s = xnn_status_success;
       switch (op.plan.kind) {
@@ -789,6 +794,7 @@ Status Delegate::setup() {
         }
         case OpKind::kBatchNorm:  // own kernels: nothing to set up here
         case OpKind::kResize:
+        case OpKind::kBatchMatMul:
           break;
       }
       if (s != xnn_status_success) {
@@ -860,6 +866,9 @@ Status Delegate::run_op(Op& op) {
       return ok_status();
     case Op::Own::kErf:
       fast_erf(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
+      return ok_status();
+    case Op::Own::kMatMul:
+      batch_matmul(op.mm, op.ins[0]->as<float>(), op.ins[1]->as<float>(), op.out->as<float>(), pool_);
       return ok_status();
     case Op::Own::kGate:
       gate(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.gate.hard, op.gate.alpha, op.gate.beta, pool_);

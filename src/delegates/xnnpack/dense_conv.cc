@@ -23,24 +23,31 @@ constexpr size_t kTilesPerTask = 8;
 // every iteration); rows past MR compile away.
 #define KILN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-template <size_t MR>
+// kMaskedB: the panel is the raw right operand of a MatMul (row stride ldb) and this block
+// has nc < 16 columns, so its loads are masked (never past the operand's end).
+template <size_t MR, bool kMaskedB>
 __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t* tap_ids, size_t c,
-                                                     const float* const* a, const float* panel, const float* bias,
-                                                     float* const* y, size_t nc, float lo, float hi) {
+                                                     const float* const* a, const float* panel, size_t ldb,
+                                                     const float* bias, float* const* y, size_t nc, float lo, float hi) {
   const __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
+  alignas(32) static const int32_t kBits[24] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                0,  0,  0,  0,  0,  0,  0,  0};
+  const __m256i m0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 16 - std::min<size_t>(nc, 8)));
+  const __m256i m1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 16 - (nc > 8 ? nc - 8 : 0)));
 #define KILN_INIT(r) __m256 lo##r = b0, hi##r = b1;
   KILN_ROWS(KILN_INIT)
 #undef KILN_INIT
   for (size_t t = 0; t < taps; ++t) {
-    const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * kNr;  // taps may skip (see run_task)
+    const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * ldb;  // taps may skip (see run_task)
     const float* const* at = a + t * MR;
 #define KILN_PTR(r) const float* a##r = MR > r ? at[r] : nullptr;
     KILN_ROWS(KILN_PTR)
 #undef KILN_PTR
 #pragma GCC unroll 4
     for (size_t k = 0; k < c; ++k) {
-      const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
-      w += kNr;
+      const __m256 w0 = kMaskedB ? _mm256_maskload_ps(w, m0) : _mm256_loadu_ps(w);
+      const __m256 w1 = kMaskedB ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
+      w += ldb;
 #define KILN_FMA(r)                                   \
   if constexpr (MR > r) {                             \
     const __m256 v = _mm256_broadcast_ss(a##r + k);   \
@@ -71,11 +78,14 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
 }
 #undef KILN_ROWS
 
-using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, const float*, float* const*,
-                             size_t, float,
-                             float);
-constexpr Microkernel kKernels[kMr + 1] = {nullptr,         microkernel<1>, microkernel<2>, microkernel<3>,
-                                           microkernel<4>, microkernel<5>, microkernel<6>};
+using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, size_t, const float*,
+                             float* const*, size_t, float, float);
+// [masked B][rows]
+constexpr Microkernel kKernels[2][kMr + 1] = {
+    {nullptr, microkernel<1, false>, microkernel<2, false>, microkernel<3, false>, microkernel<4, false>,
+     microkernel<5, false>, microkernel<6, false>},
+    {nullptr, microkernel<1, true>, microkernel<2, true>, microkernel<3, true>, microkernel<4, true>,
+     microkernel<5, true>, microkernel<6, true>}};
 
 struct Job {
   const DenseConvWeights* w;
@@ -168,10 +178,11 @@ void run_task(void* ctx, size_t group, size_t chunk) {
       const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
       if (rows[tile - first])
-        kKernels[mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], panel, bias, y, nc, g.out_min, g.out_max);
+        kKernels[0][mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], panel, kNr, bias, y, nc, g.out_min,
+                        g.out_max);
       else
-        kKernels[mr](active[tile - first], ids[tile - first], c, a[tile - first], panel, bias, y, nc, g.out_min,
-                     g.out_max);
+        kKernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], panel, kNr, bias, y, nc,
+                        g.out_min, g.out_max);
     }
   }
 }
@@ -215,5 +226,71 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
 }
 
 bool dense_conv_fits(size_t kh, size_t kw) { return kh * kw <= kMaxTaps; }
+
+MatMulGeometry matmul_geometry(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank) {
+  MatMulGeometry g;
+  g.m = static_cast<size_t>(a_dims[a_rank - 2]);
+  g.k = static_cast<size_t>(a_dims[a_rank - 1]);
+  g.n = static_cast<size_t>(b_dims[b_rank - 1]);
+  const int ab = a_rank - 2, bb = b_rank - 2;
+  g.batch_rank = std::max(ab, bb);
+  size_t as = g.m * g.k, bs = g.k * g.n;
+  g.batches = 1;
+  for (int k = g.batch_rank - 1; k >= 0; --k) {
+    const int ak = k - (g.batch_rank - ab), bk = k - (g.batch_rank - bb);
+    const size_t ad = ak >= 0 ? static_cast<size_t>(a_dims[ak]) : 1, bd = bk >= 0 ? static_cast<size_t>(b_dims[bk]) : 1;
+    g.size[k] = std::max(ad, bd);
+    g.a_stride[k] = ad == 1 ? 0 : as;
+    g.b_stride[k] = bd == 1 ? 0 : bs;
+    as *= ad;
+    bs *= bd;
+    g.batches *= g.size[k];
+  }
+  return g;
+}
+
+namespace {
+
+struct MatMulJob {
+  const MatMulGeometry* g;
+  const float *a, *b;
+  float* y;
+  size_t tiles;
+};
+
+// Batch t, kTilesPerTask tiles of kMr rows, every block of 16 columns.
+void matmul_task(void* ctx, size_t t, size_t group) {
+  alignas(32) static const float kZero[kNr] = {};
+  const MatMulJob& j = *static_cast<const MatMulJob*>(ctx);
+  const MatMulGeometry& g = *j.g;
+  size_t a_off = 0, b_off = 0, rest = t;
+  for (int k = g.batch_rank - 1; k >= 0; --k) {
+    const size_t i = rest % g.size[k];
+    rest /= g.size[k];
+    a_off += i * g.a_stride[k];
+    b_off += i * g.b_stride[k];
+  }
+  const float* a = j.a + a_off;
+  const float* b = j.b + b_off;
+  float* y = j.y + t * g.m * g.n;
+  const float* rows[kMr];
+  float* out[kMr];
+  for (size_t j0 = 0; j0 < g.n; j0 += kNr) {
+    const size_t nc = std::min(kNr, g.n - j0);
+    for (size_t tile = group * kTilesPerTask; tile < std::min(j.tiles, (group + 1) * kTilesPerTask); ++tile) {
+      const size_t r0 = tile * kMr, mr = std::min(kMr, g.m - r0);
+      for (size_t r = 0; r < mr; ++r) rows[r] = a + (r0 + r) * g.k, out[r] = y + (r0 + r) * g.n + j0;
+      kKernels[nc < kNr][mr](1, nullptr, g.k, rows, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
+    }
+  }
+}
+
+}  // namespace
+
+void batch_matmul(const MatMulGeometry& g, const float* a, const float* b, float* y, pthreadpool_t pool) {
+  if (g.m == 0 || g.n == 0 || g.batches == 0) return;
+  MatMulJob j{&g, a, b, y, (g.m + kMr - 1) / kMr};
+  pthreadpool_parallelize_2d(pool, matmul_task, &j, g.batches, (j.tiles + kTilesPerTask - 1) / kTilesPerTask, 0);
+}
 
 }  // namespace kiln::delegates::xnnpack

@@ -46,4 +46,18 @@ struct DenseConvGeometry {
 /// y = clamp(conv(x, w) + bias). Never allocates; threads over output tiles and channel blocks.
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
 
+/// A MatMul whose operands are both computed at run time (attention's Q K^T and A V):
+/// y[t] = a[t] @ b[t] over `batches` broadcast batches, a [M, K], b [K, N], y [M, N] row-major.
+struct MatMulGeometry {
+  size_t m = 0, k = 0, n = 0, batches = 0;
+  int batch_rank = 0;
+  size_t size[8] = {}, a_stride[8] = {}, b_stride[8] = {};  ///< per batch axis; stride 0 broadcasts
+};
+
+/// The geometry of y = a @ b at the actual dims (numpy broadcasting of the batch axes).
+MatMulGeometry matmul_geometry(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank);
+
+/// Runs it on the same microkernel, reading B in place (no packing). Never allocates.
+void batch_matmul(const MatMulGeometry& g, const float* a, const float* b, float* y, pthreadpool_t pool);
+
 }  // namespace kiln::delegates::xnnpack

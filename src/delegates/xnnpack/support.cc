@@ -300,6 +300,13 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     KILN_TRY(static_dim(exprs, ins[0].shape[1], "channels", &p.channels));
     p.kind = OpKind::kGlobalAveragePool;
     p.layout = Layout::kNhwc;
+  } else if (op == "MatMul" && !(ins[1].const_data && ins[1].shape.size() == 2)) {
+    if (ins[0].shape.size() < 2 || ins[1].shape.size() < 2) return decline("MatMul of a vector");
+    p.kind = OpKind::kBatchMatMul;
+    p.layout = Layout::kPlain;
+    p.own_kernel = true;
+    int64_t k = const_of(exprs, ins[0].shape.back());
+    p.flops_per_output = 2.0 * static_cast<double>(k > 0 ? k : 64);
   } else if (op == "Gemm" || op == "MatMul") {
     KILN_TRY(plan_fc(op, attrs, ins, exprs, &p));
   } else if (binary) {

@@ -38,6 +38,7 @@ enum class OpKind : uint8_t {
   kConcat,   ///< along channels of a 4-D tensor (channels-last)
   kBatchNorm,  ///< inference BatchNormalization: a per-channel affine map (Kiln's kernel)
   kResize,     ///< Resize of H and W, channels-last (the portable kernel's maths)
+  kBatchMatMul,  ///< MatMul with a computed (or batched) right operand: Kiln's kernel, B read in place
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),
