@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "delegates/xnnpack/pointwise.h"
@@ -47,6 +48,44 @@ TEST(Gate, SwishAndHardSwishMatchTheirDefinitions) {
       }
       EXPECT_TRUE(std::isnan(y.back()));
     }
+  pthreadpool_destroy(two);
+}
+
+TEST(FastTanh, WithinFourTenMillionthsOfStdTanh) {
+  std::vector<float> x;
+  for (int i = -12000; i <= 12000; ++i) x.push_back(static_cast<float>(i) * 1e-3f);
+  x.push_back(1e30f);
+  x.push_back(-1e30f);
+  std::vector<float> y(x.size());
+  fast_tanh(x.data(), y.data(), x.size(), nullptr);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], std::tanh(static_cast<double>(x[i])), 5e-7) << "x = " << x[i];
+}
+
+TEST(SoftmaxRows, MatchesDoubleSoftmaxAtManyLengthsAndMasks) {
+  pthreadpool_t two = pthreadpool_create(2);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0.f, 4.f);
+  for (size_t n : {1, 3, 8, 13, 64, 129, 1000})
+    for (size_t rows : {1, 5}) {
+      std::vector<float> x(rows * n);
+      for (float& v : x) v = g(rng);
+      if (n > 2) x[1] = -INFINITY;  // a masked position
+      for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+        std::vector<float> y(x.size() + 1, NAN);
+        softmax_rows(x.data(), y.data(), rows, n, pool);
+        for (size_t r = 0; r < rows; ++r) {
+          double m = -INFINITY, s = 0;
+          for (size_t i = 0; i < n; ++i) m = std::max<double>(m, x[r * n + i]);
+          for (size_t i = 0; i < n; ++i) s += std::exp(x[r * n + i] - m);
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_NEAR(y[r * n + i], std::exp(x[r * n + i] - m) / s, 1e-6) << "n=" << n << " row " << r << " i " << i;
+        }
+        EXPECT_TRUE(std::isnan(y.back()));
+      }
+    }
+  std::vector<float> masked(4, -INFINITY), out(4);
+  softmax_rows(masked.data(), out.data(), 1, 4, nullptr);
+  for (float v : out) EXPECT_TRUE(std::isnan(v)) << "an all-masked row is NaN, as the portable kernel";
   pthreadpool_destroy(two);
 }
 

@@ -108,8 +108,8 @@ struct Delegate::Op {
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling
   /// Which kernel runs the op: an XNNPACK operator (xop, copies) or one of Kiln's.
-  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kGate, kMatMul, kPortable } own =
-      Own::kNone;
+  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kTanh, kGate, kMatMul, kSoftmax,
+                            kPortable } own = Own::kNone;
   MatMulGeometry mm;  // Own::kMatMul, at the bound-to shape
   Gate gate;  // Own::kGate: y = x * act(x)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
@@ -307,6 +307,7 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
         case UnaryOp::kRound: return check(xnn_create_bankers_rounding_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kSquare: return check(xnn_create_square_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kErf:
+        case UnaryOp::kTanh:
         case UnaryOp::kPortable: break;  // own kernels: no operator
       }
       break;
@@ -527,6 +528,8 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
   if (op->plan.own_kernel) {
     using Own = Delegate::Op::Own;
     op->own = op->plan.kind == OpKind::kBatchMatMul ? Own::kMatMul
+              : op->plan.kind == OpKind::kSoftmax ? Own::kSoftmax
+              : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kTanh ? Own::kTanh
               : op->plan.kind == OpKind::kBatchNorm ? Own::kAffine
               : op->plan.kind == OpKind::kMaxPool ? Own::kMaxPool
               : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kErf ? Own::kErf
@@ -748,6 +751,7 @@ Status Delegate::setup() {
             case UnaryOp::kRound: s = xnn_setup_bankers_rounding_nc_f32(op.xop, count, xp, y, pool_); break;
             case UnaryOp::kSquare: s = xnn_setup_square_nc_f32(op.xop, count, xp, y, pool_); break;
             case UnaryOp::kErf:
+            case UnaryOp::kTanh:
             case UnaryOp::kPortable: break;
           }
           break;
@@ -867,6 +871,15 @@ Status Delegate::run_op(Op& op) {
     case Op::Own::kErf:
       fast_erf(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
       return ok_status();
+    case Op::Own::kTanh:
+      fast_tanh(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
+      return ok_status();
+    case Op::Own::kSoftmax: {
+      const TensorView& x = *op.ins[0];
+      const size_t n = x.rank ? static_cast<size_t>(x.dims[x.rank - 1]) : 1;
+      softmax_rows(x.as<float>(), op.out->as<float>(), n ? numel(x) / n : 0, n, pool_);
+      return ok_status();
+    }
     case Op::Own::kMatMul:
       batch_matmul(op.mm, op.ins[0]->as<float>(), op.ins[1]->as<float>(), op.out->as<float>(), pool_);
       return ok_status();

@@ -16,7 +16,7 @@ using core::ExprOp;
 Status decline(const std::string& why) { return unimplemented(why); }
 
 // f32 pointwise ops with one input whose portable kernels run inside a region.
-const char* const kPortablePointwise[] = {"Tanh", "Exp", "Log", "HardSigmoid", "Reciprocal", "Sin", "Cos", "Tan",
+const char* const kPortablePointwise[] = {"Exp", "Log", "HardSigmoid", "Reciprocal", "Sin", "Cos", "Tan",
                                           "Atan", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"};
 
 bool is_const(const ExprNode* exprs, ExprId e) { return exprs[e].op == ExprOp::kConst; }
@@ -192,8 +192,8 @@ Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Op
                   OpPlan* p) {
   p->kind = OpKind::kUnary;
   p->layout = Layout::kEither;
-  if (op == "Erf") {
-    p->unary = UnaryOp::kErf;
+  if (op == "Erf" || op == "Tanh") {
+    p->unary = op == "Erf" ? UnaryOp::kErf : UnaryOp::kTanh;
     p->own_kernel = true;
     return ok_status();
   }
@@ -274,7 +274,7 @@ Result<std::pair<float, float>> fusable_activation(const std::string& op, core::
 Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins,
                        const std::vector<std::vector<core::ExprId>>& out_shapes, const core::ExprNode* exprs) {
   OpPlan p;
-  static const char* kKnown[] = {"BatchNormalization", "Resize", "ConvTranspose", "Erf", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
+  static const char* kKnown[] = {"BatchNormalization", "Resize", "ConvTranspose", "Erf", "Tanh", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
                                  "Mul", "Div", "Max", "Min", "Softmax", "Concat", "Relu", "Clip", "Sigmoid",
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
@@ -323,8 +323,11 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     if (rank == 4 && axis == 1) p.layout = Layout::kNhwc;
     else if (rank >= 1 && axis == static_cast<int64_t>(rank) - 1) p.layout = Layout::kPlain;
     else return decline("softmax over an axis other than the last or the channels");
-    KILN_TRY(static_dim(exprs, ins[0].shape[static_cast<size_t>(axis)], "the softmax axis", &p.channels));
     p.kind = OpKind::kSoftmax;
+    if (!static_dim(exprs, ins[0].shape[static_cast<size_t>(axis)], "the softmax axis", &p.channels).ok()) {
+      if (p.layout != Layout::kPlain) return decline("softmax over channels of a dynamic size");
+      p.own_kernel = true;  // a dynamic last axis (attention over a dynamic sequence): Kiln's kernel
+    }
     p.flops_per_output = 4;
   } else if (op == "Resize") {
     if (ins[0].shape.size() != 4) return decline("only 4-D inputs");

@@ -50,7 +50,7 @@ enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 /// buffers (pointwise ops do not care about layout), so it does not split a region.
 /// kErf: Kiln's vectorized erf (fast_erf.h). kSquare: Pow(x, 2).
 enum class UnaryOp : uint8_t { kClamp, kSigmoid, kHardSwish, kLeakyRelu, kElu, kAbs, kNeg, kFloor, kCeil, kSqrt, kRound,
-                               kSquare, kErf, kPortable };
+                               kSquare, kErf, kTanh, kPortable };
 
 /// Everything xnn_create_* needs, decoded once from attributes and constant shapes.
 struct OpPlan {
