@@ -27,6 +27,7 @@ Writes OUT (Markdown) and OUT with .json (every number, every sample).
 
 import argparse
 import datetime
+import glob
 import json
 import math
 import os
@@ -383,29 +384,35 @@ def bench_model(model, opts, env):
         for t in opts.threads:
             row = {"shape": text, "point": label, "threads": t}
             log(f"  {name} {text} threads={t}")
+            # Kiln first, then ONNX Runtime: ORT's pool threads keep spinning for a while after a
+            # run, and would take a core from a kiln_runner started right after it.
+            prefix = os.path.join(os.path.dirname(paths[0]), "kiln_out")
+            measures = [("kiln_xnnpack" if primary else "kiln_portable", primary)]
+            if primary and opts.portable:
+                measures.append(("kiln_portable", "none"))
+            check = t == opts.threads[0]
+            outputs = {}
+            time.sleep(0.1)  # let the previous ONNX Runtime run's threads stop spinning
+            for key, flag in measures:
+                out_prefix = f"{prefix}_{key}"
+                for stale in glob.glob(out_prefix + "-*.npy"):
+                    os.remove(stale)
+                try:
+                    row[key + "_samples"] = run_kiln(build, dyn, paths, shapes, t, opts.warmup, opts.runs, flag,
+                                                     out_prefix if check else None)
+                    outputs[key] = out_prefix
+                except RuntimeError as e:
+                    row[key + "_error"] = str(e)
+            time.sleep(0.1)  # and kiln_runner's
             reference = None
             try:
                 row["ort_samples"], reference = run_ort(sessions[t], ort_feeds(sessions[t], model, arrays), opts.warmup,
                                                         opts.runs)
             except Exception as e:
                 row["ort_error"] = " ".join(str(e).split())[:300]
-            prefix = os.path.join(os.path.dirname(paths[0]), "kiln_out")
-            measures = [("kiln_xnnpack" if primary else "kiln_portable", primary)]
-            if primary and opts.portable:
-                measures.append(("kiln_portable", "none"))
-            for key, flag in measures:
-                check = reference is not None and t == opts.threads[0]
-                for stale in range(len(reference or [])):
-                    if os.path.exists(f"{prefix}-{stale}.npy"):
-                        os.remove(f"{prefix}-{stale}.npy")
-                try:
-                    row[key + "_samples"] = run_kiln(build, dyn, paths, shapes, t, opts.warmup, opts.runs, flag,
-                                                     prefix if check else None)
-                except RuntimeError as e:
-                    row[key + "_error"] = str(e)
-                    continue
-                if check:
-                    row[key + "_max_rel_err"] = err = max_rel_err(prefix, reference)
+            if check and reference is not None:
+                for key, out_prefix in outputs.items():
+                    row[key + "_max_rel_err"] = err = max_rel_err(out_prefix, reference)
                     if err is None or err > ERR_LIMIT:
                         rec["errors"].append(f"{text} {key}: outputs differ from ONNX Runtime (max rel err {err})")
             row["ort_ms"] = median(row.get("ort_samples"))

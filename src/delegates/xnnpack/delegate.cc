@@ -86,6 +86,9 @@ std::string status_text(xnn_status s) {
 
 using Shape = std::vector<size_t>;
 
+// Below this much work (output elements times FLOPs per element), an op runs single-threaded.
+constexpr double kMinParallelWork = 1 << 16;
+
 }  // namespace
 
 struct Delegate::Op {
@@ -120,6 +123,7 @@ struct Delegate::Op {
   std::vector<core::AttrRef> portable_attrs;
   std::vector<const TensorView*> portable_ins;
   int32_t source = -1, fused = -1;  // the instructions it computes (kernels)
+  pthreadpool_t pool = nullptr;     // the Method's pool, or none when the op is too small to split
   uint64_t ns = 0;                  // profiling: time spent running it
   Shape last;        // operand dims at the last setup
   bool skip = false;  // an empty tensor: nothing to run
@@ -695,6 +699,9 @@ Status Delegate::setup() {
       if (now == op.last && !op.last.empty()) continue;
       op.last = now;
       op.skip = numel(*op.out) == 0;  // an empty input with a non-empty output (MatMul, K = 0) still runs
+      // Waking the pool costs microseconds: small ops run on the calling thread.
+      op.pool = static_cast<double>(numel(*op.out)) * std::max(1.0, op.plan.flops_per_output) >= kMinParallelWork ? pool_
+                                                                                                              : nullptr;
       if (op.skip) continue;
       const TensorView& x = op.ins[0] ? *op.ins[0] : *op.ins[1];  // a binary op may take a constant first
       const float* xp = x.as<float>();
@@ -711,45 +718,45 @@ Status Delegate::setup() {
       switch (op.plan.kind) {
         case OpKind::kConv:
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
-          s = xnn_setup_convolution2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
+          s = xnn_setup_convolution2d_nhwc_f32(op.xop, n, h, w, xp, y, op.pool);
           break;
         case OpKind::kConvTranspose:
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
-          s = xnn_setup_deconvolution2d_nhwc_f32(op.xop, n, h, w, op.plan.adjust_h, op.plan.adjust_w, xp, y, pool_);
+          s = xnn_setup_deconvolution2d_nhwc_f32(op.xop, n, h, w, op.plan.adjust_h, op.plan.adjust_w, xp, y, op.pool);
           break;
         case OpKind::kMaxPool:
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
-          s = xnn_setup_max_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
+          s = xnn_setup_max_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, op.pool);
           break;
         case OpKind::kAveragePool:
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
-          s = xnn_setup_average_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, pool_);
+          s = xnn_setup_average_pooling2d_nhwc_f32(op.xop, n, h, w, xp, y, op.pool);
           break;
         case OpKind::kGlobalAveragePool:
           nhwc_dims(x, op.in_twin[0], &n, &h, &w, &c);
-          s = xnn_setup_global_average_pooling_nwc_f32(op.xop, n, h * w, xp, y, pool_);
+          s = xnn_setup_global_average_pooling_nwc_f32(op.xop, n, h * w, xp, y, op.pool);
           break;
         case OpKind::kFullyConnected:
-          s = xnn_setup_fully_connected_nc_f32(op.xop, numel(x) / op.plan.channels, xp, y, pool_);
+          s = xnn_setup_fully_connected_nc_f32(op.xop, numel(x) / op.plan.channels, xp, y, op.pool);
           break;
         case OpKind::kSoftmax:
-          s = xnn_setup_softmax_nc_f32(op.xop, numel(x) / op.plan.channels, xp, y, pool_);
+          s = xnn_setup_softmax_nc_f32(op.xop, numel(x) / op.plan.channels, xp, y, op.pool);
           break;
         case OpKind::kUnary: {
           const size_t count = numel(x);
           switch (op.plan.unary) {
-            case UnaryOp::kClamp: s = xnn_setup_clamp_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kSigmoid: s = xnn_setup_sigmoid_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kHardSwish: s = xnn_setup_hardswish_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kLeakyRelu: s = xnn_setup_leaky_relu_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kElu: s = xnn_setup_elu_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kAbs: s = xnn_setup_abs_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kNeg: s = xnn_setup_negate_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kFloor: s = xnn_setup_floor_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kCeil: s = xnn_setup_ceiling_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kSqrt: s = xnn_setup_square_root_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kRound: s = xnn_setup_bankers_rounding_nc_f32(op.xop, count, xp, y, pool_); break;
-            case UnaryOp::kSquare: s = xnn_setup_square_nc_f32(op.xop, count, xp, y, pool_); break;
+            case UnaryOp::kClamp: s = xnn_setup_clamp_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kSigmoid: s = xnn_setup_sigmoid_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kHardSwish: s = xnn_setup_hardswish_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kLeakyRelu: s = xnn_setup_leaky_relu_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kElu: s = xnn_setup_elu_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kAbs: s = xnn_setup_abs_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kNeg: s = xnn_setup_negate_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kFloor: s = xnn_setup_floor_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kCeil: s = xnn_setup_ceiling_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kSqrt: s = xnn_setup_square_root_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kRound: s = xnn_setup_bankers_rounding_nc_f32(op.xop, count, xp, y, op.pool); break;
+            case UnaryOp::kSquare: s = xnn_setup_square_nc_f32(op.xop, count, xp, y, op.pool); break;
             case UnaryOp::kErf:
             case UnaryOp::kTanh:
             case UnaryOp::kPortable: break;
@@ -773,7 +780,7 @@ Status Delegate::setup() {
             }
           }
           auto setup = [&](auto fn) {
-            return fn(op.xop, sh[0].size(), sh[0].data(), sh[1].size(), sh[1].data(), ptr[0], ptr[1], y, pool_);
+            return fn(op.xop, sh[0].size(), sh[0].data(), sh[1].size(), sh[1].data(), ptr[0], ptr[1], y, op.pool);
           };
           switch (op.plan.binary) {
             case BinaryOp::kAdd: s = setup(xnn_setup_add_nd_f32); break;
@@ -791,7 +798,7 @@ Status Delegate::setup() {
           size_t offset = 0;
           for (size_t k = 0; k < op.ins.size() && s == xnn_status_success; ++k) {
             nhwc_dims(*op.ins[k], op.in_twin[k], &n, &h, &w, &c);  // c: this input's channels
-            s = xnn_setup_copy_nc_x32(op.copies[k], on * oh * ow, op.ins[k]->data, y + offset, pool_);
+            s = xnn_setup_copy_nc_x32(op.copies[k], on * oh * ow, op.ins[k]->data, y + offset, op.pool);
             offset += c;
           }
           break;
@@ -838,18 +845,19 @@ Status Delegate::run_region(size_t r, bool timed) {
 }
 
 Status Delegate::run_op(Op& op) {
+  if (op.kind != Op::Kind::kKernel) op.pool = static_cast<double>(numel(*op.out)) >= kMinParallelWork ? pool_ : nullptr;
   if (op.kind == Op::Kind::kToNhwc) {
     const TensorView& x = *op.ins[0];
     size_t n, h, w, c;
     nhwc_dims(x, false, &n, &h, &w, &c);
-    to_channels_last(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
+    to_channels_last(x.as<float>(), op.out->as<float>(), n, c, h * w, op.pool);
     return ok_status();
   }
   if (op.kind == Op::Kind::kToNchw) {
     const TensorView& x = *op.ins[0];
     size_t n, h, w, c;
     nhwc_dims(x, true, &n, &h, &w, &c);
-    to_channels_first(x.as<float>(), op.out->as<float>(), n, c, h * w, pool_);
+    to_channels_first(x.as<float>(), op.out->as<float>(), n, c, h * w, op.pool);
     return ok_status();
   }
   if (op.skip) return ok_status();
@@ -857,34 +865,34 @@ Status Delegate::run_op(Op& op) {
     case Op::Own::kNone:
       break;
     case Op::Own::kDense:
-      dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      dense_conv(*op.dense, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), op.pool);
       return ok_status();
     case Op::Own::kDepthwise:
-      depthwise_conv(*op.depthwise, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      depthwise_conv(*op.depthwise, op.geom, op.ins[0]->as<float>(), op.out->as<float>(), op.pool);
       return ok_status();
     case Op::Own::kMaxPool:
-      max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), pool_);
+      max_pool_nhwc(op.pool_geom, op.ins[0]->as<float>(), op.out->as<float>(), op.pool);
       return ok_status();
     case Op::Own::kAffine:
-      channel_affine(op, pool_);
+      channel_affine(op, op.pool);
       return ok_status();
     case Op::Own::kErf:
-      fast_erf(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
+      fast_erf(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.pool);
       return ok_status();
     case Op::Own::kTanh:
-      fast_tanh(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), pool_);
+      fast_tanh(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.pool);
       return ok_status();
     case Op::Own::kSoftmax: {
       const TensorView& x = *op.ins[0];
       const size_t n = x.rank ? static_cast<size_t>(x.dims[x.rank - 1]) : 1;
-      softmax_rows(x.as<float>(), op.out->as<float>(), n ? numel(x) / n : 0, n, pool_);
+      softmax_rows(x.as<float>(), op.out->as<float>(), n ? numel(x) / n : 0, n, op.pool);
       return ok_status();
     }
     case Op::Own::kMatMul:
-      batch_matmul(op.mm, op.ins[0]->as<float>(), op.ins[1]->as<float>(), op.out->as<float>(), pool_);
+      batch_matmul(op.mm, op.ins[0]->as<float>(), op.ins[1]->as<float>(), op.out->as<float>(), op.pool);
       return ok_status();
     case Op::Own::kGate:
-      gate(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.gate.hard, op.gate.alpha, op.gate.beta, pool_);
+      gate(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.gate.hard, op.gate.alpha, op.gate.beta, op.pool);
       return ok_status();
     case Op::Own::kPortable: {
       // Channels-last kernels read NHWC dims: a channels-first value read as is (its spatial
@@ -908,10 +916,10 @@ Status Delegate::run_op(Op& op) {
   }
   if (op.plan.kind == OpKind::kConcat) {
     for (xnn_operator_t c : op.copies)
-      if (xnn_run_operator(c, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
+      if (xnn_run_operator(c, op.pool) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
     return ok_status();
   }
-  if (xnn_run_operator(op.xop, pool_) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
+  if (xnn_run_operator(op.xop, op.pool) != xnn_status_success) return internal_error(op.what + ": XNNPACK run failed");
   return ok_status();
 }
 
