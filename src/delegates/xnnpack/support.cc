@@ -58,13 +58,20 @@ Status window_plan(core::Attrs attrs, int nsp, OpPlan* p) {
   return ok_status();
 }
 
+// Conv and ConvTranspose: 1-D or 2-D, constant weights and bias.
+Status conv_operands(const std::vector<Operand>& ins) {
+  const size_t rank = ins[0].shape.size();
+  if (rank != 3 && rank != 4) return decline("only 1-D and 2-D convolution");
+  if (!ins[1].const_data) return decline("weights are not constant");
+  if (ins.size() > 2 && ins[2].present && !ins[2].const_data) return decline("bias is not constant");
+  return ok_status();
+}
+
 Status plan_conv(core::Attrs attrs, const std::vector<Operand>& ins, const ExprNode* exprs, OpPlan* p) {
+  KILN_TRY(conv_operands(ins));
   const Operand& x = ins[0];
   const Operand& w = ins[1];
   const size_t rank = x.shape.size();
-  if (rank != 3 && rank != 4) return decline("only 1-D and 2-D convolution");
-  if (!w.const_data) return decline("weights are not constant");
-  if (ins.size() > 2 && ins[2].present && !ins[2].const_data) return decline("bias is not constant");
   const int nsp = static_cast<int>(rank) - 2;
   KILN_TRY(window_plan(attrs, nsp, p));
   if (p->same_upper && (p->dilation_h > 1 || p->dilation_w > 1)) return decline("SAME padding with dilation");
@@ -89,12 +96,10 @@ Status plan_conv(core::Attrs attrs, const std::vector<Operand>& ins, const ExprN
 }
 
 Status plan_conv_transpose(core::Attrs attrs, const std::vector<Operand>& ins, const ExprNode* exprs, OpPlan* p) {
+  KILN_TRY(conv_operands(ins));
   const Operand& x = ins[0];
   const Operand& w = ins[1];
   const size_t rank = x.shape.size();
-  if (rank != 3 && rank != 4) return decline("only 1-D and 2-D transposed convolution");
-  if (!w.const_data) return decline("weights are not constant");
-  if (ins.size() > 2 && ins[2].present && !ins[2].const_data) return decline("bias is not constant");
   if (attrs.has("output_shape")) return decline("attribute 'output_shape' is not supported");
   const int nsp = static_cast<int>(rank) - 2;
   KILN_TRY(window_plan(attrs, nsp, p));
