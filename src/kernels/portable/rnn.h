@@ -194,11 +194,19 @@ inline void rnn_finish_direction(const RunCtx& c, const RnnRun& r, int64_t d, co
 }
 
 /// gates[j] += dot(m row j, v) for a row-major [rows, cols] matrix m, i.e. gates += v * m^T.
+/// Eight independent partial sums per dot product, so the compiler vectorizes the loop (a
+/// single running sum is a dependency chain it may not reorder).
 inline void rnn_add_matvec(const float* m, int64_t rows, int64_t cols, const float* v, float* gates) {
+  constexpr int kLanes = 8;
   for (int64_t j = 0; j < rows; ++j) {
     const float* row = m + j * cols;
+    float part[kLanes] = {};
+    int64_t k = 0;
+    for (; k + kLanes <= cols; k += kLanes)
+      for (int l = 0; l < kLanes; ++l) part[l] += row[k + l] * v[k + l];
     float sum = 0.f;
-    for (int64_t k = 0; k < cols; ++k) sum += row[k] * v[k];
+    for (int l = 0; l < kLanes; ++l) sum += part[l];
+    for (; k < cols; ++k) sum += row[k] * v[k];
     gates[j] += sum;
   }
 }
