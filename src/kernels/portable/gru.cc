@@ -11,7 +11,8 @@
 namespace kiln::kernels {
 
 namespace {
-// Scratch per batch row: 3*H gate sums, H for r.Ht-1 (or Ht-1*Rh^T + Rbh), H of hidden state.
+// Scratch per batch row: 3*H gate sums, H for r.Ht-1 (or Ht-1*Rh^T + Rbh), H of hidden state;
+// then W^T and R^T of the direction being run (rnn_weights_scratch).
 constexpr RnnKind kGru = {3, 2, 1, 6, 5};
 }  // namespace
 
@@ -38,10 +39,13 @@ KernelStatus gru_run(const RunCtx& c) {
   for (int64_t d = 0; d < r.dirs; ++d) {
     const float* w = c.in(1).as<float>() + d * g3 * in;
     const float* rw = c.in(2).as<float>() + d * g3 * hs;
-    const float* rh = rw + 2 * hs * hs;  // Rh
     const float* wb = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g3 : nullptr;
     const float* rb = wb ? wb + g3 : nullptr;
     const RnnAct fa = r.f(d, 0, 2), ga = r.f(d, 1, 2);
+    float* wt = rnn_weights_scratch(c, kGru, r);  // W^T [in][3H]
+    float* rt = wt + in * g3;                     // R^T [H][3H]; Rh^T is its last H columns
+    rnn_transpose(w, g3, in, wt);
+    rnn_transpose(rw, g3, hs, rt);
     rnn_load_states(c, r, d, &hstate, 1);
     rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
       float* gb = gates + b * g3;
@@ -49,18 +53,18 @@ KernelStatus gru_run(const RunCtx& c) {
       float* hb = hstate + b * hs;
       // z and r get both biases; h gets Wbh, plus Rbh here unless it sits inside r.(...).
       for (int64_t j = 0; j < g3; ++j) gb[j] = wb ? wb[j] + (j < 2 * hs || !lbr ? rb[j] : 0.f) : 0.f;
-      rnn_add_matvec(w, g3, in, x + r.x_off(t, b), gb);
-      rnn_add_matvec(rw, 2 * hs, hs, hb, gb);
+      rnn_add_vecmat(wt, g3, g3, in, x + r.x_off(t, b), gb);
+      rnn_add_vecmat(rt, g3, 2 * hs, hs, hb, gb);
       float* zg = gb;
       float* rg = gb + hs;
       for (int64_t j = 0; j < 2 * hs; ++j) gb[j] = rnn_apply(fa, r.clipped(gb[j]));
       if (lbr) {
         for (int64_t j = 0; j < hs; ++j) tb[j] = rb ? rb[2 * hs + j] : 0.f;
-        rnn_add_matvec(rh, hs, hs, hb, tb);
+        rnn_add_vecmat(rt + 2 * hs, g3, hs, hs, hb, tb);
         for (int64_t j = 0; j < hs; ++j) gb[2 * hs + j] += rg[j] * tb[j];
       } else {
         for (int64_t j = 0; j < hs; ++j) tb[j] = rg[j] * hb[j];
-        rnn_add_matvec(rh, hs, hs, tb, gb + 2 * hs);
+        rnn_add_vecmat(rt + 2 * hs, g3, hs, hs, tb, gb + 2 * hs);
       }
       for (int64_t j = 0; j < hs; ++j) {
         const float hh = rnn_apply(ga, r.clipped(gb[2 * hs + j]));

@@ -47,14 +47,18 @@ KernelStatus lstm_run(const RunCtx& c) {
     const float* bias = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g4 : nullptr;
     const float* peep = c.has_input(7) ? c.in(7).as<float>() + d * 3 * hs : nullptr;  // Pi, Po, Pf
     const RnnAct fa = r.f(d, 0, 3), ga = r.f(d, 1, 3), ha = r.f(d, 2, 3);
+    float* wt = rnn_weights_scratch(c, kLstm, r);  // W^T [in][4H]
+    float* rt = wt + in * g4;                      // R^T [H][4H]
+    rnn_transpose(w, g4, in, wt);
+    rnn_transpose(rw, g4, hs, rt);
     rnn_load_states(c, r, d, states, 2);
     rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
       float* gb = gates + b * g4;
       float* hb = hstate + b * hs;
       float* cb = cstate + b * hs;
       for (int64_t j = 0; j < g4; ++j) gb[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
-      rnn_add_matvec(w, g4, in, x + r.x_off(t, b), gb);
-      rnn_add_matvec(rw, g4, hs, hb, gb);
+      rnn_add_vecmat(wt, g4, g4, in, x + r.x_off(t, b), gb);
+      rnn_add_vecmat(rt, g4, g4, hs, hb, gb);
       for (int64_t j = 0; j < hs; ++j) {  // hb is read only by the matvec above: update in place
         float pi = gb[j], po = gb[hs + j], pf = gb[2 * hs + j], pc = gb[3 * hs + j];
         const float c_prev = cb[j];

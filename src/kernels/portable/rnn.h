@@ -136,8 +136,32 @@ inline bool rnn_read(const RunCtx& c, const RnnKind& k, RnnRun* r) {
   r->batch = x.dims[r->layout1 ? 0 : 1];
   r->input = x.dims[2];
   r->hidden = c.in(2).dims[2];
-  size_t need = static_cast<size_t>(k.scratch_rows * r->batch * r->hidden) * sizeof(float);
+  size_t need = static_cast<size_t>(k.scratch_rows * r->batch * r->hidden + k.gates * r->hidden * (r->input + r->hidden)) *
+                sizeof(float);
   return c.scratch != nullptr && c.scratch_bytes >= need;
+}
+
+/// Where a direction's transposed weights go in scratch, after the per-batch-row part:
+/// W^T [input][gates*H] then R^T [H][gates*H].
+inline float* rnn_weights_scratch(const RunCtx& c, const RnnKind& k, const RnnRun& r) {
+  return static_cast<float*>(c.scratch) + k.scratch_rows * r.batch * r.hidden;
+}
+
+/// dst[k][j] = src[j][k] for a row-major [rows, cols] src.
+inline void rnn_transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t k = 0; k < cols; ++k) dst[k * rows + j] = src[j * cols + k];
+}
+
+/// gates[j] += sum over k of v[k] * mt[k * ld + j] for j < rows: v times a transposed matrix
+/// whose rows are `ld` apart. The inner loop runs over j, so it vectorizes with no
+/// reduction (the gates of a step, 3H or 4H of them, side by side).
+inline void rnn_add_vecmat(const float* mt, int64_t ld, int64_t rows, int64_t cols, const float* v, float* gates) {
+  for (int64_t k = 0; k < cols; ++k) {
+    const float vk = v[k];
+    const float* row = mt + k * ld;
+    for (int64_t j = 0; j < rows; ++j) gates[j] += vk * row[j];
+  }
 }
 
 /// Length of batch row b's sequence (all of X when sequence_lens is omitted); -1 when out of
@@ -193,23 +217,6 @@ inline void rnn_finish_direction(const RunCtx& c, const RnnRun& r, int64_t d, co
   }
 }
 
-/// gates[j] += dot(m row j, v) for a row-major [rows, cols] matrix m, i.e. gates += v * m^T.
-/// Eight independent partial sums per dot product, so the compiler vectorizes the loop (a
-/// single running sum is a dependency chain it may not reorder).
-inline void rnn_add_matvec(const float* m, int64_t rows, int64_t cols, const float* v, float* gates) {
-  constexpr int kLanes = 8;
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* row = m + j * cols;
-    float part[kLanes] = {};
-    int64_t k = 0;
-    for (; k + kLanes <= cols; k += kLanes)
-      for (int l = 0; l < kLanes; ++l) part[l] += row[k + l] * v[k + l];
-    float sum = 0.f;
-    for (int l = 0; l < kLanes; ++l) sum += part[l];
-    for (; k < cols; ++k) sum += row[k] * v[k];
-    gates[j] += sum;
-  }
-}
 
 /// Shape function shared by LSTM and GRU: checks attributes and inputs 0..(4 + states),
 /// sets Y and the final states, and asks for scratch. Returns the hidden size in *hidden
@@ -309,7 +316,10 @@ inline Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* d
     c.out(o).dtype = DType::kF32;
     c.out(o).shape = state;
   }
-  c.scratch_bytes = p.mul(p.constant(k.scratch_rows * static_cast<int64_t>(sizeof(float))), p.mul(batch, h));
+  // Per batch row: gates and states; per direction, reused: W^T and R^T (gates*H x (input + H)).
+  const ExprId per_row = p.mul(p.constant(k.scratch_rows), p.mul(batch, h));
+  const ExprId weights = p.mul(p.mul(p.constant(k.gates), h), p.add(c.in(0).shape[2], h));
+  c.scratch_bytes = p.mul(p.constant(static_cast<int64_t>(sizeof(float))), p.add(per_row, weights));
   *hidden = h;
   *dirs = d;
   return ok_status();
