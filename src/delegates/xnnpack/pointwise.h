@@ -1,13 +1,11 @@
 #pragma once
-// Pointwise kernels the delegate runs itself, over f32 buffers (any layout):
-// - erf (GELU in transformers and ConvNeXt): an odd rational approximation of degree 13/8 on
-//   [-4, 4] (outside, erf is +-1 in f32), as Eigen and XLA evaluate it; max abs error 4e-7;
-// - tanh, and softmax over rows of a size known only at run time;
+// Pointwise kernels the delegate runs itself, over f32 buffers (any layout): the math of
+// kernels/simd/vmath.h (error bounds there), split over the delegate's thread pool in blocks
+// of 4096 elements (softmax: of whole rows).
+// - erf (GELU in transformers and ConvNeXt), tanh, softmax over rows of a size known only at
+//   run time;
 // - gates x * sigmoid(x) (Swish/SiLU) and x * hardsigmoid(x) in one pass instead of two
-//   (the Sigmoid and the Mul of the graph); sigmoid(x) = (1 + tanh(x/2)) / 2 with Eigen's
-//   rational tanh (max abs error 2e-7).
-// AVX2+FMA when the CPU has it, the same formulas in scalar code otherwise; threaded in
-// blocks of 4096 elements.
+//   (the Sigmoid and the Mul of the graph).
 
 #include <cstddef>
 

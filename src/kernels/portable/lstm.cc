@@ -38,40 +38,37 @@ KernelStatus lstm_run(const RunCtx& c) {
   float* gates = static_cast<float*>(c.scratch);  // [batch, 4H]
   float* hstate = gates + r.batch * g4;           // [batch, H]
   float* cstate = hstate + r.batch * hs;          // [batch, H]
-  const float* x = c.in(0).as<float>();
   float* y = c.out(0).as<float>();
   float* const states[2] = {hstate, cstate};
   for (int64_t d = 0; d < r.dirs; ++d) {
-    const float* w = c.in(1).as<float>() + d * g4 * in;
-    const float* rw = c.in(2).as<float>() + d * g4 * hs;
     const float* bias = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g4 : nullptr;
     const float* peep = c.has_input(7) ? c.in(7).as<float>() + d * 3 * hs : nullptr;  // Pi, Po, Pf
     const RnnAct fa = r.f(d, 0, 3), ga = r.f(d, 1, 3), ha = r.f(d, 2, 3);
-    float* wt = rnn_weights_scratch(c, kLstm, r);  // W^T [in][4H]
-    float* rt = wt + in * g4;                      // R^T [H][4H]
-    rnn_transpose(w, g4, in, wt);
-    rnn_transpose(rw, g4, hs, rt);
+    const RnnDirScratch s = rnn_prepare_direction(c, kLstm, r, d);
+    for (int64_t j = 0; j < g4; ++j) s.bias[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
     rnn_load_states(c, r, d, states, 2);
     rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
       float* gb = gates + b * g4;
       float* hb = hstate + b * hs;
       float* cb = cstate + b * hs;
-      for (int64_t j = 0; j < g4; ++j) gb[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
-      rnn_add_vecmat(wt, g4, g4, in, x + r.x_off(t, b), gb);
-      rnn_add_vecmat(rt, g4, g4, hs, hb, gb);
-      for (int64_t j = 0; j < hs; ++j) {  // hb is read only by the matvec above: update in place
-        float pi = gb[j], po = gb[hs + j], pf = gb[2 * hs + j], pc = gb[3 * hs + j];
-        const float c_prev = cb[j];
-        if (peep) {
-          pi += peep[j] * c_prev;
-          pf += peep[2 * hs + j] * c_prev;
+      float *ig = gb, *og = gb + hs, *fg = gb + 2 * hs, *cg = gb + 3 * hs;
+      rnn_start_gates(s.proj + r.x_off(t, b) / in * g4, s.bias, g4, gb);
+      simd::add_vecmat(s.rt, g4, g4, hs, hb, gb);  // hb is read only here: updated in place below
+      if (peep)
+        for (int64_t j = 0; j < hs; ++j) {
+          ig[j] += peep[j] * cb[j];
+          fg[j] += peep[2 * hs + j] * cb[j];
         }
-        const float ig = rnn_apply(fa, r.clipped(pi)), fg = rnn_apply(fa, r.clipped(pf));
-        const float c_new = fg * c_prev + ig * rnn_apply(ga, r.clipped(pc));
-        if (peep) po += peep[hs + j] * c_new;
-        cb[j] = c_new;
-        hb[j] = rnn_apply(fa, r.clipped(po)) * rnn_apply(ha, r.clipped(c_new));
-      }
+      rnn_apply(fa, r.clip, ig, hs);
+      rnn_apply(fa, r.clip, fg, hs);
+      rnn_apply(ga, r.clip, cg, hs);
+      for (int64_t j = 0; j < hs; ++j) cb[j] = fg[j] * cb[j] + ig[j] * cg[j];
+      if (peep)
+        for (int64_t j = 0; j < hs; ++j) og[j] += peep[hs + j] * cb[j];
+      rnn_apply(fa, r.clip, og, hs);
+      std::memcpy(cg, cb, hs * sizeof(float));  // h(Ct) in the c gate's place, clipped as every input
+      rnn_apply(ha, r.clip, cg, hs);
+      for (int64_t j = 0; j < hs; ++j) hb[j] = og[j] * cg[j];
       std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
     });
     rnn_finish_direction(c, r, d, states, 2);

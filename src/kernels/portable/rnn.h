@@ -17,18 +17,23 @@
 #include <vector>
 
 #include "kernels/kernel.h"
+#include "kernels/simd/vmath.h"
 
 namespace kiln::kernels {
 
 enum class RnnAct : uint8_t { kSigmoid, kTanh, kRelu };
 
-inline float rnn_apply(RnnAct a, float x) {
+/// v[j] = act(clip(v[j])) for j < n, in place (clip 0: none), vectorized (kernels/simd).
+inline void rnn_apply(RnnAct a, float clip, float* v, int64_t n) {
+  if (clip > 0.f)
+    for (int64_t j = 0; j < n; ++j) v[j] = std::min(clip, std::max(-clip, v[j]));
   switch (a) {
-    case RnnAct::kSigmoid: return 1.f / (1.f + std::exp(-x));
-    case RnnAct::kTanh: return std::tanh(x);
-    case RnnAct::kRelu: return x > 0.f ? x : 0.f;
+    case RnnAct::kSigmoid: return simd::sigmoid(v, v, static_cast<size_t>(n));
+    case RnnAct::kTanh: return simd::tanh(v, v, static_cast<size_t>(n));
+    case RnnAct::kRelu:
+      for (int64_t j = 0; j < n; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
+      return;
   }
-  return x;
 }
 
 /// Parses one activation name [s, s + n) (ONNX spelling, case-insensitive, spaces trimmed).
@@ -67,7 +72,6 @@ struct RnnRun {
   float clip = 0.f;      ///< 0: no clipping
   RnnAct act[6] = {};    ///< per direction: acts_per_dir entries
 
-  float clipped(float x) const { return clip > 0.f ? std::min(clip, std::max(-clip, x)) : x; }
   RnnAct f(int64_t d, int k, int per_dir) const { return act[d * per_dir + k]; }
   int64_t x_off(int64_t t, int64_t b) const { return (layout1 ? b * seq + t : t * batch + b) * input; }
   int64_t y_off(int64_t t, int64_t d, int64_t b) const {
@@ -136,15 +140,10 @@ inline bool rnn_read(const RunCtx& c, const RnnKind& k, RnnRun* r) {
   r->batch = x.dims[r->layout1 ? 0 : 1];
   r->input = x.dims[2];
   r->hidden = c.in(2).dims[2];
-  size_t need = static_cast<size_t>(k.scratch_rows * r->batch * r->hidden + k.gates * r->hidden * (r->input + r->hidden)) *
+  size_t need = static_cast<size_t>(k.scratch_rows * r->batch * r->hidden +
+                                    k.gates * r->hidden * (r->input + r->hidden + 1 + r->seq * r->batch)) *
                 sizeof(float);
   return c.scratch != nullptr && c.scratch_bytes >= need;
-}
-
-/// Where a direction's transposed weights go in scratch, after the per-batch-row part:
-/// W^T [input][gates*H] then R^T [H][gates*H].
-inline float* rnn_weights_scratch(const RunCtx& c, const RnnKind& k, const RnnRun& r) {
-  return static_cast<float*>(c.scratch) + k.scratch_rows * r.batch * r.hidden;
 }
 
 /// dst[k][j] = src[j][k] for a row-major [rows, cols] src.
@@ -153,15 +152,38 @@ inline void rnn_transpose(const float* src, int64_t rows, int64_t cols, float* d
     for (int64_t k = 0; k < cols; ++k) dst[k * rows + j] = src[j * cols + k];
 }
 
-/// gates[j] += sum over k of v[k] * mt[k * ld + j] for j < rows: v times a transposed matrix
-/// whose rows are `ld` apart. The inner loop runs over j, so it vectorizes with no
-/// reduction (the gates of a step, 3H or 4H of them, side by side).
-inline void rnn_add_vecmat(const float* mt, int64_t ld, int64_t rows, int64_t cols, const float* v, float* gates) {
-  for (int64_t k = 0; k < cols; ++k) {
-    const float vk = v[k];
-    const float* row = mt + k * ld;
-    for (int64_t j = 0; j < rows; ++j) gates[j] += vk * row[j];
-  }
+/// A direction's part of scratch, after the per-batch-row part (each `gates*H` wide):
+/// W^T [input], R^T [H], one bias row, and the input projections of every row of X [seq*batch]
+/// in X's memory order.
+struct RnnDirScratch {
+  float* wt;    ///< W^T [input][gates*H]
+  float* rt;    ///< R^T [H][gates*H]
+  float* bias;  ///< [gates*H], filled by the kernel
+  float* proj;  ///< X*W^T [seq*batch][gates*H]; row x_off(t, b) / input
+};
+
+/// Lays out direction d's scratch and fills W^T, R^T and the input projections of all steps:
+/// one matrix product over the whole sequence, so the recurrence adds only Ht-1*R^T per step.
+inline RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, const RnnRun& r, int64_t d) {
+  const int64_t gh = k.gates * r.hidden, in = r.input, hs = r.hidden, rows = r.seq * r.batch;
+  RnnDirScratch s;
+  s.wt = static_cast<float*>(c.scratch) + k.scratch_rows * r.batch * r.hidden;
+  s.rt = s.wt + in * gh;
+  s.bias = s.rt + hs * gh;
+  s.proj = s.bias + gh;
+  rnn_transpose(c.in(1).as<float>() + d * gh * in, gh, in, s.wt);
+  rnn_transpose(c.in(2).as<float>() + d * gh * hs, gh, hs, s.rt);
+  const float* x = c.in(0).as<float>();
+  std::fill(s.proj, s.proj + rows * gh, 0.f);
+  for (int64_t row = 0; row < rows; ++row)
+    simd::add_vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + row * in,
+                     s.proj + row * gh);
+  return s;
+}
+
+/// gates[j] = proj[j] + bias[j] for j < n.
+inline void rnn_start_gates(const float* proj, const float* bias, int64_t n, float* gates) {
+  for (int64_t j = 0; j < n; ++j) gates[j] = proj[j] + bias[j];
 }
 
 /// Length of batch row b's sequence (all of X when sequence_lens is omitted); -1 when out of
@@ -316,10 +338,12 @@ inline Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* d
     c.out(o).dtype = DType::kF32;
     c.out(o).shape = state;
   }
-  // Per batch row: gates and states; per direction, reused: W^T and R^T (gates*H x (input + H)).
+  // Per batch row: gates and states; per direction, reused (each gates*H wide): W^T, R^T,
+  // a bias row and the input projections of all seq*batch rows (rnn_prepare_direction).
   const ExprId per_row = p.mul(p.constant(k.scratch_rows), p.mul(batch, h));
-  const ExprId weights = p.mul(p.mul(p.constant(k.gates), h), p.add(c.in(0).shape[2], h));
-  c.scratch_bytes = p.mul(p.constant(static_cast<int64_t>(sizeof(float))), p.add(per_row, weights));
+  const ExprId width = p.add(p.add(c.in(0).shape[2], h), p.add(p.constant(1), p.mul(seq, batch)));
+  const ExprId per_dir = p.mul(p.mul(p.constant(k.gates), h), width);
+  c.scratch_bytes = p.mul(p.constant(static_cast<int64_t>(sizeof(float))), p.add(per_row, per_dir));
   *hidden = h;
   *dirs = d;
   return ok_status();

@@ -1,0 +1,231 @@
+#include "kernels/simd/vmath.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln::simd {
+
+namespace {
+
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+// erf: numerator (odd, x * p(x^2)) and denominator (q(x^2)) coefficients, highest power first.
+constexpr float kErfP[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
+                           -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                           -1.60960333262415e-02f};
+constexpr float kErfQ[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                           -7.37332916720468e-03f, -1.42647390514189e-02f};
+
+// Eigen's rational tanh on [-7.905, 7.905] (odd numerator, even denominator).
+constexpr float kTanhClamp = 7.90531110763549805f;
+constexpr float kTanhP[] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -8.60467152213735e-11f,
+                            5.12229709037114e-08f,  1.48572235717979e-05f, 6.37261928875436e-04f,
+                            4.89352455891786e-03f};
+constexpr float kTanhQ[] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
+                            4.89352518554385e-03f};
+
+// Cephes' expf.
+constexpr float kExpLo = -87.3365f, kExpHi = 88.3762626647949f;
+constexpr float kExpP[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                           4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+float erf_scalar(float a) {
+  const float x = std::max(-4.f, std::min(4.f, a)), x2 = x * x;
+  float p = kErfP[0], q = kErfQ[0];
+  for (size_t k = 1; k < 7; ++k) p = p * x2 + kErfP[k];
+  for (size_t k = 1; k < 5; ++k) q = q * x2 + kErfQ[k];
+  return x * p / q;
+}
+
+float tanh_scalar(float v) {
+  const float x = std::max(-kTanhClamp, std::min(kTanhClamp, v)), x2 = x * x;
+  float p = kTanhP[0], q = kTanhQ[0];
+  for (size_t k = 1; k < 7; ++k) p = p * x2 + kTanhP[k];
+  for (size_t k = 1; k < 4; ++k) q = q * x2 + kTanhQ[k];
+  return x * p / q;
+}
+
+float sigmoid_scalar(float v) { return 0.5f + 0.5f * tanh_scalar(0.5f * v); }
+
+float exp_scalar(float v) {
+  const float x = std::max(kExpLo, std::min(kExpHi, v)), fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - fx * 0.693359375f - fx * -2.12194440e-4f;
+  float y = kExpP[0];
+  for (size_t k = 1; k < 6; ++k) y = y * r + kExpP[k];
+  return std::ldexp(y * r * r + r + 1.f, static_cast<int>(fx));
+}
+
+KILN_AVX2 inline __m256 erf256(__m256 a) {
+  const __m256 v = _mm256_max_ps(_mm256_set1_ps(-4.f), _mm256_min_ps(_mm256_set1_ps(4.f), a));
+  const __m256 v2 = _mm256_mul_ps(v, v);
+  __m256 p = _mm256_set1_ps(kErfP[0]), q = _mm256_set1_ps(kErfQ[0]);
+  for (size_t k = 1; k < 7; ++k) p = _mm256_fmadd_ps(p, v2, _mm256_set1_ps(kErfP[k]));
+  for (size_t k = 1; k < 5; ++k) q = _mm256_fmadd_ps(q, v2, _mm256_set1_ps(kErfQ[k]));
+  return _mm256_div_ps(_mm256_mul_ps(v, p), q);
+}
+
+KILN_AVX2 inline __m256 tanh256(__m256 v) {
+  const __m256 t = _mm256_max_ps(_mm256_set1_ps(-kTanhClamp), _mm256_min_ps(_mm256_set1_ps(kTanhClamp), v));
+  const __m256 t2 = _mm256_mul_ps(t, t);
+  __m256 p = _mm256_set1_ps(kTanhP[0]), q = _mm256_set1_ps(kTanhQ[0]);
+  for (size_t k = 1; k < 7; ++k) p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(kTanhP[k]));
+  for (size_t k = 1; k < 4; ++k) q = _mm256_fmadd_ps(q, t2, _mm256_set1_ps(kTanhQ[k]));
+  return _mm256_div_ps(_mm256_mul_ps(t, p), q);
+}
+
+KILN_AVX2 inline __m256 sigmoid256(__m256 v) {
+  const __m256 half = _mm256_set1_ps(0.5f);
+  return _mm256_fmadd_ps(half, tanh256(_mm256_mul_ps(half, v)), half);
+}
+
+KILN_AVX2 inline __m256 exp256(__m256 v) {
+  const __m256 x = _mm256_max_ps(_mm256_set1_ps(kExpLo), _mm256_min_ps(_mm256_set1_ps(kExpHi), v));
+  const __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(kExpP[0]);
+  for (size_t k = 1; k < 6; ++k) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kExpP[k]));
+  y = _mm256_fmadd_ps(_mm256_mul_ps(y, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+
+// y[i] = f(x[i]) with f256 on blocks of 8 and f1 on the tail.
+template <typename F256, typename F1>
+KILN_AVX2 inline void map_avx2(const float* x, float* y, size_t n, F256 f256, F1 f1) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f256(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = f1(x[i]);
+}
+
+KILN_AVX2 void erf_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, erf256, erf_scalar); }
+KILN_AVX2 void tanh_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, tanh256, tanh_scalar); }
+KILN_AVX2 void sigmoid_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, sigmoid256, sigmoid_scalar); }
+
+float gate_scalar(float v, bool hard, float alpha, float beta) {
+  return v * (hard ? std::min(1.f, std::max(0.f, alpha * v + beta)) : sigmoid_scalar(v));
+}
+
+KILN_AVX2 void gate_avx2(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta), zero = _mm256_setzero_ps(),
+               one = _mm256_set1_ps(1.f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 g = hard ? _mm256_min_ps(one, _mm256_max_ps(zero, _mm256_fmadd_ps(va, v, vb))) : sigmoid256(v);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, g));
+  }
+  for (; i < n; ++i) y[i] = gate_scalar(x[i], hard, alpha, beta);
+}
+
+KILN_AVX2 void softmax_row_avx2(const float* x, float* y, size_t n) {
+  __m256 vm = _mm256_set1_ps(-INFINITY);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vm);
+  float m = -INFINITY;
+  for (float v : lanes) m = std::max(m, v);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  if (m == -INFINITY) {
+    for (i = 0; i < n; ++i) y[i] = NAN;
+    return;
+  }
+  const __m256 vmax = _mm256_set1_ps(m);
+  __m256 vs = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(y + i, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  _mm256_store_ps(lanes, vs);
+  float sum = 0.f;
+  for (float v : lanes) sum += v;
+  for (; i < n; ++i) sum += (y[i] = exp_scalar(x[i] - m));
+  const __m256 inv = _mm256_set1_ps(1.f / sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+  for (; i < n; ++i) y[i] *= 1.f / sum;
+}
+
+void softmax_row_scalar(const float* x, float* y, size_t n) {
+  float m = -INFINITY, sum = 0.f;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  for (size_t i = 0; i < n; ++i) sum += (y[i] = m == -INFINITY ? NAN : exp_scalar(x[i] - m));
+  for (size_t i = 0; i < n; ++i) y[i] *= 1.f / sum;
+}
+
+// Columns in blocks of 32 (four accumulators held in registers across k), then 8, then one.
+KILN_AVX2 void add_vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
+  size_t j = 0;
+  for (; j + 32 <= rows; j += 32) {
+    __m256 a0 = _mm256_loadu_ps(out + j), a1 = _mm256_loadu_ps(out + j + 8), a2 = _mm256_loadu_ps(out + j + 16),
+           a3 = _mm256_loadu_ps(out + j + 24);
+    const float* m = mt + j;
+    for (size_t k = 0; k < cols; ++k, m += ld) {
+      const __m256 vk = _mm256_broadcast_ss(v + k);
+      a0 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m), a0);
+      a1 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m + 8), a1);
+      a2 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m + 16), a2);
+      a3 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m + 24), a3);
+    }
+    _mm256_storeu_ps(out + j, a0);
+    _mm256_storeu_ps(out + j + 8, a1);
+    _mm256_storeu_ps(out + j + 16, a2);
+    _mm256_storeu_ps(out + j + 24, a3);
+  }
+  for (; j + 8 <= rows; j += 8) {
+    __m256 a = _mm256_loadu_ps(out + j);
+    const float* m = mt + j;
+    for (size_t k = 0; k < cols; ++k, m += ld) a = _mm256_fmadd_ps(_mm256_broadcast_ss(v + k), _mm256_loadu_ps(m), a);
+    _mm256_storeu_ps(out + j, a);
+  }
+  for (; j < rows; ++j) {
+    float a = out[j];
+    for (size_t k = 0; k < cols; ++k) a += v[k] * mt[k * ld + j];
+    out[j] = a;
+  }
+}
+
+}  // namespace
+
+bool has_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+void erf(const float* x, float* y, size_t n) {
+  if (has_avx2()) return erf_avx2(x, y, n);
+  for (size_t i = 0; i < n; ++i) y[i] = erf_scalar(x[i]);
+}
+
+void tanh(const float* x, float* y, size_t n) {
+  if (has_avx2()) return tanh_avx2(x, y, n);
+  for (size_t i = 0; i < n; ++i) y[i] = tanh_scalar(x[i]);
+}
+
+void sigmoid(const float* x, float* y, size_t n) {
+  if (has_avx2()) return sigmoid_avx2(x, y, n);
+  for (size_t i = 0; i < n; ++i) y[i] = sigmoid_scalar(x[i]);
+}
+
+void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
+  if (has_avx2()) return gate_avx2(x, y, n, hard, alpha, beta);
+  for (size_t i = 0; i < n; ++i) y[i] = gate_scalar(x[i], hard, alpha, beta);
+}
+
+void softmax_row(const float* x, float* y, size_t n) {
+  (has_avx2() ? softmax_row_avx2 : softmax_row_scalar)(x, y, n);
+}
+
+void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
+  if (has_avx2()) return add_vecmat_avx2(mt, ld, rows, cols, v, out);
+  for (size_t k = 0; k < cols; ++k) {
+    const float vk = v[k];
+    const float* row = mt + k * ld;
+    for (size_t j = 0; j < rows; ++j) out[j] += vk * row[j];
+  }
+}
+
+}  // namespace kiln::simd

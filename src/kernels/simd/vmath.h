@@ -1,0 +1,41 @@
+#pragma once
+// Vectorized f32 math over arrays, shared by the portable kernels and the XNNPACK delegate
+// (which splits the same calls over its thread pool). One binary runs on any x86-64: each
+// function checks once for AVX2+FMA (has_avx2()) and otherwise runs the same formulas in
+// scalar code, so results agree to the stated bounds on every CPU.
+//
+// Approximations and their error bounds (checked by tests/kernels/vmath_test.cc against
+// double-precision libm over dense grids):
+// - erf: odd rational of degree 13/8 on [-4, 4] (outside, erf is +-1 in f32), as Eigen and
+//   XLA evaluate it; max abs error 4e-7.
+// - tanh: Eigen's rational on [-7.9, 7.9] (clamped outside); max abs error 3e-7.
+// - sigmoid(x) = (1 + tanh(x/2)) / 2; max abs error 2e-7.
+// - exp: Cephes' expf (2^n * polynomial on |r| <= ln2/2), inputs clamped to [-87.3, 88.4];
+//   max relative error 2e-7 (exp(-inf) gives 1e-38, not 0).
+// None of these allocates.
+
+#include <cstddef>
+
+namespace kiln::simd {
+
+/// True when the CPU has AVX2 and FMA (checked once).
+bool has_avx2();
+
+void erf(const float* x, float* y, size_t n);
+void tanh(const float* x, float* y, size_t n);
+void sigmoid(const float* x, float* y, size_t n);
+
+/// y[i] = x[i] * sigmoid(x[i]) (hard = false: Swish/SiLU), or x[i] * clamp(alpha * x[i] +
+/// beta, 0, 1) (hard: HardSwish and x * HardSigmoid(x)).
+void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta);
+
+/// One softmax row: y = exp(x - max) / sum. A row whose entries are all -inf gives NaN, as
+/// the portable Softmax does.
+void softmax_row(const float* x, float* y, size_t n);
+
+/// out[j] += sum over k < cols of v[k] * mt[k * ld + j], for j < rows: a vector times a
+/// matrix stored transposed (rows `ld` apart), vectorized over j with no reductions, so the
+/// gates of a recurrent step (3H or 4H of them) are computed side by side.
+void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out);
+
+}  // namespace kiln::simd
