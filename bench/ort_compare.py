@@ -82,7 +82,7 @@ def zoo_models():
         inputs = [{"name": n, "dtype": t, "dims": d, "gen": g}
                   for n, t, d, g in zip(m["inputs"], m["input_dtypes"], m["input_dims"], m["input_generators"])]
         models.append({"name": m["name"], "source": "zoo", "onnx": os.path.join(ZOO, m["onnx"]), "extra_args": extra,
-                       "dims": m["dims"], "inputs": inputs})
+                       "dims": m["dims"], "inputs": inputs, "bench_points": m.get("bench_points")})
     return models
 
 
@@ -91,13 +91,22 @@ def torchvision_models(cache):
              "dims": TORCHVISION_DIMS, "inputs": TORCHVISION_INPUTS} for n in sweep_default_models().split(",") if n]
 
 
-def dim_points(dims):
-    """[(label, {dim: value})]: every dim at its minimum, in the middle (on its step), at its max."""
+def dim_points(dims, bench_points=None):
+    """[(label, {dim: value})]: every dim at its minimum, in the middle (on its step), at its max;
+    or the manifest's `bench_points` (e.g. decode steps T = 1 at several cache lengths). A dim
+    with `sum_of` is the sum of the dims it names."""
     def mid(d):
         step = d.get("step", 1)
         return d["min"] + ((d["max"] - d["min"]) // 2 // step) * step
-    points = [("min", {k: d["min"] for k, d in dims.items()}), ("mid", {k: mid(d) for k, d in dims.items()}),
-              ("max", {k: d["max"] for k, d in dims.items()})]
+    if bench_points:
+        points = [(b["label"], dict(b["dims"])) for b in bench_points]
+    else:
+        points = [("min", {k: d["min"] for k, d in dims.items()}), ("mid", {k: mid(d) for k, d in dims.items()}),
+                  ("max", {k: d["max"] for k, d in dims.items()})]
+    for _, p in points:
+        for k, d in dims.items():
+            if "sum_of" in d:
+                p[k] = sum(p[part] for part in d["sum_of"])
     out = []
     for label, p in points:
         if all(p != q for _, q in out):
@@ -144,7 +153,8 @@ def shape_text(shapes):
 
 
 def make_inputs(model, shapes, directory):
-    """Seeded by model/shape: normal f32, int64 in the generator's [low, high), masks of ones."""
+    """Seeded by model/shape: normal f32, int64 in the generator's [low, high), masks of ones,
+    full lengths."""
     rng = np.random.default_rng(zlib.crc32(f"{model['name']}/{shape_text(shapes)}".encode()))
     os.makedirs(directory, exist_ok=True)
     arrays, paths = [], []
@@ -154,8 +164,10 @@ def make_inputs(model, shapes, directory):
             a = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
         elif kind == "int":
             a = rng.integers(inp["gen"]["low"], inp["gen"]["high"], size=shape, dtype=np.int64).astype(dtype)
-        elif kind == "mask":
+        elif kind in ("mask", "left_mask"):
             a = np.ones(shape, dtype=dtype)
+        elif kind == "lengths":  # full length: every frame is valid
+            a = np.full(shape, shapes[inp["gen"]["input"]][inp["gen"]["axis"]], dtype=dtype)
         else:
             raise ValueError(f"{model['name']}: unknown input generator {inp['gen']}")
         path = os.path.join(directory, f"input_{i}.npy")
@@ -354,9 +366,9 @@ def bench_model(model, opts, env):
         rec["skipped"] = err
         return rec
     rec["flop_share"] = flop_share(build, dyn)
-    points = dim_points(model["dims"])
+    points = dim_points(model["dims"], model.get("bench_points"))
     if opts.quick:
-        points = [p for p in points if p[0] == "mid"] or points[:1]
+        points = [p for p in points if p[0] == "mid"] or points[len(points) // 2:][:1]
     fitted = []
     for label, point in points:  # guards (e.g. length % 4 == 0) can reject the plain min/mid/max
         q = fit_point(build, dyn, model, point)

@@ -157,6 +157,118 @@ class BertTiny(nn.Module):
         return (x * m).sum(dim=1) / torch.clamp(m.sum(dim=1), min=1.0)
 
 
+class KvBlock(nn.Module):
+    """A GptBlock that appends this step's keys and values to a cache of length P."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x, past_k, past_v, allowed):  # allowed: [b, 1, T, P+T] bool
+        b, t, c = x.size()
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        k = torch.cat([past_k, k], dim=2)  # present: [b, heads, P+T, dh]
+        v = torch.cat([past_v, v], dim=2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(~allowed, -1e9)  # finite: a fully padded query row stays defined
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh")), k, v
+
+
+class GptKvStep(nn.Module):
+    """Decoder step with a KV cache: T new tokens after P cached ones, a left-padded
+    attention mask over all P+T positions, positions from the mask by CumSum (HF style)."""
+
+    def __init__(self, vocab=100, d=32, heads=4, layers=2, max_pos=64):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(max_pos, d)
+        self.blocks = nn.ModuleList([KvBlock(d, heads) for _ in range(layers)])
+        self.lnf, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, attention_mask, past_key_0, past_value_0, past_key_1, past_value_1):
+        t = input_ids.shape[1]
+        p = past_key_0.shape[2]
+        pos = (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)[:, -t:]
+        x = self.wte(input_ids) + self.wpe(pos)
+        causal = torch.arange(p + t)[None, :] <= torch.arange(t)[:, None] + p  # query i sees keys <= P+i
+        allowed = causal[None, None, :, :] & (attention_mask[:, None, None, :] != 0)
+        presents = []
+        for block, pk, pv in zip(self.blocks, (past_key_0, past_key_1), (past_value_0, past_value_1)):
+            x, k, v = block(x, pk, pv, allowed)
+            presents += [k, v]
+        return (self.head(self.lnf(x)), *presents)
+
+
+class ConformerFeedForward(nn.Module):
+    def __init__(self, d, ff):
+        super().__init__()
+        self.ln, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, ff), nn.Linear(ff, d)
+
+    def forward(self, x):
+        return self.fc2(F.silu(self.fc1(self.ln(x))))
+
+
+class ConformerBlock(nn.Module):
+    """Macaron FFN halves around self-attention with a key-padding bias and a convolution
+    module (pointwise Conv1d + GLU, depthwise Conv1d, BatchNorm1d, Swish, pointwise Conv1d)."""
+
+    def __init__(self, d, heads, ff, kernel):
+        super().__init__()
+        self.heads = heads
+        self.ff1, self.ff2 = ConformerFeedForward(d, ff), ConformerFeedForward(d, ff)
+        self.ln_att = nn.LayerNorm(d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ln_conv = nn.LayerNorm(d)
+        self.pw1 = nn.Conv1d(d, 2 * d, 1)
+        self.dw = nn.Conv1d(d, d, kernel, padding=kernel // 2, groups=d)
+        self.bn = nn.BatchNorm1d(d)
+        self.pw2 = nn.Conv1d(d, d, 1)
+        self.ln_out = nn.LayerNorm(d)
+
+    def forward(self, x, key_bias, valid):  # key_bias [b, 1, 1, T]; valid [b, T, 1] (1.0 or 0.0)
+        b, t, c = x.size()
+        x = x + 0.5 * self.ff1(x)
+        q, k, v = self.qkv(self.ln_att(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads) + key_bias
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+        x = x + self.out(y)
+        h = (self.ln_conv(x) * valid).transpose(1, 2)  # padded frames do not leak into the conv
+        h = self.pw2(F.silu(self.bn(self.dw(F.glu(self.pw1(h), dim=1)))))
+        x = x + h.transpose(1, 2)
+        x = x + 0.5 * self.ff2(x)
+        return self.ln_out(x)
+
+
+class ConformerTiny(nn.Module):
+    """Speech encoder: [batch, time, 40] log-mels and per-row lengths -> two stride-2 Conv2d
+    (time/4), Linear to d, Conformer blocks with a key-padding mask from the lengths."""
+
+    def __init__(self, mels=40, d=64, heads=4, ff=128, layers=2, kernel=7):
+        super().__init__()
+        self.sub1, self.sub2 = nn.Conv2d(1, 16, 3, 2), nn.Conv2d(16, 16, 3, 2)
+        self.inp = nn.Linear(16 * (((mels - 1) // 2 - 1) // 2), d)
+        self.blocks = nn.ModuleList([ConformerBlock(d, heads, ff, kernel) for _ in range(layers)])
+
+    def forward(self, features, lengths):
+        x = F.relu(self.sub2(F.relu(self.sub1(features.unsqueeze(1)))))  # [b, 16, T', F']
+        b, ch, t, f = x.size()
+        x = self.inp(x.permute(0, 2, 1, 3).reshape(b, t, ch * f))
+        out_lengths = torch.clamp(torch.div(torch.div(lengths - 1, 2, rounding_mode="floor") - 1, 2,
+                                            rounding_mode="floor"), min=1)
+        valid = torch.arange(t)[None, :] < out_lengths[:, None]  # [b, T']
+        key_bias = ((~valid).to(torch.float32) * -10000.0)[:, None, None, :]
+        frames = valid.to(torch.float32)[:, :, None]
+        for block in self.blocks:
+            x = block(x, key_bias, frames)
+        return x, out_lengths
+
+
 def conv_bn_relu(cin, cout, stride=1):
     return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
                          nn.ReLU(inplace=True))
@@ -397,6 +509,62 @@ def build_specs():
               "-inf (Where), position ids from the attention mask by CumSum (HF style), GELU "
               "tanh approximation, LayerNormalization decomposed. logits [batch, seq, 100]; "
               "no guards."))
+    specs.append(dict(
+        name="gpt_kv_step", make=lambda: GptKvStep(), min_opset=14,  # Trilu
+        inputs=[("input_ids", "int64", ["batch", "T"], {"kind": "int", "low": 0, "high": 100}),
+                ("attention_mask", "int64", ["batch", "total"], {"kind": "left_mask"}),
+                ("past_key_0", "float32", ["batch", 4, "past", 8], {"kind": "normal"}),
+                ("past_value_0", "float32", ["batch", 4, "past", 8], {"kind": "normal"}),
+                ("past_key_1", "float32", ["batch", 4, "past", 8], {"kind": "normal"}),
+                ("past_value_1", "float32", ["batch", 4, "past", 8], {"kind": "normal"})],
+        outputs=["logits", "present_key_0", "present_value_0", "present_key_1", "present_value_1"],
+        dynamic_axes={"input_ids": {0: "batch", 1: "T"}, "attention_mask": {0: "batch", 1: "total"},
+                      **{f"past_{kv}_{i}": {0: "batch", 2: "past"} for kv in ("key", "value") for i in (0, 1)},
+                      "logits": {0: "batch", 1: "T"},
+                      **{f"present_{kv}_{i}": {0: "batch", 2: "total"} for kv in ("key", "value") for i in (0, 1)}},
+        example=[(2, 3), (2, 8), (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8)],
+        dims={"batch": (1, 4, None), "T": (1, 8, None), "past": (1, 56, None), "total": (2, 64, None)},
+        sum_of={"total": ["past", "T"]},  # not free: the contract's guard holds total == past + T
+        # bench/ort_compare.py: decode steps (T = 1) at P = 1, a middle P and the bound, then the bound
+        bench_points=[{"label": f"decode b1 P{p}", "dims": {"batch": 1, "T": 1, "past": p}} for p in (1, 28, 56)]
+        + [{"label": "decode b4 P56", "dims": {"batch": 4, "T": 1, "past": 56}},
+           {"label": "max", "dims": {"batch": 4, "T": 8, "past": 56}}],
+        cases=[case("b1_p1_t1", (1, 1), (1, 2), *[(1, 4, 1, 8)] * 4),
+               case("b2_p30_t1", (2, 1), (2, 31), *[(2, 4, 30, 8)] * 4),
+               case("b3_p9_t4", (3, 4), (3, 13), *[(3, 4, 9, 8)] * 4),
+               case("b4_p56_t8", (4, 8), (4, 64), *[(4, 4, 56, 8)] * 4)],
+        rejects=[{"input_shapes": "1x1,1x3,1x4x1x8,1x4x1x8,1x4x1x8,1x4x1x8",
+                  "reason": "the mask covers past + T positions (total == past + T)"},
+                 {"input_shapes": "1x1,1x58,1x4x57x8,1x4x57x8,1x4x57x8,1x4x57x8",
+                  "reason": "past above its bound 56"}],
+        notes="GPT decoder step with a KV cache (vocab 100, d 32, 4 heads, 2 layers, opset 14): "
+              "T new tokens, past keys/values [batch, 4, past, 8] per layer, presents "
+              "[batch, 4, past + T, 8] by Concat, a left-padded mask over all past + T "
+              "positions, positions from the mask by CumSum sliced to the last T, causal mask "
+              "Range(past + T) <= Range(T) + past combined with the padding mask, masked_fill "
+              "-1e9 (Where), GELU tanh, LayerNorm decomposed. The mask length is its own dim "
+              "'total'; the graph adds it to scores of length past + T, so the contract holds "
+              "total == past + T (checked at bind)."))
+
+    specs.append(dict(
+        name="conformer_tiny", make=lambda: ConformerTiny(),
+        inputs=[("features", "float32", ["batch", "time", 40], {"kind": "normal"}),
+                ("lengths", "int64", ["batch"], {"kind": "lengths", "input": 0, "axis": 1})],
+        outputs=["encoded", "encoded_lengths"],
+        dynamic_axes={"features": {0: "batch", 1: "time"}, "lengths": {0: "batch"},
+                      "encoded": {0: "batch", 1: "frames"}, "encoded_lengths": {0: "batch"}},
+        example=[(2, 64, 40), (2,)],
+        dims={"batch": (1, 4, None), "time": (7, 256, None)},
+        cases=[case("b1_t7", (1, 7, 40), (1,)), case("b2_t33", (2, 33, 40), (2,)),
+               case("b3_t100", (3, 100, 40), (3,)), case("b4_t256", (4, 256, 40), (4,))],
+        rejects=[{"input_shapes": "1x6x40,1", "reason": "time below 7: the two stride-2 convs need it"},
+                 {"input_shapes": "2x300x40,2", "reason": "time above its bound 256"}],
+        notes="Conformer-style speech encoder (d 64, 4 heads, FFN 128, 2 blocks, conv kernel 7): "
+              "two stride-2 Conv2d subsample time by 4 ((time-1)//2-1)//2 frames, Linear, macaron "
+              "FFN halves with Swish, attention with a key-padding bias built from the lengths "
+              "input (Range < lengths, Where/Cast), convolution module (Conv1d + GLU, depthwise "
+              "Conv1d, BatchNorm1d, Swish, Conv1d), LayerNorm decomposed. Output lengths "
+              "floor-divided the same way, at least 1."))
     return specs
 
 
@@ -460,6 +628,13 @@ def example_inputs(spec):
             m = torch.ones(shape, dtype=torch.int64)
             m[0, shape[1] // 2:] = 0
             out.append(m)
+        elif gen["kind"] == "left_mask":
+            m = torch.ones(shape, dtype=torch.int64)
+            m[0, :shape[1] // 2] = 0
+            out.append(m)
+        elif gen["kind"] == "lengths":
+            full = spec["example"][gen["input"]][gen["axis"]]
+            out.append(torch.tensor([full - 3 * r for r in range(shape[0])], dtype=torch.int64))
         else:
             out.append(torch.randn(shape, generator=g))
     return tuple(out)
@@ -505,8 +680,10 @@ def output_shapes(model, spec, shapes):
     for (_, _, _, gen), shape in zip(spec["inputs"], shapes):
         if gen["kind"] == "int":
             ins.append(torch.zeros(shape, dtype=torch.int64))
-        elif gen["kind"] == "mask":
+        elif gen["kind"] in ("mask", "left_mask"):
             ins.append(torch.ones(shape, dtype=torch.int64))
+        elif gen["kind"] == "lengths":
+            ins.append(torch.full(shape, shapes[gen["input"]][gen["axis"]], dtype=torch.int64))
         else:
             ins.append(torch.zeros(shape))
     with torch.no_grad():
@@ -537,9 +714,11 @@ def to_manifest(index, spec):
         "input_dtypes": [i[1] for i in spec["inputs"]],
         "input_dims": [i[2] for i in spec["inputs"]],
         "input_generators": [i[3] for i in spec["inputs"]],
-        "dims": {k: {"min": v[0], "max": v[1], **({"step": v[2]} if v[2] else {})}
+        "dims": {k: {"min": v[0], "max": v[1], **({"step": v[2]} if v[2] else {}),
+                     **({"sum_of": spec["sum_of"][k]} if k in spec.get("sum_of", {}) else {})}
                  for k, v in spec["dims"].items()},
         "notes": spec["notes"],
+        **({"bench_points": spec["bench_points"]} if "bench_points" in spec else {}),
         "cases": cases,
         "rejects": spec["rejects"],
     }

@@ -66,13 +66,27 @@ std::vector<Dims> dim_sets(const nlohmann::json& dims, std::mt19937& rng) {
     }
     sets.push_back(d);
   }
+  // A dim the contract ties to others ("sum_of": the KV cache's mask covers past + T) follows them.
+  for (Dims& d : sets)
+    for (const auto& [name, r] : dims.items())
+      if (r.contains("sum_of")) {
+        d[name] = 0;
+        for (const auto& part : r["sum_of"]) d[name] += d.at(part.get<std::string>());
+      }
   return sets;
 }
 
-void fill_input(TensorView& t, const nlohmann::json& gen, std::mt19937& rng) {
+// Normal floats, ints in the generator's range, masks of ones, lengths in [1, the measured axis].
+void fill_input(TensorView& t, const nlohmann::json& gen, const std::vector<std::vector<int64_t>>& shapes,
+                std::mt19937& rng) {
   size_t n = 1;
   for (int k = 0; k < t.rank; ++k) n *= static_cast<size_t>(t.dims[k]);
   const std::string kind = gen.value("kind", "normal");
+  if (kind == "lengths" && t.dtype == DType::kI64) {
+    std::uniform_int_distribution<int64_t> g(1, shapes.at(gen["input"].get<size_t>()).at(gen["axis"].get<size_t>()));
+    for (size_t i = 0; i < n; ++i) t.as<int64_t>()[i] = g(rng);
+    return;
+  }
   if (t.dtype == DType::kF32) {
     std::normal_distribution<float> g(0.f, 1.f);
     for (size_t i = 0; i < n; ++i) t.as<float>()[i] = g(rng);
@@ -125,8 +139,8 @@ TEST_P(DelegateVsPortable, SameOutputsAtEveryShapeOverPoisonedArenas) {
       uint32_t seed = static_cast<uint32_t>(rng());
       for (size_t i = 0; i < shapes.size(); ++i) {
         std::mt19937 r1(seed + static_cast<uint32_t>(i)), r2(seed + static_cast<uint32_t>(i));
-        fill_input((*d)->input(i), model["input_generators"][i], r1);
-        fill_input((*p)->input(i), model["input_generators"][i], r2);
+        fill_input((*d)->input(i), model["input_generators"][i], shapes, r1);
+        fill_input((*p)->input(i), model["input_generators"][i], shapes, r2);
       }
       ASSERT_TRUE((*d)->execute().ok());
       ASSERT_TRUE((*p)->execute().ok());
@@ -275,8 +289,8 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
       ASSERT_TRUE((*p)->bind_shapes({{2, 5, h, w}}).ok());
       (*d)->fill_arena(0xFF);
       std::mt19937 r1(static_cast<uint32_t>(h * 100 + w)), r2(static_cast<uint32_t>(h * 100 + w));
-      fill_input((*d)->input(0), nlohmann::json{{"kind", "normal"}}, r1);
-      fill_input((*p)->input(0), nlohmann::json{{"kind", "normal"}}, r2);
+      fill_input((*d)->input(0), nlohmann::json{{"kind", "normal"}}, {}, r1);
+      fill_input((*p)->input(0), nlohmann::json{{"kind", "normal"}}, {}, r2);
       ASSERT_TRUE((*d)->execute().ok());
       ASSERT_TRUE((*p)->execute().ok());
       const TensorView& a = (*d)->output(0);

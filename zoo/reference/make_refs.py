@@ -300,7 +300,8 @@ def mask_lengths(batch, seq):
     return lens
 
 
-def make_input(dtype, gen, shape, rand):
+def make_input(dtype, gen, shape, rand, others=()):
+    """`others`: the shapes of the inputs before this one (for the lengths generator)."""
     count = math.prod(shape)
     kind = gen["kind"]
     if kind == "normal":
@@ -316,17 +317,25 @@ def make_input(dtype, gen, shape, rand):
         if dtype == "int32":
             return np.array(vals, dtype=np.int32)
         raise ValueError(f"int generator needs int64 or int32, got {dtype}")
-    if kind == "mask":
+    if kind in ("mask", "left_mask"):
         if len(shape) != 2:
-            raise ValueError("mask generator needs [batch, seq]")
+            raise ValueError(f"{kind} generator needs [batch, seq]")
         batch, seq = shape
         lens = mask_lengths(batch, seq)
-        vals = [1 if c < lens[r] else 0 for r in range(batch) for c in range(seq)]
+        if kind == "mask":  # padding at the end of each row
+            vals = [1 if c < lens[r] else 0 for r in range(batch) for c in range(seq)]
+        else:  # padding at the start (a decoder's prompt, left-padded)
+            vals = [1 if c >= seq - lens[r] else 0 for r in range(batch) for c in range(seq)]
         if dtype == "int64":
             return np.array(vals, dtype=np.int64)
         if dtype == "float32":
             return np.array(vals, dtype=np.float32)
         return np.array(vals, dtype=np.int32)
+    if kind == "lengths":  # per batch row, the valid length of another input's axis
+        if len(shape) != 1 or len(others) <= gen["input"]:
+            raise ValueError("lengths generator needs [batch] after the input it measures")
+        lens = mask_lengths(shape[0], others[gen["input"]][gen["axis"]])
+        return np.array(lens, dtype=np.int64 if dtype == "int64" else np.int32)
     raise ValueError(f"unknown generator {kind}")
 
 
@@ -363,7 +372,7 @@ def main():
             feeds = {}
             for i, name in enumerate(model["inputs"]):
                 dtype = model["input_dtypes"][i]
-                data = make_input(dtype, model["input_generators"][i], shapes[i], rand)
+                data = make_input(dtype, model["input_generators"][i], shapes[i], rand, shapes[:i])
                 feeds[name] = data.reshape(shapes[i])
                 write_npy(os.path.join(ZOO, c["inputs"][i]), dtype, shapes[i], data)
             t0 = time.perf_counter_ns()
