@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   exp->add_option("--require-coverage", require_coverage, "fail unless the delegate takes this share of FLOPs (0..1)")
       ->check(CLI::Range(0.0, 1.0));
+  bool no_fusion = false;
+  exp->add_flag("--no-fusion", no_fusion, "keep LayerNorm and GELU chains as the model wrote them (no fused instructions)");
   CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops");
   inspect->add_option("file", path, "program")->required();
   inspect->add_flag("--json", json, "machine-readable output");
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
     opts.method_name = method;
     opts.delegate = delegate;
     opts.require_coverage = require_coverage;
+    opts.fuse = !no_fusion;
     for (const std::string& a : input_args) {
       auto r = kiln::exporter::parse_input_arg(a);
       if (!r.ok()) return std::cerr << "error: " << r.status().message() << "\n", 1;

@@ -76,6 +76,8 @@ struct MethodMeta {
   size_t num_values = 0;
   std::vector<std::string> instruction_ops;  ///< op type per instruction, in order
   std::vector<std::string> instruction_nodes;
+  /// Per instruction: the model's nodes export fused into it (empty for most).
+  std::vector<std::vector<std::string>> instruction_fused_from;
   /// Per instruction, its outputs' symbolic shapes ("[batch, 1280]"), joined with ", ".
   std::vector<std::string> instruction_outputs;
   DelegateMeta delegate;

@@ -80,7 +80,8 @@ Result<int> GraphBuilder::add_constant(const std::string& name, DType dtype, con
 
 Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const std::string& node_name,
                                               const std::vector<int>& inputs, const core::AttrStore& attrs,
-                                              size_t num_outputs) {
+                                              size_t num_outputs,
+                                              const std::vector<std::string>& fused_from) {
   const kernels::OpDef* op = kernels::find_op(op_type.c_str());
   if (!op) return unimplemented("node '" + node_name + "': op type '" + op_type + "' is not supported");
   kernels::ShapeCtx ctx(pool_, attrs.view());
@@ -126,6 +127,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
   node.name = node_name;
   node.inputs = inputs;
   node.attrs = attrs;
+  node.fused_from = fused_from;
   std::vector<int> outs;
   for (size_t k = 0; k < num_outputs; ++k) {
     Value v;
@@ -386,6 +388,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     for (int o : node.outputs) in.outputs.push_back(remap[o]);
     in.attrs = node.attrs;
     in.scratch = node.scratch >= 0 ? remap[node.scratch] : -1;
+    in.fused_from = node.fused_from;
     m.instructions.push_back(std::move(in));
   }
   stats.instructions = m.instructions.size();

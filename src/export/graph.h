@@ -56,9 +56,11 @@ class GraphBuilder {
   }
   /// Adds a node; runs its shape function now so errors name this node. `inputs` may hold
   /// -1 for an omitted optional operand. Returns the output value ids.
+  /// `fused_from`: the model's nodes this one op replaces (export's fusion; kept in the file
+  /// for `kiln inspect`).
   Result<std::vector<int>> add_op(const std::string& op_type, const std::string& node_name,
                                   const std::vector<int>& inputs, const core::AttrStore& attrs = {},
-                                  size_t num_outputs = 1);
+                                  size_t num_outputs = 1, const std::vector<std::string>& fused_from = {});
   /// add_op with one output.
   Result<int> add(const std::string& op_type, const std::string& node_name, const std::vector<int>& inputs,
                   const core::AttrStore& attrs = {});
@@ -110,6 +112,7 @@ class GraphBuilder {
     std::vector<int> outputs;
     core::AttrStore attrs;
     int scratch = -1;  // value holding the planned scratch bytes
+    std::vector<std::string> fused_from;
   };
   Result<uint64_t> bound_bytes(const Value& v) const;
   Result<std::vector<int>> fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& node_name,

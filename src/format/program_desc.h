@@ -34,6 +34,7 @@ struct InstructionDesc {
   std::vector<int32_t> outputs;
   core::AttrStore attrs;
   int32_t scratch = -1;  ///< value id of the scratch slot, or -1
+  std::vector<std::string> fused_from;  ///< the model's nodes a fused instruction replaces
 };
 
 /// See schema/program.fbs (DelegateOp, DelegateRegion, Delegate).

@@ -77,7 +77,8 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
     for (const auto& a : in.attrs.items()) attrs.push_back(write_attr(b, a));
     instrs.push_back(fb::CreateInstruction(b, b.CreateString(in.op), b.CreateString(in.node_name),
                                            b.CreateVector(in.inputs), b.CreateVector(in.outputs),
-                                           b.CreateVector(attrs), in.scratch));
+                                           b.CreateVector(attrs), in.scratch,
+                                           in.fused_from.empty() ? 0 : b.CreateVectorOfStrings(in.fused_from)));
   }
   auto plan = fb::CreateMemoryPlan(b, m.arena_bytes, m.lower_bound_bytes, b.CreateString(m.plan_strategy),
                                    static_cast<uint32_t>(kSegmentAlignment));

@@ -106,6 +106,10 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
     for (const fb::Instruction* in : *m->instructions()) {
       meta.instruction_ops.push_back(in->op()->str());
       meta.instruction_nodes.push_back(in->node_name() ? in->node_name()->str() : "");
+      std::vector<std::string> from;
+      if (in->fused_from())
+        for (const flatbuffers::String* s : *in->fused_from()) from.push_back(s ? s->str() : "");
+      meta.instruction_fused_from.push_back(std::move(from));
       std::string outs;
       for (int32_t id : *in->outputs()) {
         const fb::Value* v = m->values()->Get(id);

@@ -116,6 +116,16 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
       sep = ", ";
     }
     o << (counts.empty() ? "" : ")") << "\n";
+    size_t fused = 0, from = 0;
+    for (const auto& f : m.instruction_fused_from) fused += !f.empty(), from += f.size();
+    if (fused) o << "  fused: " << fused << " instruction(s) from " << from << " model nodes\n";
+    for (size_t k = 0; k < m.instruction_fused_from.size(); ++k) {
+      const std::vector<std::string>& f = m.instruction_fused_from[k];
+      if (f.empty()) continue;
+      o << "    #" << k << " " << m.instruction_ops[k] << " '" << m.instruction_nodes[k] << "' <- " << f.size() << " nodes:";
+      for (size_t i = 0; i < f.size(); ++i) o << (i ? ", " : " ") << f[i];
+      o << "\n";
+    }
     o << delegate_text(program, m);
     if (instructions)
       for (size_t k = 0; k < m.instruction_ops.size(); ++k)
@@ -196,7 +206,8 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
     jm["instructions"] = json::array();
     for (size_t k = 0; k < m.instruction_ops.size(); ++k)
       jm["instructions"].push_back(
-          json{{"op", m.instruction_ops[k]}, {"node", m.instruction_nodes[k]}, {"outputs", m.instruction_outputs[k]}});
+          json{{"op", m.instruction_ops[k]}, {"node", m.instruction_nodes[k]}, {"outputs", m.instruction_outputs[k]},
+               {"fused_from", k < m.instruction_fused_from.size() ? m.instruction_fused_from[k] : std::vector<std::string>{}}});
     j["methods"].push_back(jm);
   }
   return j;

@@ -53,6 +53,22 @@ TEST(Unary, HandComputedMath) {
   EXPECT_NEAR(run_f32("Tanh", make_tensor<float>({1}, {0.5f}))[0], 0.4621171573, 1e-6);
 }
 
+TEST(Unary, GeluBothFormsAgainstTheirDefinitions) {
+  // Values of torch.nn.functional.gelu (approximate "none" and "tanh") in double.
+  Tensor x = make_tensor<float>({5}, {-3.f, -1.f, 0.f, 0.5f, 2.f});
+  const std::vector<float> exact = run_f32("Gelu", x);
+  const std::vector<float> tanh_form = run_f32("Gelu", x, core::AttrStore().set_str("approximate", "tanh"));
+  const double want_exact[] = {-0.0040496532, -0.1586552539, 0.0, 0.3457312679, 1.9544997361};
+  const double want_tanh[] = {-0.0036373920, -0.1588080094, 0.0, 0.3457140028, 1.9545976902};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_NEAR(exact[i], want_exact[i], 1e-6) << i;
+    EXPECT_NEAR(tanh_form[i], want_tanh[i], 1e-6) << i;
+  }
+  EXPECT_TRUE(has_text(run_op("Gelu", {x}, core::AttrStore().set_str("approximate", "fast")).status,
+                       "node 'test' (Gelu): approximate 'fast' must be 'none' or 'tanh'"));
+  EXPECT_TRUE(has_text(run_op("Gelu", {make_tensor<int64_t>({1}, {1})}).status, "input #0 has dtype i64, expected f32"));
+}
+
 TEST(Unary, HandComputedRounding) {
   const float inf = std::numeric_limits<float>::infinity();
   Tensor x = make_tensor<float>({8}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.4f, -2.6f});

@@ -45,6 +45,41 @@ TEST(Vmath, TanhAndErfWithinTheirBoundsInPlace) {
   EXPECT_LE(we, 4e-7);
 }
 
+TEST(Vmath, GeluBothFormsWithinErfAndTanhBounds) {
+  std::vector<float> x = grid(-10.f, 10.f, 40001), e(x.size()), t(x.size());
+  simd::gelu(x.data(), e.data(), x.size(), false);
+  simd::gelu(x.data(), t.data(), x.size(), true);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double we = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    const double wt = 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    ASSERT_NEAR(e[i], we, 1e-6 * std::max(1.0, std::fabs(v))) << v;
+    ASSERT_NEAR(t[i], wt, 1e-6 * std::max(1.0, std::fabs(v))) << v;
+  }
+}
+
+TEST(Vmath, LayerNormRowMatchesDoubleAtEveryTailLength) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(3.f, 2.f);  // a large mean: the two-pass variance matters
+  for (size_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 64, 100}) {
+    std::vector<float> x(n), gamma(n), beta(n), y(n + 1, 123.f);
+    for (size_t i = 0; i < n; ++i) x[i] = g(rng), gamma[i] = g(rng), beta[i] = g(rng);
+    for (bool with_beta : {true, false}) {
+      simd::layer_norm_row(x.data(), y.data(), n, gamma.data(), with_beta ? beta.data() : nullptr, 1e-5f);
+      double mean = 0, var = 0;
+      for (float v : x) mean += v;
+      mean /= double(n);
+      for (float v : x) var += (v - mean) * (v - mean);
+      var /= double(n);
+      for (size_t i = 0; i < n; ++i) {
+        const double want = (x[i] - mean) / std::sqrt(var + 1e-5) * gamma[i] + (with_beta ? beta[i] : 0.0);
+        ASSERT_NEAR(y[i], want, 2e-5 * std::max(1.0, std::fabs(want))) << "n=" << n << " i=" << i;
+      }
+      EXPECT_EQ(y[n], 123.f) << "wrote past the row, n=" << n;
+    }
+  }
+}
+
 TEST(Vmath, AddVecmatMatchesDoubleAtBlockEdges) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);

@@ -26,9 +26,11 @@ namespace {
 
 const std::string kZoo = zoo_dir();
 
-std::unique_ptr<AlignedBytes> export_model(const nlohmann::json& model, const std::string& delegate) {
+std::unique_ptr<AlignedBytes> export_model(const nlohmann::json& model, const std::string& delegate, bool fuse = true) {
   format::ProgramDesc desc;
-  auto report = exporter::export_onnx(kZoo + "/" + model["onnx"].get<std::string>(), zoo_export_options(model, delegate), &desc);
+  exporter::ExportOptions opts = zoo_export_options(model, delegate);
+  opts.fuse = fuse;
+  auto report = exporter::export_onnx(kZoo + "/" + model["onnx"].get<std::string>(), opts, &desc);
   EXPECT_TRUE(report.ok()) << report.status().message();
   auto bytes = format::serialize_program(desc);
   EXPECT_TRUE(bytes.ok());
@@ -105,6 +107,98 @@ double max_abs(const TensorView& t) {
   return m;
 }
 
+// Runs methods `d` and `p` (of one model) side by side at the model's admissible shapes (dim
+// sets above; guards decide) over NaN-poisoned arenas on the same random inputs, and expects
+// the same outputs (floats within 1e-4 of the largest). Returns how many shapes ran.
+int compare_at_every_shape(const nlohmann::json& model, Method& d, Method& p, uint32_t seed, const std::string& what) {
+  const std::string name = model["name"];
+  std::mt19937 rng(seed);
+  int ran = 0;
+  for (const Dims& dims : dim_sets(model["dims"], rng)) {
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& in : model["input_dims"]) {
+      std::vector<int64_t> s;
+      for (const auto& a : in) s.push_back(a.is_number() ? a.get<int64_t>() : dims.at(a.get<std::string>()));
+      shapes.push_back(s);
+    }
+    if (!p.bind_shapes(shapes).ok()) continue;  // a guard refuses it: not in the contract
+    if (!d.bind_shapes(shapes).ok()) return ADD_FAILURE() << name << ": only one method binds, " << what, -1;
+    d.fill_arena(0xFF);  // NaN everywhere: reading unwritten bytes poisons the output
+    p.fill_arena(0xFF);
+    const uint32_t inputs_seed = static_cast<uint32_t>(rng());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      std::mt19937 r1(inputs_seed + static_cast<uint32_t>(i)), r2(inputs_seed + static_cast<uint32_t>(i));
+      fill_input(d.input(i), model["input_generators"][i], shapes, r1);
+      fill_input(p.input(i), model["input_generators"][i], shapes, r2);
+    }
+    if (!d.execute().ok() || !p.execute().ok()) return ADD_FAILURE() << name << ": execute failed, " << what, -1;
+    for (size_t o = 0; o < p.num_outputs(); ++o) {
+      const TensorView& a = d.output(o);
+      const TensorView& b = p.output(o);
+      size_t n = 1;
+      bool same = a.rank == b.rank;
+      for (int k = 0; same && k < a.rank; ++k) {
+        same = a.dims[k] == b.dims[k];
+        n *= static_cast<size_t>(a.dims[k]);
+      }
+      if (!same) return ADD_FAILURE() << name << " output " << o << ": shapes differ, " << what, -1;
+      if (a.dtype != DType::kF32) continue;
+      const double tol = 1e-4 * std::max(1.0, max_abs(b));
+      for (size_t i = 0; i < n; ++i) {
+        const float x = a.as<float>()[i], y = b.as<float>()[i];
+        if ((std::isfinite(x) || !std::isfinite(y)) && std::fabs(double(x) - y) <= tol) continue;
+        return ADD_FAILURE() << name << " output " << o << " element " << i << ": " << x << " vs " << y << " (tolerance "
+                             << tol << "), " << what,
+               -1;
+      }
+    }
+    ++ran;
+  }
+  return ran;
+}
+
+// Export's fusions (LayerNormalization, Gelu) against the unfused graph on the portable
+// kernels: fused and delegated (1 and 2 threads) and fused portable, at every shape.
+class FusedVsUnfused : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FusedVsUnfused, SameOutputsAtEveryShape) {
+  const nlohmann::json model = zoo_model(GetParam());
+  std::unique_ptr<AlignedBytes> fused = export_model(model, "xnnpack", true), plain = export_model(model, "none", false);
+  auto fp = fused->load();
+  auto pp = plain->load();
+  ASSERT_TRUE(fp.ok() && pp.ok());
+  // Every one of these models normalizes with LayerNorm chains: export fused them, and the file
+  // names the nodes each fused instruction replaces (what `kiln inspect` lists).
+  auto meta = (*fp)->method_meta("forward");
+  auto plain_meta = (*pp)->method_meta("forward");
+  ASSERT_TRUE(meta.ok() && plain_meta.ok());
+  int layer_norms = 0;
+  for (size_t k = 0; k < meta->instruction_ops.size(); ++k)
+    if (meta->instruction_ops[k] == "LayerNormalization") {
+      ++layer_norms;
+      EXPECT_EQ(meta->instruction_fused_from[k].size(), 9u) << meta->instruction_nodes[k];  // ReduceMean .. Add
+    }
+  EXPECT_GE(layer_norms, 5);
+  for (const auto& f : plain_meta->instruction_fused_from) EXPECT_TRUE(f.empty());
+  MethodOptions reference;
+  reference.use_delegate = false;
+  auto ref = Method::create(**pp, "forward", reference);
+  ASSERT_TRUE(ref.ok());
+  for (int variant = 0; variant < 3; ++variant) {  // delegated 1 thread, 2 threads, portable
+    MethodOptions o;
+    o.cpu_threads = variant == 1 ? 2 : 1;
+    o.use_delegate = variant < 2;
+    auto m = Method::create(**fp, "forward", o);
+    ASSERT_TRUE(m.ok());
+    const std::string what = variant == 2 ? "fused portable" : "fused delegated, threads " + std::to_string(o.cpu_threads);
+    EXPECT_GE(compare_at_every_shape(model, **m, **ref, 99 + variant, what), 10) << GetParam();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, FusedVsUnfused,
+                         ::testing::Values("bert_tiny", "gpt_tiny", "gpt_kv_step", "conformer_tiny", "swin_tiny"),
+                         [](const auto& info) { return info.param; });
+
 class DelegateVsPortable : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DelegateVsPortable, SameOutputsAtEveryShapeOverPoisonedArenas) {
@@ -123,47 +217,8 @@ TEST_P(DelegateVsPortable, SameOutputsAtEveryShapeOverPoisonedArenas) {
     EXPECT_EQ((*d)->delegated(), meta.delegate.regions > 0) << (*d)->delegate_warning();
     EXPECT_TRUE((*d)->delegate_warning().empty()) << (*d)->delegate_warning();
     EXPECT_FALSE((*p)->delegated());
-    std::mt19937 rng(1234 + threads);
-    int ran = 0;
-    for (const Dims& dims : dim_sets(model["dims"], rng)) {
-      std::vector<std::vector<int64_t>> shapes;
-      for (const auto& in : model["input_dims"]) {
-        std::vector<int64_t> s;
-        for (const auto& a : in) s.push_back(a.is_number() ? a.get<int64_t>() : dims.at(a.get<std::string>()));
-        shapes.push_back(s);
-      }
-      if (!(*p)->bind_shapes(shapes).ok()) continue;  // a guard refuses it: not in the contract
-      ASSERT_TRUE((*d)->bind_shapes(shapes).ok());
-      (*d)->fill_arena(0xFF);  // NaN everywhere: reading unwritten bytes poisons the output
-      (*p)->fill_arena(0xFF);
-      uint32_t seed = static_cast<uint32_t>(rng());
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        std::mt19937 r1(seed + static_cast<uint32_t>(i)), r2(seed + static_cast<uint32_t>(i));
-        fill_input((*d)->input(i), model["input_generators"][i], shapes, r1);
-        fill_input((*p)->input(i), model["input_generators"][i], shapes, r2);
-      }
-      ASSERT_TRUE((*d)->execute().ok());
-      ASSERT_TRUE((*p)->execute().ok());
-      for (size_t o = 0; o < (*p)->num_outputs(); ++o) {
-        const TensorView& a = (*d)->output(o);
-        const TensorView& b = (*p)->output(o);
-        ASSERT_EQ(a.rank, b.rank);
-        size_t n = 1;
-        for (int k = 0; k < a.rank; ++k) {
-          ASSERT_EQ(a.dims[k], b.dims[k]);
-          n *= static_cast<size_t>(a.dims[k]);
-        }
-        if (a.dtype != DType::kF32) continue;
-        const double tol = 1e-4 * std::max(1.0, max_abs(b));
-        for (size_t i = 0; i < n; ++i) {
-          float x = a.as<float>()[i], y = b.as<float>()[i];
-          ASSERT_TRUE(std::isfinite(x) || !std::isfinite(y)) << GetParam() << " output " << o << " element " << i;
-          ASSERT_NEAR(x, y, tol) << GetParam() << " output " << o << " element " << i << " threads " << threads;
-        }
-      }
-      ++ran;
-    }
-    EXPECT_GE(ran, 10) << "too few admissible shapes for " << GetParam();
+    EXPECT_GE(compare_at_every_shape(model, **d, **p, 1234 + threads, "threads " + std::to_string(threads)), 10)
+        << "too few admissible shapes for " << GetParam();
   }
 }
 

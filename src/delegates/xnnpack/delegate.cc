@@ -111,8 +111,10 @@ struct Delegate::Op {
   DenseConvGeometry geom;
   MaxPoolGeometry pool_geom;                 // own max pooling
   /// Which kernel runs the op: an XNNPACK operator (xop, copies) or one of Kiln's.
-  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kTanh, kGate, kMatMul, kSoftmax,
-                            kPortable } own = Own::kNone;
+  enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kTanh, kGelu, kGate, kMatMul,
+                            kSoftmax, kLayerNorm, kPortable } own = Own::kNone;
+  const float* ln_gamma = nullptr;  // own LayerNorm: constant Scale and B (null: none), from the program
+  const float* ln_beta = nullptr;
   MatMulGeometry mm;  // Own::kMatMul, at the bound-to shape
   Gate gate;  // Own::kGate: y = x * act(x)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
@@ -312,6 +314,7 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
         case UnaryOp::kSquare: return check(xnn_create_square_nc_f32(1, 1, 1, 0, x), op->what, "create");
         case UnaryOp::kErf:
         case UnaryOp::kTanh:
+        case UnaryOp::kGelu:
         case UnaryOp::kPortable: break;  // own kernels: no operator
       }
       break;
@@ -319,6 +322,7 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
       return check(xnn_create_softmax_nc_f32(p.channels, p.channels, p.channels, 0, x), op->what, "create");
     case OpKind::kConcat:  // one strided copy per input, made by the caller
     case OpKind::kBatchNorm:  // own kernels: no operator
+    case OpKind::kLayerNorm:
     case OpKind::kResize:
     case OpKind::kBatchMatMul:
       break;
@@ -537,7 +541,13 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
               : op->plan.kind == OpKind::kBatchNorm ? Own::kAffine
               : op->plan.kind == OpKind::kMaxPool ? Own::kMaxPool
               : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kErf ? Own::kErf
+              : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kGelu ? Own::kGelu
+              : op->plan.kind == OpKind::kLayerNorm ? Own::kLayerNorm
                                                                                     : Own::kPortable;
+    if (op->own == Own::kLayerNorm) {
+      op->ln_gamma = static_cast<const float*>(operands[1].const_data);
+      op->ln_beta = operands.size() > 2 && operands[2].present ? static_cast<const float*>(operands[2].const_data) : nullptr;
+    }
     if (op->own == Own::kMatMul && !op->ins[1]) op->ins[1] = &(*views)[dop->inputs()->Get(1)];  // a constant B
     if (op->plan.kind == OpKind::kBatchNorm) {
       const float* v[5];
@@ -759,6 +769,7 @@ Status Delegate::setup() {
             case UnaryOp::kSquare: s = xnn_setup_square_nc_f32(op.xop, count, xp, y, op.pool); break;
             case UnaryOp::kErf:
             case UnaryOp::kTanh:
+            case UnaryOp::kGelu:
             case UnaryOp::kPortable: break;
           }
           break;
@@ -804,6 +815,7 @@ Status Delegate::setup() {
           break;
         }
         case OpKind::kBatchNorm:  // own kernels: nothing to set up here
+        case OpKind::kLayerNorm:
         case OpKind::kResize:
         case OpKind::kBatchMatMul:
           break;
@@ -882,6 +894,16 @@ Status Delegate::run_op(Op& op) {
     case Op::Own::kTanh:
       fast_tanh(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.pool);
       return ok_status();
+    case Op::Own::kGelu:
+      fast_gelu(op.ins[0]->as<float>(), op.out->as<float>(), numel(*op.out), op.plan.gelu_tanh, op.pool);
+      return ok_status();
+    case Op::Own::kLayerNorm: {
+      const TensorView& x = *op.ins[0];
+      const size_t n = op.plan.channels;
+      layer_norm_rows(x.as<float>(), op.out->as<float>(), n ? numel(x) / n : 0, n, op.ln_gamma, op.ln_beta, op.plan.alpha,
+                      op.pool);
+      return ok_status();
+    }
     case Op::Own::kSoftmax: {
       const TensorView& x = *op.ins[0];
       const size_t n = x.rank ? static_cast<size_t>(x.dims[x.rank - 1]) : 1;

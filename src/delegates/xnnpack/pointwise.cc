@@ -12,7 +12,7 @@ namespace {
 
 constexpr size_t kBlock = 4096;
 
-enum class Kind : uint8_t { kErf, kTanh, kGate, kSoftmax };
+enum class Kind : uint8_t { kErf, kTanh, kGate, kGelu, kSoftmax, kLayerNorm };
 
 // One map over blocks of kBlock elements (softmax: blocks of whole rows of `row` elements).
 struct Job {
@@ -20,15 +20,22 @@ struct Job {
   const float* x;
   float* y;
   size_t n, row;
-  bool hard;
+  bool hard;  ///< gate: hard sigmoid; gelu: tanh form
   float alpha, beta;
+  const float* gamma = nullptr;  ///< layer norm (alpha: epsilon)
+  const float* shift = nullptr;
 };
 
 void run_block(void* ctx, size_t b) {
   const Job& j = *static_cast<const Job*>(ctx);
-  if (j.kind == Kind::kSoftmax) {
+  if (j.kind == Kind::kSoftmax || j.kind == Kind::kLayerNorm) {
     const size_t per = std::max<size_t>(1, kBlock / std::max<size_t>(1, j.row)), rows = j.n / j.row;
-    for (size_t r = b * per; r < std::min(rows, (b + 1) * per); ++r) simd::softmax_row(j.x + r * j.row, j.y + r * j.row, j.row);
+    for (size_t r = b * per; r < std::min(rows, (b + 1) * per); ++r) {
+      if (j.kind == Kind::kSoftmax)
+        simd::softmax_row(j.x + r * j.row, j.y + r * j.row, j.row);
+      else
+        simd::layer_norm_row(j.x + r * j.row, j.y + r * j.row, j.row, j.gamma, j.shift, j.alpha);
+    }
     return;
   }
   const size_t first = b * kBlock, count = std::min(kBlock, j.n - first);
@@ -41,14 +48,17 @@ void run_block(void* ctx, size_t b) {
       return simd::erf(x, y, count);
     case Kind::kTanh:
       return simd::tanh(x, y, count);
+    case Kind::kGelu:
+      return simd::gelu(x, y, count, j.hard);
     case Kind::kSoftmax:
+    case Kind::kLayerNorm:
       return;
   }
 }
 
 void run(const Job& j, pthreadpool_t pool) {
   size_t blocks = (j.n + kBlock - 1) / kBlock;
-  if (j.kind == Kind::kSoftmax) {
+  if (j.kind == Kind::kSoftmax || j.kind == Kind::kLayerNorm) {
     const size_t per = std::max<size_t>(1, kBlock / std::max<size_t>(1, j.row));
     blocks = (j.n / std::max<size_t>(1, j.row) + per - 1) / per;
   }
@@ -63,6 +73,19 @@ void fast_tanh(const float* x, float* y, size_t n, pthreadpool_t pool) { run(Job
 
 void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta, pthreadpool_t pool) {
   run(Job{Kind::kGate, x, y, n, 1, hard, alpha, beta}, pool);
+}
+
+void fast_gelu(const float* x, float* y, size_t n, bool tanh_form, pthreadpool_t pool) {
+  run(Job{Kind::kGelu, x, y, n, 1, tanh_form, 0, 0}, pool);
+}
+
+void layer_norm_rows(const float* x, float* y, size_t rows, size_t n, const float* gamma, const float* beta, float eps,
+                     pthreadpool_t pool) {
+  if (rows == 0 || n == 0) return;
+  Job j{Kind::kLayerNorm, x, y, rows * n, n, false, eps, 0};
+  j.gamma = gamma;
+  j.shift = beta;
+  run(j, pool);
 }
 
 void softmax_rows(const float* x, float* y, size_t rows, size_t n, pthreadpool_t pool) {

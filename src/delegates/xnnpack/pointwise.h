@@ -19,6 +19,14 @@ void fast_erf(const float* x, float* y, size_t n, pthreadpool_t pool);
 /// y[i] = tanh(x[i]) (the rational above). Never allocates.
 void fast_tanh(const float* x, float* y, size_t n, pthreadpool_t pool);
 
+/// GELU (pointwise.h's erf or tanh form). Never allocates.
+void fast_gelu(const float* x, float* y, size_t n, bool tanh_form, pthreadpool_t pool);
+
+/// LayerNorm over each of `rows` contiguous rows of `n` with gamma[n] and beta[n] (beta may be
+/// null). Never allocates.
+void layer_norm_rows(const float* x, float* y, size_t rows, size_t n, const float* gamma, const float* beta, float eps,
+                     pthreadpool_t pool);
+
 /// Softmax over each of `rows` contiguous rows of `n` (any n, decided at run time: attention
 /// over a dynamic sequence); exp as Cephes' expf (max rel error 8e-8). A row whose entries
 /// are all -inf gives NaN, as the portable kernel. Never allocates.

@@ -197,9 +197,11 @@ Status plan_unary(const std::string& op, core::Attrs attrs, const std::vector<Op
                   OpPlan* p) {
   p->kind = OpKind::kUnary;
   p->layout = Layout::kEither;
-  if (op == "Erf" || op == "Tanh") {
-    p->unary = op == "Erf" ? UnaryOp::kErf : UnaryOp::kTanh;
+  if (op == "Erf" || op == "Tanh" || op == "Gelu") {
+    p->unary = op == "Erf" ? UnaryOp::kErf : op == "Tanh" ? UnaryOp::kTanh : UnaryOp::kGelu;
+    p->gelu_tanh = op == "Gelu" && attrs.str_equals("approximate", "tanh");
     p->own_kernel = true;
+    p->flops_per_output = op == "Gelu" ? 20 : 16;
     return ok_status();
   }
   if (op == "Pow") {  // x^2 (LayerNorm's variance) and x^0.5 with a constant scalar exponent
@@ -279,7 +281,7 @@ Result<std::pair<float, float>> fusable_activation(const std::string& op, core::
 Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins,
                        const std::vector<std::vector<core::ExprId>>& out_shapes, const core::ExprNode* exprs) {
   OpPlan p;
-  static const char* kKnown[] = {"BatchNormalization", "Resize", "ConvTranspose", "Erf", "Tanh", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
+  static const char* kKnown[] = {"BatchNormalization", "LayerNormalization", "Resize", "ConvTranspose", "Erf", "Tanh", "Gelu", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
                                  "Mul", "Div", "Max", "Min", "Softmax", "Concat", "Relu", "Clip", "Sigmoid",
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
@@ -352,6 +354,25 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     p.own_kernel = true;
     p.alpha = attrs.get_float("epsilon", 1e-5f);
     p.flops_per_output = 2;
+  } else if (op == "LayerNormalization") {
+    const size_t rank = ins[0].shape.size();
+    int64_t axis = attrs.get_int("axis", -1);
+    if (axis < 0) axis += static_cast<int64_t>(rank);
+    if (rank < 1 || axis != static_cast<int64_t>(rank) - 1) return decline("normalization over other than the last axis");
+    if (out_shapes.size() > 1) return decline("the Mean and InvStdDev outputs");
+    KILN_TRY(static_dim(exprs, ins[0].shape[rank - 1], "the normalized axis", &p.channels));
+    for (size_t k = 1; k < 3 && k < ins.size(); ++k) {
+      if (!ins[k].present) continue;
+      if (!ins[k].const_data) return decline("Scale and B are not constant");
+      size_t n = 1;
+      for (core::ExprId d : ins[k].shape) n *= static_cast<size_t>(std::max<int64_t>(0, const_of(exprs, d)));
+      if (n != p.channels) return decline("Scale or B broadcast from fewer elements than the normalized axis");
+    }
+    p.kind = OpKind::kLayerNorm;
+    p.layout = Layout::kPlain;
+    p.own_kernel = true;
+    p.alpha = attrs.get_float("epsilon", 1e-5f);
+    p.flops_per_output = 8;
   } else if (op == "Concat") {
     int64_t axis = attrs.get_int("axis", 0);
     const size_t rank = ins[0].shape.size();

@@ -39,6 +39,7 @@ enum class OpKind : uint8_t {
   kBatchNorm,  ///< inference BatchNormalization: a per-channel affine map (Kiln's kernel)
   kResize,     ///< Resize of H and W, channels-last (the portable kernel's maths)
   kBatchMatMul,  ///< MatMul with a computed (or batched) right operand: Kiln's kernel, B read in place
+  kLayerNorm,    ///< LayerNormalization over the last axis with constant Scale/B: Kiln's kernel
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),
@@ -48,9 +49,9 @@ enum class Layout : uint8_t { kNhwc, kPlain, kEither };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 /// kPortable: a pointwise op XNNPACK lacks, run by its portable kernel on the region's
 /// buffers (pointwise ops do not care about layout), so it does not split a region.
-/// kErf: Kiln's vectorized erf (fast_erf.h). kSquare: Pow(x, 2).
+/// kErf, kTanh, kGelu: Kiln's vectorized kernels (pointwise.h). kSquare: Pow(x, 2).
 enum class UnaryOp : uint8_t { kClamp, kSigmoid, kHardSwish, kLeakyRelu, kElu, kAbs, kNeg, kFloor, kCeil, kSqrt, kRound,
-                               kSquare, kErf, kTanh, kPortable };
+                               kSquare, kErf, kTanh, kGelu, kPortable };
 
 /// Everything xnn_create_* needs, decoded once from attributes and constant shapes.
 struct OpPlan {
@@ -68,7 +69,8 @@ struct OpPlan {
   bool transpose_weights = false;  ///< fully connected: weights stored [K, N]
   BinaryOp binary = BinaryOp::kAdd;
   UnaryOp unary = UnaryOp::kClamp;
-  float alpha = 0.f;           ///< LeakyRelu/Elu alpha
+  float alpha = 0.f;           ///< LeakyRelu/Elu alpha; BatchNorm/LayerNorm epsilon
+  bool gelu_tanh = false;      ///< Gelu approximate = tanh
   float out_min = -INFINITY, out_max = INFINITY;  ///< clamp range (Relu, Clip, fused activations)
   double flops_per_output = 1;  ///< multiply-adds count 2
   /// Run by Kiln's own kernel instead of an XNNPACK operator (max pooling XNNPACK refuses:

@@ -17,15 +17,6 @@ onnx::TensorProto* find_init(onnx::GraphProto* g, const std::string& name) {
   return nullptr;
 }
 
-void count_uses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
-  for (const onnx::NodeProto& n : g.node()) {
-    for (const std::string& in : n.input()) ++(*uses)[in];
-    for (const onnx::AttributeProto& a : n.attribute())
-      if (a.type() == onnx::AttributeProto::GRAPH) count_uses(a.g(), uses);  // outer-scope reads
-  }
-  for (const onnx::ValueInfoProto& o : g.output()) ++(*uses)[o.name()];
-}
-
 void set_floats(onnx::TensorProto* t, const std::vector<float>& v, const std::vector<int64_t>& dims) {
   t->clear_float_data();
   t->clear_raw_data();

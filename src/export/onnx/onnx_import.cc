@@ -18,6 +18,7 @@
 
 #include "export/graph.h"
 #include "export/onnx/batch_norm_fold.h"
+#include "export/onnx/fuse_patterns.h"
 #include "export/onnx/onnx_proto.h"
 
 namespace kiln::exporter {
@@ -97,13 +98,14 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(size_t bn_folded, fold_batch_norms(&graph));
     report_->removed_nodes += bn_folded;
     KILN_TRY(check_supported(graph));
+    if (opts_.fuse) fusions_ = find_fusions(graph);
     for (const onnx::TensorProto& t : graph.initializer()) {
       KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
       KILN_ASSIGN_OR_RETURN(int id, g_.add_constant(t.name(), h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
       names_[t.name()] = id;
     }
     KILN_TRY(add_inputs(graph));
-    KILN_TRY(import_nodes(graph));
+    KILN_TRY(import_nodes(graph, true));
     for (const onnx::ValueInfoProto& o : graph.output()) {
       auto it = names_.find(o.name());
       if (it == names_.end()) return invalid_argument("graph output '" + o.name() + "' is produced by no node");
@@ -251,14 +253,58 @@ class Importer {
     return unimplemented(msg + "; Kiln's op list is src/kernels/portable/ops.inc");
   }
 
-  Status import_nodes(const onnx::GraphProto& graph) {
+  /// `main`: the model's graph (where fusions_ apply), not an inlined If branch.
+  Status import_nodes(const onnx::GraphProto& graph, bool main = false) {
     int counter = 0;
+    size_t next_fusion = 0;
+    std::set<int> fused;  // nodes a taken fusion replaced
     for (const onnx::NodeProto& n : graph.node()) {
-      std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(counter) : n.name();
-      ++counter;
+      const int index = counter++;
+      std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
+      if (fused.count(index)) continue;
+      if (main && next_fusion < fusions_.size() && fusions_[next_fusion].nodes[0] == index) {
+        KILN_ASSIGN_OR_RETURN(bool taken, import_fusion(graph, fusions_[next_fusion++]));
+        if (taken) {
+          fused.insert(fusions_[next_fusion - 1].nodes.begin(), fusions_[next_fusion - 1].nodes.end());
+          continue;
+        }
+      }
       KILN_TRY(import_node(n, name));
     }
     return ok_status();
+  }
+
+  /// Adds candidate `f` as one instruction when the symbolic shapes allow it (see
+  /// fuse_patterns.h); false leaves its nodes to be imported one by one.
+  Result<bool> import_fusion(const onnx::GraphProto& graph, const FusionCandidate& f) {
+    const std::string first = graph.node(f.nodes[0]).name();
+    auto it = names_.find(f.x);
+    if (it == names_.end() || g_.dtype(it->second) != DType::kF32) return false;
+    const std::vector<core::ExprId>& xs = g_.shape(it->second);
+    core::ExprPool& p = g_.pool();
+    std::vector<int> inputs = {it->second};
+    core::AttrStore attrs;
+    if (f.op == "LayerNormalization") {
+      if (xs.empty() || !p.is_const_value(xs.back(), f.channels)) return false;
+      for (const std::string& s : f.params) inputs.push_back(names_.at(s));
+      attrs.set_int("axis", -1);
+      attrs.set_float("epsilon", f.epsilon);
+    } else {
+      if (static_cast<int>(xs.size()) < f.const_rank) return false;  // a constant would add axes
+      attrs.set_str("approximate", f.tanh ? "tanh" : "none");
+    }
+    // Named after the first node's scope: "/layers.0/ln1/ReduceMean" -> "/layers.0/ln1/LayerNormalization".
+    const std::string base = first.rfind('/') != std::string::npos ? first.substr(0, first.rfind('/') + 1) + f.op : f.op;
+    std::string name = base;
+    for (int k = 2; fused_names_.count(name); ++k) name = base + "#" + std::to_string(k);
+    fused_names_.insert(name);
+    std::vector<std::string> from;
+    for (int i : f.nodes) from.push_back(graph.node(i).name().empty() ? graph.node(i).op_type() + "_" + std::to_string(i) : graph.node(i).name());
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op(f.op, name, inputs, attrs, 1, from));
+    names_[f.out] = outs[0];
+    report_->fusions.push_back(f.op + " '" + name + "' <- " + std::to_string(f.nodes.size()) + " nodes");
+    report_->fused_nodes += f.nodes.size();
+    return true;
   }
 
   Result<int> lookup(const std::string& value, const std::string& node) {
@@ -471,6 +517,8 @@ class Importer {
   int64_t opset_ = 13;
   std::map<std::string, const onnx::NodeProto*> producers_;  ///< value name -> the node that makes it
   std::unordered_map<std::string, int> names_;
+  std::vector<FusionCandidate> fusions_;  // main graph, ascending first node
+  std::set<std::string> fused_names_;
 };
 
 /// For a guard `D % k == 0` on a bare dim D, the --dim that states it in the contract instead
@@ -554,6 +602,14 @@ std::string format_report(const ExportReport& r) {
   o << "  opset " << r.opset << "; " << r.onnx_nodes << " ONNX nodes -> " << r.instructions << " instructions ("
     << r.folded_shape_nodes << " shape computations and " << r.folded_constant_nodes << " constant nodes folded, "
     << r.removed_nodes << " nodes removed, " << r.views << " views)\n";
+  if (!r.fusions.empty()) {
+    std::map<std::string, int> by_op;
+    for (const std::string& f : r.fusions) ++by_op[f.substr(0, f.find(' '))];
+    o << "  fused: " << r.fused_nodes << " nodes into " << r.fusions.size() << " instructions (";
+    const char* sep = "";
+    for (const auto& [op, n] : by_op) o << sep << op << " x" << n, sep = ", ";
+    o << "; kiln inspect lists them)\n";
+  }
   o << "  inputs:\n";
   for (const auto& s : r.inputs) o << "    " << s << "\n";
   if (!r.dims.empty()) {

@@ -32,6 +32,9 @@ struct ExportOptions {
   std::string delegate = "xnnpack";
   /// `--require-coverage=F`: fail unless the delegate takes at least this share of FLOPs.
   double require_coverage = 0;
+  /// Fuse LayerNorm and GELU chains into one instruction each (fuse_patterns.h); `--no-fusion`
+  /// turns it off (the unfused reference).
+  bool fuse = true;
 };
 
 /// What export did, for its summary and the closing notes.
@@ -55,6 +58,8 @@ struct ExportReport {
   std::vector<std::string> declined;  ///< grouped: "Gather x19: op not supported by XNNPACK"
   uint64_t delegate_arena_bytes = 0;
   uint64_t delegate_lower_bound_bytes = 0;
+  std::vector<std::string> fusions;  ///< "LayerNormalization '/ln1/LayerNormalization' <- 9 nodes"
+  size_t fused_nodes = 0;
 };
 
 /// Parses "NAME=MIN..MAX[:STEP]" / "NAME=V".

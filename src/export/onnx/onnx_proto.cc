@@ -183,4 +183,13 @@ Result<core::AttrStore> attrs_from_node(const onnx::NodeProto& node) {
   return a;
 }
 
+void count_uses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
+  for (const onnx::NodeProto& n : g.node()) {
+    for (const std::string& in : n.input()) ++(*uses)[in];
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.type() == onnx::AttributeProto::GRAPH) count_uses(a.g(), uses);  // outer-scope reads
+  }
+  for (const onnx::ValueInfoProto& o : g.output()) ++(*uses)[o.name()];
+}
+
 }  // namespace kiln::exporter

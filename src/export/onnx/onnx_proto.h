@@ -1,6 +1,7 @@
 #pragma once
 // Conversions from ONNX protobuf messages to Kiln's types (importer internals).
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,8 @@ Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::stri
 /// STRINGS are joined with ','; a TENSOR attribute becomes a kFloats/kInts list of its
 /// values plus "<name>_dtype" (ONNX code).
 Result<core::AttrStore> attrs_from_node(const onnx::NodeProto& node);
+/// How many times each value is read: node inputs (subgraphs' outer-scope reads included)
+/// and graph outputs.
+void count_uses(const onnx::GraphProto& g, std::map<std::string, int>* uses);
 
 }  // namespace kiln::exporter

@@ -1,10 +1,12 @@
 // Pointwise unary ops: Relu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf, HardSigmoid,
 // HardSwish, LeakyRelu, Reciprocal, Floor, Ceil, Round, Sin, Cos, Tan, Atan, Elu, Selu,
-// Softplus, Softsign, Sign, ThresholdedRelu, Mish. Relu, Clip, Neg, Abs and Sign also take
+// Softplus, Softsign, Sign, ThresholdedRelu, Mish, Gelu (ONNX opset 20; also what export's
+// fusion makes of the Erf and Tanh chains torch writes for GELU). Relu, Clip, Neg, Abs and Sign also take
 // i64 and i32; the rest f32 only. Output shape and dtype = input's; one flat loop over the
 // actual numel.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "kernels/kernel.h"
@@ -156,6 +158,13 @@ Status softsign_shape(ShapeCtx& c) { return float_shape(c); }
 Status sign_shape(ShapeCtx& c) { return signed_shape(c); }
 Status thresholded_relu_shape(ShapeCtx& c) { return float_shape(c); }
 Status mish_shape(ShapeCtx& c) { return float_shape(c); }
+Status gelu_shape(ShapeCtx& c) {
+  KILN_TRY(float_shape(c));
+  const char* a = c.attrs.get_str("approximate", "none");
+  if (std::string(a) != "none" && std::string(a) != "tanh")
+    return c.error(std::string("approximate '") + a + "' must be 'none' or 'tanh'");
+  return ok_status();
+}
 
 Status clip_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 3));
@@ -243,6 +252,15 @@ KernelStatus sign_run(const RunCtx& c) {
 KernelStatus thresholded_relu_run(const RunCtx& c) {
   float alpha = c.attrs.get_float("alpha", 1.f);
   return map<float>(c, [=](float x) { return x > alpha ? x : 0.f; });
+}
+KernelStatus gelu_run(const RunCtx& c) {
+  // none: x/2 (1 + erf(x / sqrt 2)); tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double.
+  if (c.attrs.str_equals("approximate", "tanh"))
+    return map<float>(c, [](float x) {
+      const double v = x;
+      return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    });
+  return map<float>(c, [](float x) { return 0.5 * double(x) * (1.0 + std::erf(double(x) * 0.7071067811865476)); });
 }
 KernelStatus mish_run(const RunCtx& c) {
   return map<float>(c, [](float x) { return x * std::tanh(softplus(x)); });

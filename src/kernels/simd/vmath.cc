@@ -120,33 +120,118 @@ KILN_AVX2 void gate_avx2(const float* x, float* y, size_t n, bool hard, float al
   for (; i < n; ++i) y[i] = gate_scalar(x[i], hard, alpha, beta);
 }
 
+// Lanes [0, rem) of a vector (rem < 8): a mask for maskload/maskstore and blends, so a row's
+// tail runs in the same vector code as its body.
+KILN_AVX2 inline __m256i tail_mask(size_t rem) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+KILN_AVX2 inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+KILN_AVX2 inline float hsum(__m256 v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
+
 KILN_AVX2 void softmax_row_avx2(const float* x, float* y, size_t n) {
-  __m256 vm = _mm256_set1_ps(-INFINITY);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vm);
-  float m = -INFINITY;
-  for (float v : lanes) m = std::max(m, v);
-  for (; i < n; ++i) m = std::max(m, x[i]);
+  const size_t body = n & ~size_t{7}, rem = n - body;
+  const __m256i tail = tail_mask(rem);
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 vm = ninf;
+  for (size_t i = 0; i < body; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+  if (rem) vm = _mm256_max_ps(vm, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + body, tail), _mm256_castsi256_ps(tail)));
+  const float m = hmax(vm);
   if (m == -INFINITY) {
-    for (i = 0; i < n; ++i) y[i] = NAN;
+    for (size_t i = 0; i < n; ++i) y[i] = NAN;
     return;
   }
   const __m256 vmax = _mm256_set1_ps(m);
   __m256 vs = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
+  for (size_t i = 0; i < body; i += 8) {
     const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
     _mm256_storeu_ps(y + i, e);
     vs = _mm256_add_ps(vs, e);
   }
-  _mm256_store_ps(lanes, vs);
-  float sum = 0.f;
-  for (float v : lanes) sum += v;
-  for (; i < n; ++i) sum += (y[i] = exp_scalar(x[i] - m));
-  const __m256 inv = _mm256_set1_ps(1.f / sum);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
-  for (; i < n; ++i) y[i] *= 1.f / sum;
+  __m256 et = _mm256_setzero_ps();
+  if (rem) {
+    et = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(x + body, tail), vmax)), _mm256_castsi256_ps(tail));
+    vs = _mm256_add_ps(vs, et);
+  }
+  const __m256 inv = _mm256_set1_ps(1.f / hsum(vs));
+  for (size_t i = 0; i < body; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+  if (rem) _mm256_maskstore_ps(y + body, tail, _mm256_mul_ps(et, inv));
+}
+
+// LayerNorm of one row: two passes for the moments (as the decomposed graph computes them:
+// mean, then the mean of squared deviations), one to write.
+KILN_AVX2 void layer_norm_row_avx2(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
+  const size_t body = n & ~size_t{7}, rem = n - body;
+  const __m256i tail = tail_mask(rem);
+  __m256 vs = _mm256_setzero_ps();
+  for (size_t i = 0; i < body; i += 8) vs = _mm256_add_ps(vs, _mm256_loadu_ps(x + i));
+  if (rem) vs = _mm256_add_ps(vs, _mm256_maskload_ps(x + body, tail));
+  const __m256 mean = _mm256_set1_ps(hsum(vs) / static_cast<float>(n));
+  __m256 vq = _mm256_setzero_ps();
+  for (size_t i = 0; i < body; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), mean);
+    vq = _mm256_fmadd_ps(d, d, vq);
+  }
+  if (rem) {
+    const __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(x + body, tail), mean), _mm256_castsi256_ps(tail));
+    vq = _mm256_fmadd_ps(d, d, vq);
+  }
+  const __m256 rstd = _mm256_set1_ps(1.f / std::sqrt(hsum(vq) / static_cast<float>(n) + eps));
+  for (size_t i = 0; i < body; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mean), rstd);
+    const __m256 b = beta ? _mm256_loadu_ps(beta + i) : _mm256_setzero_ps();
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(gamma + i), b));
+  }
+  if (rem) {
+    const __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + body, tail), mean), rstd);
+    const __m256 b = beta ? _mm256_maskload_ps(beta + body, tail) : _mm256_setzero_ps();
+    _mm256_maskstore_ps(y + body, tail, _mm256_fmadd_ps(v, _mm256_maskload_ps(gamma + body, tail), b));
+  }
+}
+
+void layer_norm_row_scalar(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
+  float sum = 0.f, sq = 0.f;
+  for (size_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  for (size_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.f / std::sqrt(sq / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * gamma[i] + (beta ? beta[i] : 0.f);
+}
+
+// GELU: x/2 (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for erf.
+constexpr float kRsqrt2 = 0.70710678118654752f, kTanhGeluA = 0.7978845608028654f, kTanhGeluB = 0.044715f;
+
+float gelu_scalar(float x, bool tanh_form) {
+  const float inner = tanh_form ? tanh_scalar(kTanhGeluA * (x + kTanhGeluB * x * x * x)) : erf_scalar(x * kRsqrt2);
+  return 0.5f * x * (1.f + inner);
+}
+
+KILN_AVX2 void gelu_avx2(const float* x, float* y, size_t n, bool tanh_form) {
+  const __m256 half = _mm256_set1_ps(0.5f), a = _mm256_set1_ps(kTanhGeluA), b = _mm256_set1_ps(kTanhGeluB),
+               r2 = _mm256_set1_ps(kRsqrt2);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    __m256 inner;
+    if (tanh_form) {
+      const __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+      inner = tanh256(_mm256_mul_ps(a, _mm256_fmadd_ps(b, v3, v)));
+    } else {
+      inner = erf256(_mm256_mul_ps(v, r2));
+    }
+    const __m256 hv = _mm256_mul_ps(half, v);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(hv, inner, hv));
+  }
+  for (; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
 }
 
 void softmax_row_scalar(const float* x, float* y, size_t n) {
@@ -217,6 +302,16 @@ void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta
 
 void softmax_row(const float* x, float* y, size_t n) {
   (has_avx2() ? softmax_row_avx2 : softmax_row_scalar)(x, y, n);
+}
+
+void gelu(const float* x, float* y, size_t n, bool tanh_form) {
+  if (has_avx2()) return gelu_avx2(x, y, n, tanh_form);
+  for (size_t i = 0; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
+}
+
+void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
+  if (n == 0) return;
+  (has_avx2() ? layer_norm_row_avx2 : layer_norm_row_scalar)(x, y, n, gamma, beta, eps);
 }
 
 void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {

@@ -29,6 +29,14 @@ void sigmoid(const float* x, float* y, size_t n);
 /// beta, 0, 1) (hard: HardSwish and x * HardSigmoid(x)).
 void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta);
 
+/// GELU: x/2 (1 + erf(x / sqrt 2)), or (tanh_form) x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+/// the error is that of erf or tanh above, times |x|/2.
+void gelu(const float* x, float* y, size_t n, bool tanh_form);
+
+/// LayerNorm over one row of n: y = (x - mean) / sqrt(var + eps) * gamma + beta (beta may be
+/// null), the variance the mean of squared deviations (two passes, as the decomposed graph).
+void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps);
+
 /// One softmax row: y = exp(x - max) / sum. A row whose entries are all -inf gives NaN, as
 /// the portable Softmax does.
 void softmax_row(const float* x, float* y, size_t n);

@@ -1,0 +1,285 @@
+#include "export/onnx/fuse_patterns.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "export/onnx/onnx_proto.h"
+
+namespace kiln::exporter {
+
+namespace {
+
+class Matcher {
+ public:
+  explicit Matcher(const onnx::GraphProto& g) : g_(g) {
+    count_uses(g, &uses_);
+    for (int i = 0; i < g.node_size(); ++i) {
+      for (const std::string& o : g.node(i).output()) producer_[o] = i;
+      for (const std::string& in : g.node(i).input()) consumers_[in].push_back(i);
+    }
+    for (const onnx::TensorProto& t : g.initializer()) inits_[t.name()] = &t;
+  }
+
+  const onnx::GraphProto& graph() const { return g_; }
+  int uses(const std::string& v) const {
+    auto it = uses_.find(v);
+    return it == uses_.end() ? 0 : it->second;
+  }
+  /// Index of the node of type `op` producing v, or -1.
+  int producer(const std::string& v, const char* op) const {
+    auto it = producer_.find(v);
+    return it != producer_.end() && g_.node(it->second).op_type() == op ? it->second : -1;
+  }
+  /// Index of v's only reader when it is a node of type `op` (v read once in all), or -1.
+  int only_consumer(const std::string& v, const char* op) const {
+    if (uses(v) != 1) return -1;
+    auto it = consumers_.find(v);
+    if (it == consumers_.end() || it->second.size() != 1) return -1;
+    return g_.node(it->second[0]).op_type() == op ? it->second[0] : -1;
+  }
+  /// An f32 constant (initializer or Constant node) with its values and rank.
+  bool constant(const std::string& v, std::vector<float>* vals, int* rank) const {
+    const onnx::TensorProto* t = nullptr;
+    if (auto it = inits_.find(v); it != inits_.end()) t = it->second;
+    if (int i = producer(v, "Constant"); i >= 0)
+      for (const onnx::AttributeProto& a : g_.node(i).attribute()) {
+        if (a.name() == "value") t = &a.t();
+        if (a.name() == "value_float") {
+          *vals = {a.f()};
+          *rank = 0;
+          return true;
+        }
+      }
+    if (!t) return false;
+    Result<HostTensor> h = tensor_from_proto(*t, v);
+    if (!h.ok() || h->dtype != DType::kF32) return false;
+    vals->assign(reinterpret_cast<const float*>(h->bytes.data()),
+                 reinterpret_cast<const float*>(h->bytes.data()) + h->bytes.size() / 4);
+    *rank = static_cast<int>(h->shape.size());
+    return true;
+  }
+  bool is_initializer(const std::string& v) const { return inits_.count(v) > 0; }
+  /// A one-element f32 constant within `tol` of `want`; its rank goes into *rank (max).
+  bool scalar(const std::string& v, float want, float tol, int* rank) const {
+    std::vector<float> vals;
+    int r = 0;
+    if (!constant(v, &vals, &r) || vals.size() != 1 || !(std::fabs(vals[0] - want) <= tol)) return false;
+    *rank = std::max(*rank, r);
+    return true;
+  }
+  /// For a binary node: the input that is not `known` (or -1 when neither is).
+  static int other(const onnx::NodeProto& n, const std::string& known) {
+    if (n.input_size() != 2) return -1;
+    return n.input(0) == known ? 1 : n.input(1) == known ? 0 : -1;
+  }
+
+ private:
+  const onnx::GraphProto& g_;
+  std::map<std::string, int> uses_, producer_;
+  std::map<std::string, std::vector<int>> consumers_;
+  std::map<std::string, const onnx::TensorProto*> inits_;
+};
+
+bool reduces_last_axis(const onnx::NodeProto& n) {
+  if (n.input_size() != 1) return false;  // axes as an input (opset 18): not matched
+  bool axes_ok = false;
+  for (const onnx::AttributeProto& a : n.attribute()) {
+    if (a.name() == "axes") axes_ok = a.ints_size() == 1 && a.ints(0) == -1;
+    if (a.name() == "keepdims" && a.i() != 1) return false;
+  }
+  return axes_ok;
+}
+
+// y = d / Sqrt(ReduceMean(d^2) + eps) with d = x - ReduceMean(x), then * Scale [+ B].
+bool match_layer_norm(const Matcher& m, int div, FusionCandidate* f) {
+  const onnx::GraphProto& g = m.graph();
+  const onnx::NodeProto& dn = g.node(div);
+  if (dn.input_size() != 2) return false;
+  const std::string& d = dn.input(0);
+  const int sq = m.producer(dn.input(1), "Sqrt");
+  if (sq < 0 || m.uses(dn.input(1)) != 1) return false;
+  const int add = m.producer(g.node(sq).input(0), "Add");
+  if (add < 0 || m.uses(g.node(sq).input(0)) != 1) return false;
+  const onnx::NodeProto& an = g.node(add);
+  int r2 = -1, eps_side = -1;
+  for (int k = 0; k < 2 && an.input_size() == 2; ++k)
+    if (m.producer(an.input(k), "ReduceMean") >= 0) r2 = m.producer(an.input(k), "ReduceMean"), eps_side = 1 - k;
+  std::vector<float> eps;
+  int rank = 0;
+  if (r2 < 0 || m.uses(an.input(1 - eps_side)) != 1 || !m.constant(an.input(eps_side), &eps, &rank) ||
+      eps.size() != 1 || !(eps[0] >= 0.f) || !reduces_last_axis(g.node(r2)))
+    return false;
+  const std::string& sq_in = g.node(r2).input(0);
+  int pw = m.producer(sq_in, "Pow");
+  if (pw >= 0) {
+    int r = 0;
+    if (g.node(pw).input(0) != d || !m.scalar(g.node(pw).input(1), 2.f, 0.f, &r)) return false;
+  } else {
+    pw = m.producer(sq_in, "Mul");
+    if (pw < 0 || g.node(pw).input(0) != d || g.node(pw).input(1) != d) return false;
+  }
+  const bool mul_square = g.node(pw).op_type() == "Mul";
+  if (m.uses(sq_in) != 1 || m.uses(d) != (mul_square ? 3 : 2)) return false;
+  const int sub = m.producer(d, "Sub");
+  if (sub < 0) return false;
+  const std::string& x = g.node(sub).input(0);
+  const int r1 = m.producer(g.node(sub).input(1), "ReduceMean");
+  if (r1 < 0 || m.uses(g.node(sub).input(1)) != 1 || g.node(r1).input(0) != x || !reduces_last_axis(g.node(r1)))
+    return false;
+  // Scale (required) and B: rank-1 f32 initializers of one length.
+  const int mul = m.only_consumer(dn.output(0), "Mul");
+  if (mul < 0) return false;
+  const int scale_k = Matcher::other(g.node(mul), dn.output(0));
+  std::vector<float> vals;
+  if (scale_k < 0 || !m.is_initializer(g.node(mul).input(scale_k)) ||
+      !m.constant(g.node(mul).input(scale_k), &vals, &rank) || rank != 1 || vals.empty())
+    return false;
+  f->channels = static_cast<int64_t>(vals.size());
+  f->params = {g.node(mul).input(scale_k)};
+  f->nodes = {r1, sub, pw, r2, add, sq, div, mul};
+  f->out = g.node(mul).output(0);
+  const int badd = m.only_consumer(f->out, "Add");
+  if (badd >= 0) {
+    const int bk = Matcher::other(g.node(badd), f->out);
+    if (bk >= 0 && m.is_initializer(g.node(badd).input(bk)) && m.constant(g.node(badd).input(bk), &vals, &rank) &&
+        rank == 1 && static_cast<int64_t>(vals.size()) == f->channels) {
+      f->params.push_back(g.node(badd).input(bk));
+      f->nodes.push_back(badd);
+      f->out = g.node(badd).output(0);
+    }
+  }
+  f->op = "LayerNormalization";
+  f->x = x;
+  f->epsilon = eps[0];
+  return true;
+}
+
+// From `inner` (the Erf or Tanh output): x * 0.5 * (inner + 1), in either grouping.
+bool match_gelu_tail(const Matcher& m, const std::string& x, const std::string& inner, FusionCandidate* f) {
+  const onnx::GraphProto& g = m.graph();
+  const int add = m.only_consumer(inner, "Add");
+  if (add < 0) return false;
+  const int one = Matcher::other(g.node(add), inner);
+  if (one < 0 || !m.scalar(g.node(add).input(one), 1.f, 0.f, &f->const_rank)) return false;
+  const std::string& a = g.node(add).output(0);
+  const int mul = m.only_consumer(a, "Mul");
+  if (mul < 0) return false;
+  const std::string& other = g.node(mul).input(Matcher::other(g.node(mul), a));
+  f->nodes.push_back(add);
+  f->nodes.push_back(mul);
+  if (other == x) {  // (x * (inner + 1)) * 0.5
+    const int half = m.only_consumer(g.node(mul).output(0), "Mul");
+    if (half < 0) return false;
+    const int k = Matcher::other(g.node(half), g.node(mul).output(0));
+    if (k < 0 || !m.scalar(g.node(half).input(k), 0.5f, 0.f, &f->const_rank)) return false;
+    f->nodes.push_back(half);
+    f->out = g.node(half).output(0);
+    return true;
+  }
+  const int h = m.producer(other, "Mul");  // (x * 0.5) * (inner + 1)
+  if (h < 0 || m.uses(other) != 1) return false;
+  const int k = Matcher::other(g.node(h), x);
+  if (k < 0 || !m.scalar(g.node(h).input(k), 0.5f, 0.f, &f->const_rank)) return false;
+  f->nodes.push_back(h);
+  f->out = g.node(mul).output(0);
+  return true;
+}
+
+bool match_gelu_erf(const Matcher& m, int erf, FusionCandidate* f) {
+  const onnx::GraphProto& g = m.graph();
+  const std::string& q = g.node(erf).input(0);
+  if (m.uses(q) != 1) return false;
+  int qn = m.producer(q, "Div");
+  float want = std::sqrt(2.f);
+  if (qn < 0) qn = m.producer(q, "Mul"), want = 1.f / std::sqrt(2.f);
+  if (qn < 0) return false;
+  const onnx::NodeProto& qd = g.node(qn);
+  // Div: x / sqrt 2 (x first); Mul: either order.
+  int xk = -1;
+  for (int k = 0; k < 2 && qd.input_size() == 2; ++k)
+    if ((qd.op_type() == "Mul" || k == 0) && m.scalar(qd.input(1 - k), want, 1e-6f, &f->const_rank)) xk = k;
+  if (xk < 0) return false;
+  f->x = qd.input(xk);
+  f->nodes = {qn, erf};
+  f->op = "Gelu";
+  return match_gelu_tail(m, f->x, g.node(erf).output(0), f);
+}
+
+bool match_gelu_tanh(const Matcher& m, int tanh, FusionCandidate* f) {
+  const onnx::GraphProto& g = m.graph();
+  const std::string& c1 = g.node(tanh).input(0);
+  const int k1 = m.producer(c1, "Mul");
+  if (k1 < 0 || m.uses(c1) != 1) return false;
+  const float a = 0.7978845608028654f;
+  int bk = -1;
+  for (int k = 0; k < 2; ++k)
+    if (m.scalar(g.node(k1).input(1 - k), a, 1e-6f, &f->const_rank)) bk = k;
+  if (bk < 0) return false;
+  const std::string& b = g.node(k1).input(bk);
+  const int addn = m.producer(b, "Add");
+  if (addn < 0 || m.uses(b) != 1) return false;
+  // b = x + 0.044715 * x^3: the cubic term is the Add input made by a Mul with that constant.
+  for (int xk = 0; xk < 2; ++xk) {
+    const std::string& x = g.node(addn).input(xk);
+    const std::string& t3 = g.node(addn).input(1 - xk);
+    const int c3 = m.producer(t3, "Mul");
+    if (c3 < 0 || m.uses(t3) != 1) continue;
+    int ck = -1;
+    for (int k = 0; k < 2; ++k)
+      if (m.scalar(g.node(c3).input(1 - k), 0.044715f, 1e-7f, &f->const_rank)) ck = k;
+    if (ck < 0) continue;
+    const std::string& cube = g.node(c3).input(ck);
+    if (m.uses(cube) != 1) continue;
+    std::vector<int> cube_nodes;
+    if (int p = m.producer(cube, "Pow"); p >= 0) {
+      if (g.node(p).input(0) != x || !m.scalar(g.node(p).input(1), 3.f, 0.f, &f->const_rank)) continue;
+      cube_nodes = {p};
+    } else if (int mc = m.producer(cube, "Mul"); mc >= 0) {
+      const int sk = Matcher::other(g.node(mc), x);
+      if (sk < 0) continue;
+      const std::string& sq = g.node(mc).input(sk);
+      const int ms = m.producer(sq, "Mul");
+      if (ms < 0 || m.uses(sq) != 1 || g.node(ms).input(0) != x || g.node(ms).input(1) != x) continue;
+      cube_nodes = {ms, mc};
+    } else {
+      continue;
+    }
+    f->x = x;
+    f->nodes = cube_nodes;
+    for (int n : {c3, addn, k1, tanh}) f->nodes.push_back(n);
+    f->op = "Gelu";
+    f->tanh = true;
+    return match_gelu_tail(m, x, g.node(tanh).output(0), f);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph) {
+  Matcher m(graph);
+  std::vector<FusionCandidate> out;
+  std::set<int> taken;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const std::string& op = graph.node(i).op_type();
+    FusionCandidate f;
+    bool hit = false;
+    if (op == "Div") hit = match_layer_norm(m, i, &f);
+    else if (op == "Erf") hit = match_gelu_erf(m, i, &f);
+    else if (op == "Tanh") hit = match_gelu_tanh(m, i, &f);
+    if (!hit) continue;
+    std::sort(f.nodes.begin(), f.nodes.end());
+    bool disjoint = std::adjacent_find(f.nodes.begin(), f.nodes.end()) == f.nodes.end();
+    for (int n : f.nodes) disjoint = disjoint && !taken.count(n);
+    // Graph outputs are read by the graph, never only inside a chain (uses counted them).
+    if (!disjoint) continue;
+    taken.insert(f.nodes.begin(), f.nodes.end());
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const FusionCandidate& a, const FusionCandidate& b) { return a.nodes[0] < b.nodes[0]; });
+  return out;
+}
+
+}  // namespace kiln::exporter

@@ -1,0 +1,39 @@
+#pragma once
+// Export-time fusion of the op chains torch writes for LayerNorm and GELU into one
+// LayerNormalization or Gelu instruction each. Matching is on the ONNX graph, by op type,
+// data flow, constant values and use counts only (every intermediate value is read by the
+// chain alone), so it holds for every symbolic shape; what only shapes can tell (the
+// normalized axis has as many elements as Scale; the scalar constants broadcast into x
+// without adding axes) the importer checks on the symbolic shapes before it takes a
+// candidate, and imports the chain node by node otherwise.
+//
+//   LayerNormalization (axis -1):  m = ReduceMean(x, [-1]); d = x - m; v = ReduceMean(d^2, [-1]);
+//                                  y = d / Sqrt(v + eps) * Scale [+ B]
+//   Gelu (approximate none):       x * 0.5 * (Erf(x / sqrt 2 | x * 1/sqrt 2) + 1)
+//   Gelu (approximate tanh):       x * 0.5 * (Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)) + 1)
+// The Gelu tails are matched in either order ((x * 0.5) * (..+1) or (x * (..+1)) * 0.5), x^3
+// as x * (x * x) or Pow(x, 3), and d^2 as Pow(d, 2) or d * d.
+
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+
+namespace kiln::exporter {
+
+struct FusionCandidate {
+  std::string op;                   ///< "LayerNormalization" or "Gelu"
+  std::vector<int> nodes;           ///< graph node indices it replaces, ascending
+  std::string x;                    ///< the chain's input
+  std::vector<std::string> params;  ///< LayerNormalization: Scale, then B if any (initializers)
+  std::string out;                  ///< the chain's output value
+  float epsilon = 0.f;              ///< LayerNormalization
+  bool tanh = false;                ///< Gelu: approximate = tanh
+  int64_t channels = 0;             ///< LayerNormalization: elements of Scale (and B)
+  int const_rank = 0;               ///< Gelu: the highest rank among its scalar constants
+};
+
+/// Candidates in `graph` (main graph only), disjoint, in the order of their first node.
+std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph);
+
+}  // namespace kiln::exporter
