@@ -19,7 +19,25 @@ void select(const RunCtx& c) {
   it.init(c.out(0), c.inputs, 3);
   it.for_each_row([&](int64_t o, int64_t oc, int64_t ox, int64_t oy, int64_t count, int64_t sc, int64_t sx,
                       int64_t sy) {
-    for (int64_t i = 0; i < count; ++i) out[o + i] = cond[oc + i * sc] ? x[ox + i * sx] : y[oy + i * sy];
+    // Contiguous rows with one side possibly a broadcast scalar (masked_fill: Where(mask, -inf,
+    // scores)) get loops with constant strides, which the compiler vectorizes.
+    const uint8_t* cr = cond + oc;
+    Word* orow = out + o;
+    if (sc == 1 && sx == 1 && sy == 1) {
+      const Word* xr = x + ox;
+      const Word* yr = y + oy;
+      for (int64_t i = 0; i < count; ++i) orow[i] = cr[i] ? xr[i] : yr[i];
+    } else if (sc == 1 && sx == 0 && sy == 1) {
+      const Word xv = x[ox];
+      const Word* yr = y + oy;
+      for (int64_t i = 0; i < count; ++i) orow[i] = cr[i] ? xv : yr[i];
+    } else if (sc == 1 && sx == 1 && sy == 0) {
+      const Word yv = y[oy];
+      const Word* xr = x + ox;
+      for (int64_t i = 0; i < count; ++i) orow[i] = cr[i] ? xr[i] : yv;
+    } else {
+      for (int64_t i = 0; i < count; ++i) orow[i] = cond[oc + i * sc] ? x[ox + i * sx] : y[oy + i * sy];
+    }
   });
 }
 
