@@ -157,15 +157,8 @@ class BertTiny(nn.Module):
         return (x * m).sum(dim=1) / torch.clamp(m.sum(dim=1), min=1.0)
 
 
-class KvBlock(nn.Module):
+class KvBlock(GptBlock):
     """A GptBlock that appends this step's keys and values to a cache of length P."""
-
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def forward(self, x, past_k, past_v, allowed):  # allowed: [b, 1, T, P+T] bool
         b, t, c = x.size()
