@@ -253,21 +253,22 @@ class Importer {
     return unimplemented(msg + "; Kiln's op list is src/kernels/portable/ops.inc");
   }
 
-  /// `main`: the model's graph (where fusions_ apply), not an inlined If branch.
+  /// `main`: the model's graph (where fusions_ apply), not an inlined If branch. A fusion
+  /// candidate's nodes are imported as they come; at its last node (where every operand it
+  /// reads exists) the fused instruction replaces that node when the shapes allow, and the
+  /// chain's other instructions, read by nothing else, are dropped as dead at emit.
   Status import_nodes(const onnx::GraphProto& graph, bool main = false) {
+    std::map<int, const FusionCandidate*> at_last;
+    if (main)
+      for (const FusionCandidate& f : fusions_) at_last[f.nodes.back()] = &f;
     int counter = 0;
-    size_t next_fusion = 0;
-    std::set<int> fused;  // nodes a taken fusion replaced
     for (const onnx::NodeProto& n : graph.node()) {
       const int index = counter++;
       std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
-      if (fused.count(index)) continue;
-      if (main && next_fusion < fusions_.size() && fusions_[next_fusion].nodes[0] == index) {
-        KILN_ASSIGN_OR_RETURN(bool taken, import_fusion(graph, fusions_[next_fusion++]));
-        if (taken) {
-          fused.insert(fusions_[next_fusion - 1].nodes.begin(), fusions_[next_fusion - 1].nodes.end());
-          continue;
-        }
+      auto f = at_last.find(index);
+      if (f != at_last.end()) {
+        KILN_ASSIGN_OR_RETURN(bool taken, import_fusion(graph, *f->second));
+        if (taken) continue;
       }
       KILN_TRY(import_node(n, name));
     }
