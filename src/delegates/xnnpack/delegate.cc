@@ -14,6 +14,7 @@
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
 #include "delegates/xnnpack/pointwise.h"
+#include "kernels/portable/attention.h"
 #include "delegates/xnnpack/layout.h"
 #include "delegates/xnnpack/max_pool_nhwc.h"
 #include "kernels/kernel.h"
@@ -112,7 +113,7 @@ struct Delegate::Op {
   MaxPoolGeometry pool_geom;                 // own max pooling
   /// Which kernel runs the op: an XNNPACK operator (xop, copies) or one of Kiln's.
   enum class Own : uint8_t { kNone, kDense, kDepthwise, kMaxPool, kAffine, kErf, kTanh, kGelu, kGate, kMatMul,
-                            kSoftmax, kLayerNorm, kPortable } own = Own::kNone;
+                            kSoftmax, kLayerNorm, kAttention, kPortable } own = Own::kNone;
   const float* ln_gamma = nullptr;  // own LayerNorm: constant Scale and B (null: none), from the program
   const float* ln_beta = nullptr;
   MatMulGeometry mm;  // Own::kMatMul, at the bound-to shape
@@ -323,6 +324,7 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
     case OpKind::kConcat:  // one strided copy per input, made by the caller
     case OpKind::kBatchNorm:  // own kernels: no operator
     case OpKind::kLayerNorm:
+    case OpKind::kAttention:
     case OpKind::kResize:
     case OpKind::kBatchMatMul:
       break;
@@ -543,6 +545,7 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
               : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kErf ? Own::kErf
               : op->plan.kind == OpKind::kUnary && op->plan.unary == UnaryOp::kGelu ? Own::kGelu
               : op->plan.kind == OpKind::kLayerNorm ? Own::kLayerNorm
+              : op->plan.kind == OpKind::kAttention ? Own::kAttention
                                                                                     : Own::kPortable;
     if (op->own == Own::kLayerNorm) {
       op->ln_gamma = static_cast<const float*>(operands[1].const_data);
@@ -557,6 +560,10 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
         op->scale.push_back(s);
         op->shift.push_back(v[2][ch] - v[3][ch] * s);
       }
+    }
+    if (op->own == Own::kAttention) {  // the portable op's decoding, rows split over the pool
+      attrs_of(in, &op->portable_attrs);
+      for (int32_t v : *dop->inputs()) op->portable_ins.push_back(v >= 0 ? &(*views)[v] : nullptr);
     }
     if (op->own == Own::kPortable) {
       op->portable_def = op->plan.kind == OpKind::kResize ? nullptr : kernels::find_op(in->op()->c_str());
@@ -596,6 +603,22 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
 Delegate::~Delegate() = default;
 
 namespace {
+
+// FusedAttention: tasks of up to 16 query rows of one batch slice.
+struct AttentionJob {
+  const kernels::RunCtx* ctx;
+  simd::AttentionSlice base;
+  size_t row_blocks;
+};
+constexpr size_t kAttentionRows = 16;
+
+void attention_task(void* p, size_t task) {
+  const AttentionJob& j = *static_cast<const AttentionJob*>(p);
+  simd::AttentionSlice s;
+  kernels::fused_attention_batch(*j.ctx, j.base, static_cast<int64_t>(task / j.row_blocks), &s);
+  const size_t r0 = (task % j.row_blocks) * kAttentionRows;
+  simd::attention_rows(s, r0, std::min(s.lq, r0 + kAttentionRows));
+}
 
 // `t` seen channels-last: a twin as is, a channels-first value with its dims permuted.
 TensorView as_nhwc(const TensorView& t, bool twin) {
@@ -816,6 +839,7 @@ Status Delegate::setup() {
         }
         case OpKind::kBatchNorm:  // own kernels: nothing to set up here
         case OpKind::kLayerNorm:
+        case OpKind::kAttention:
         case OpKind::kResize:
         case OpKind::kBatchMatMul:
           break;
@@ -902,6 +926,24 @@ Status Delegate::run_op(Op& op) {
       const size_t n = op.plan.channels;
       layer_norm_rows(x.as<float>(), op.out->as<float>(), n ? numel(x) / n : 0, n, op.ln_gamma, op.ln_beta, op.plan.alpha,
                       op.pool);
+      return ok_status();
+    }
+    case Op::Own::kAttention: {
+      const TensorView* ins[3 + simd::kAttentionMaxPost] = {};
+      const size_t n = std::min<size_t>(op.portable_ins.size(), 3 + simd::kAttentionMaxPost);
+      for (size_t k = 0; k < n; ++k) ins[k] = op.portable_ins[k];
+      TensorView* out = op.out;
+      kernels::RunCtx ctx;
+      ctx.inputs = ins;
+      ctx.num_inputs = static_cast<uint32_t>(n);
+      ctx.outputs = &out;
+      ctx.num_outputs = 1;
+      ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
+      AttentionJob job{&ctx, {}, 0};
+      int64_t batches = 0;
+      if (!kernels::fused_attention_slices(ctx, &job.base, &batches)) return internal_error(op.what + ": kernel failed");
+      job.row_blocks = (job.base.lq + kAttentionRows - 1) / kAttentionRows;
+      pthreadpool_parallelize_1d(op.pool, attention_task, &job, static_cast<size_t>(batches) * job.row_blocks, 0);
       return ok_status();
     }
     case Op::Own::kSoftmax: {

@@ -281,7 +281,7 @@ Result<std::pair<float, float>> fusable_activation(const std::string& op, core::
 Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vector<Operand>& ins,
                        const std::vector<std::vector<core::ExprId>>& out_shapes, const core::ExprNode* exprs) {
   OpPlan p;
-  static const char* kKnown[] = {"BatchNormalization", "LayerNormalization", "Resize", "ConvTranspose", "Erf", "Tanh", "Gelu", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
+  static const char* kKnown[] = {"BatchNormalization", "LayerNormalization", "FusedAttention", "Resize", "ConvTranspose", "Erf", "Tanh", "Gelu", "Pow", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm", "MatMul", "Add", "Sub",
                                  "Mul", "Div", "Max", "Min", "Softmax", "Concat", "Relu", "Clip", "Sigmoid",
                                  "HardSwish", "LeakyRelu", "Elu", "Abs", "Neg", "Floor", "Ceil", "Sqrt", "Round"};
   bool known = false;
@@ -289,8 +289,13 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
   for (const char* k : kPortablePointwise) known = known || op == k;
   if (!known) return decline("op not supported by XNNPACK");
   if (ins.empty() || !ins[0].present) return decline("no input");
-  // Resize's roi/scales/sizes operands may be integers; every other operand is f32.
-  if (op == "Resize" ? ins[0].dtype != DType::kF32 : !all_f32(ins)) return decline("only f32 is delegated");
+  // Resize's roi/scales/sizes and FusedAttention's masks may be integers or bool.
+  if (op == "Resize" || op == "FusedAttention") {
+    for (size_t k = 0; k < (op == "Resize" ? 1u : std::min<size_t>(3, ins.size())); ++k)
+      if (ins[k].dtype != DType::kF32) return decline("only f32 is delegated");
+  } else if (!all_f32(ins)) {
+    return decline("only f32 is delegated");
+  }
   const bool binary = op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
   if (ins[0].const_data && !(binary && ins.size() == 2 && !ins[1].const_data))
     return decline("a constant input (folded at export)");
@@ -354,6 +359,14 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
     p.own_kernel = true;
     p.alpha = attrs.get_float("epsilon", 1e-5f);
     p.flops_per_output = 2;
+  } else if (op == "FusedAttention") {
+    p.kind = OpKind::kAttention;
+    p.layout = Layout::kPlain;
+    p.own_kernel = true;
+    if (ins.size() < 3 || ins[0].shape.size() < 2 || ins[2].shape.size() < 2) return decline("operands of rank below 2");
+    const int64_t lk = const_of(exprs, ins[2].shape[ins[2].shape.size() - 2]);
+    const int64_t d = const_of(exprs, ins[0].shape.back());
+    p.flops_per_output = 4.0 * static_cast<double>(lk > 0 ? lk : 64) * static_cast<double>(d > 0 ? d : 16);
   } else if (op == "LayerNormalization") {
     const size_t rank = ins[0].shape.size();
     int64_t axis = attrs.get_int("axis", -1);

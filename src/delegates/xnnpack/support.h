@@ -40,6 +40,7 @@ enum class OpKind : uint8_t {
   kResize,     ///< Resize of H and W, channels-last (the portable kernel's maths)
   kBatchMatMul,  ///< MatMul with a computed (or batched) right operand: Kiln's kernel, B read in place
   kLayerNorm,    ///< LayerNormalization over the last axis with constant Scale/B: Kiln's kernel
+  kAttention,    ///< FusedAttention (export's fusion): Kiln's online-softmax kernel
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),

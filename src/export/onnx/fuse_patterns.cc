@@ -61,6 +61,26 @@ class Matcher {
     return true;
   }
   bool is_initializer(const std::string& v) const { return inits_.count(v) > 0; }
+  /// A Dropout that is the identity (as the importer reads it): training_mode absent or a
+  /// constant false, or a constant ratio 0 (torchvision's Swin: training=True, p=0); its mask
+  /// output unnamed or unread.
+  bool inference_dropout(const onnx::NodeProto& n) const {
+    if (n.output_size() > 1 && !n.output(1).empty() && uses(n.output(1)) > 0) return false;
+    auto zero = [&](int k, bool absent) {  // input k is absent (-> `absent`) or a constant of zero bytes
+      if (n.input_size() <= k || n.input(k).empty()) return absent;
+      const onnx::TensorProto* t = nullptr;
+      if (auto it = inits_.find(n.input(k)); it != inits_.end()) t = it->second;
+      if (int i = producer(n.input(k), "Constant"); i >= 0)
+        for (const onnx::AttributeProto& a : g_.node(i).attribute())
+          if (a.name() == "value") t = &a.t();
+      Result<HostTensor> h = t ? tensor_from_proto(*t, n.input(k)) : Result<HostTensor>(invalid_argument(""));
+      if (!h.ok() || h->bytes.empty()) return false;
+      for (uint8_t b : h->bytes)
+        if (b) return false;
+      return true;
+    };
+    return zero(2, true) || zero(1, false);  // not training, or a ratio of 0 (the default is 0.5)
+  }
   /// A one-element f32 constant within `tol` of `want`; its rank goes into *rank (max).
   bool scalar(const std::string& v, float want, float tol, int* rank) const {
     std::vector<float> vals;
@@ -137,7 +157,7 @@ bool match_layer_norm(const Matcher& m, int div, FusionCandidate* f) {
       !m.constant(g.node(mul).input(scale_k), &vals, &rank) || rank != 1 || vals.empty())
     return false;
   f->channels = static_cast<int64_t>(vals.size());
-  f->params = {g.node(mul).input(scale_k)};
+  f->inputs = {g.node(mul).input(scale_k)};
   f->nodes = {r1, sub, pw, r2, add, sq, div, mul};
   f->out = g.node(mul).output(0);
   const int badd = m.only_consumer(f->out, "Add");
@@ -145,14 +165,15 @@ bool match_layer_norm(const Matcher& m, int div, FusionCandidate* f) {
     const int bk = Matcher::other(g.node(badd), f->out);
     if (bk >= 0 && m.is_initializer(g.node(badd).input(bk)) && m.constant(g.node(badd).input(bk), &vals, &rank) &&
         rank == 1 && static_cast<int64_t>(vals.size()) == f->channels) {
-      f->params.push_back(g.node(badd).input(bk));
+      f->inputs.push_back(g.node(badd).input(bk));
       f->nodes.push_back(badd);
       f->out = g.node(badd).output(0);
     }
   }
   f->op = "LayerNormalization";
-  f->x = x;
-  f->epsilon = eps[0];
+  f->inputs.insert(f->inputs.begin(), x);
+  f->attrs.set_int("axis", -1);
+  f->attrs.set_float("epsilon", eps[0]);
   return true;
 }
 
@@ -201,10 +222,11 @@ bool match_gelu_erf(const Matcher& m, int erf, FusionCandidate* f) {
   for (int k = 0; k < 2 && qd.input_size() == 2; ++k)
     if ((qd.op_type() == "Mul" || k == 0) && m.scalar(qd.input(1 - k), want, 1e-6f, &f->const_rank)) xk = k;
   if (xk < 0) return false;
-  f->x = qd.input(xk);
+  f->inputs = {qd.input(xk)};
   f->nodes = {qn, erf};
   f->op = "Gelu";
-  return match_gelu_tail(m, f->x, g.node(erf).output(0), f);
+  f->attrs.set_str("approximate", "none");
+  return match_gelu_tail(m, f->inputs[0], g.node(erf).output(0), f);
 }
 
 bool match_gelu_tanh(const Matcher& m, int tanh, FusionCandidate* f) {
@@ -246,19 +268,137 @@ bool match_gelu_tanh(const Matcher& m, int tanh, FusionCandidate* f) {
     } else {
       continue;
     }
-    f->x = x;
+    f->inputs = {x};
     f->nodes = cube_nodes;
     for (int n : {c3, addn, k1, tanh}) f->nodes.push_back(n);
     f->op = "Gelu";
-    f->tanh = true;
+    f->attrs.set_str("approximate", "tanh");
     return match_gelu_tail(m, x, g.node(tanh).output(0), f);
   }
   return false;
 }
 
+int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t def) {
+  for (const onnx::AttributeProto& a : n.attribute())
+    if (a.name() == name) return a.i();
+  return def;
+}
+
+// Softmax(post_ops(MatMul(Q, K^T) * scale)) x V, walked back from the Softmax.
+bool match_attention(const Matcher& m, int softmax, int64_t opset, FusionCandidate* f) {
+  const onnx::GraphProto& g = m.graph();
+  const onnx::NodeProto& sm = g.node(softmax);
+  const int64_t axis = attr_int(sm, "axis", opset >= 13 ? -1 : 1);
+  if (opset < 13 && axis != -1) return false;  // 2-D coercion: only axis -1 is the last axis alone
+  std::vector<int> nodes = {softmax};
+  std::string probs = sm.output(0);
+  if (const int dr = m.only_consumer(probs, "Dropout"); dr >= 0) {  // inference Dropout: the identity
+    const onnx::NodeProto& dn = g.node(dr);
+    if (!m.inference_dropout(dn)) return false;
+    nodes.push_back(dr);
+    probs = dn.output(0);
+  }
+  const int av = m.only_consumer(probs, "MatMul");
+  if (av < 0 || g.node(av).input(0) != probs) return false;
+  nodes.push_back(av);
+  std::vector<int64_t> kinds;
+  std::vector<float> fills;
+  std::vector<std::string> post_inputs;
+  std::string s = sm.input(0);
+  float scale = 1.f;
+  for (;;) {  // post ops, last first
+    if (m.uses(s) != 1) return false;
+    if (int a = m.producer(s, "Add"); a >= 0 && kinds.size() < 4) {
+      const onnx::NodeProto& an = g.node(a);
+      // The chain continues through the operand made by a Where, Add, Mul, Div or MatMul.
+      // Exactly one operand may qualify; two would leave the scores' side ambiguous.
+      int chain = -1, qualifying = 0;
+      for (int k = 0; k < 2 && an.input_size() == 2; ++k) {
+        bool q = false;
+        for (const char* op : {"Where", "Add", "Mul", "Div", "MatMul"}) q = q || m.producer(an.input(k), op) >= 0;
+        if (q && m.uses(an.input(k)) == 1) chain = k, ++qualifying;
+      }
+      if (qualifying != 1) return false;
+      kinds.push_back(1);
+      fills.push_back(0.f);
+      post_inputs.push_back(an.input(1 - chain));
+      nodes.push_back(a);
+      s = an.input(chain);
+      continue;
+    }
+    if (int w = m.producer(s, "Where"); w >= 0 && kinds.size() < 4) {
+      const onnx::NodeProto& wn = g.node(w);
+      std::vector<float> fill;
+      int rank = 0;
+      if (wn.input_size() != 3) return false;
+      int chain = -1;
+      if (m.constant(wn.input(1), &fill, &rank) && fill.size() == 1) chain = 2;        // cond ? fill : s
+      else if (m.constant(wn.input(2), &fill, &rank) && fill.size() == 1) chain = 1;   // cond ? s : fill
+      if (chain < 0) return false;
+      kinds.push_back(chain == 2 ? 2 : 3);
+      fills.push_back(fill[0]);
+      post_inputs.push_back(wn.input(0));
+      nodes.push_back(w);
+      s = wn.input(chain);
+      continue;
+    }
+    break;
+  }
+  // The scale: a Div or Mul by a one-element constant, at most one.
+  for (const char* op : {"Div", "Mul"}) {
+    const int n = m.producer(s, op);
+    if (n < 0) continue;
+    const onnx::NodeProto& nn = g.node(n);
+    std::vector<float> c;
+    int rank = 0;
+    int chain = -1;
+    if (nn.input_size() == 2 && m.constant(nn.input(1), &c, &rank) && c.size() == 1) chain = 0;
+    else if (std::string(op) == "Mul" && nn.input_size() == 2 && m.constant(nn.input(0), &c, &rank) && c.size() == 1) chain = 1;
+    if (chain < 0 || rank > 0 || !(c[0] != 0.f) || !std::isfinite(c[0])) continue;  // a rank-0 scalar adds no axes
+    scale = std::string(op) == "Div" ? 1.f / c[0] : c[0];
+    nodes.push_back(n);
+    s = nn.input(chain);
+    if (m.uses(s) != 1) return false;
+    break;
+  }
+  const int qk = m.producer(s, "MatMul");
+  if (qk < 0 || m.uses(s) != 1) return false;
+  nodes.push_back(qk);
+  std::string k = g.node(qk).input(1);
+  bool k_transposed = true;
+  if (int t = m.producer(k, "Transpose"); t >= 0 && m.uses(k) == 1) {
+    const onnx::NodeProto& tn = g.node(t);
+    std::vector<int64_t> perm;
+    for (const onnx::AttributeProto& a : tn.attribute())
+      if (a.name() == "perm") perm.assign(a.ints().begin(), a.ints().end());
+    bool swap_last = perm.size() >= 2;
+    for (size_t i = 0; swap_last && i + 2 < perm.size(); ++i) swap_last = perm[i] == static_cast<int64_t>(i);
+    const int64_t r = static_cast<int64_t>(perm.size());
+    if (swap_last && perm[r - 2] == r - 1 && perm[r - 1] == r - 2) {
+      k = tn.input(0);
+      k_transposed = false;
+      nodes.push_back(t);
+    }
+  }
+  std::reverse(kinds.begin(), kinds.end());
+  std::reverse(fills.begin(), fills.end());
+  std::reverse(post_inputs.begin(), post_inputs.end());
+  f->op = "FusedAttention";
+  f->inputs = {g.node(qk).input(0), k, g.node(av).input(1)};
+  f->inputs.insert(f->inputs.end(), post_inputs.begin(), post_inputs.end());
+  f->attrs.set_float("scale", scale);
+  f->attrs.set_int("k_transposed", k_transposed ? 1 : 0);
+  f->attrs.set_ints("post", kinds);
+  f->attrs.set_floats("fill", fills);
+  f->softmax_axis = axis;
+  f->nodes = nodes;
+  f->out = g.node(av).output(0);
+  return true;
+}
+
 }  // namespace
 
-std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph) {
+std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t opset) {
   Matcher m(graph);
   std::vector<FusionCandidate> out;
   std::set<int> taken;
@@ -269,6 +409,7 @@ std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph) {
     if (op == "Div") hit = match_layer_norm(m, i, &f);
     else if (op == "Erf") hit = match_gelu_erf(m, i, &f);
     else if (op == "Tanh") hit = match_gelu_tanh(m, i, &f);
+    else if (op == "Softmax") hit = match_attention(m, i, opset, &f);
     if (!hit) continue;
     std::sort(f.nodes.begin(), f.nodes.end());
     bool disjoint = std::adjacent_find(f.nodes.begin(), f.nodes.end()) == f.nodes.end();

@@ -98,7 +98,7 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(size_t bn_folded, fold_batch_norms(&graph));
     report_->removed_nodes += bn_folded;
     KILN_TRY(check_supported(graph));
-    if (opts_.fuse) fusions_ = find_fusions(graph);
+    if (opts_.fuse) fusions_ = find_fusions(graph, opset_);
     for (const onnx::TensorProto& t : graph.initializer()) {
       KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
       KILN_ASSIGN_OR_RETURN(int id, g_.add_constant(t.name(), h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
@@ -275,24 +275,53 @@ class Importer {
     return ok_status();
   }
 
+  /// FusedAttention's operands structurally as the fused op needs them (no new guards): one
+  /// rank, the same batch axes, D and Lk matching, the Softmax over the last axis, and post
+  /// tensors that broadcast onto the scores without growing them.
+  bool attention_shapes_agree(const FusionCandidate& f, const std::vector<int>& in) {
+    core::ExprPool& p = g_.pool();
+    const auto& q = g_.shape(in[0]);
+    const auto& k = g_.shape(in[1]);
+    const auto& v = g_.shape(in[2]);
+    const size_t r = q.size();
+    if (r < 2 || k.size() != r || v.size() != r || g_.dtype(in[1]) != DType::kF32 || g_.dtype(in[2]) != DType::kF32)
+      return false;
+    if (f.softmax_axis != -1 && f.softmax_axis != static_cast<int64_t>(r) - 1) return false;
+    for (size_t a = 0; a + 2 < r; ++a)
+      if (q[a] != k[a] || q[a] != v[a]) return false;
+    const bool kt = f.attrs.view().get_int("k_transposed", 1) != 0;
+    const core::ExprId d = kt ? k[r - 2] : k[r - 1], lk = kt ? k[r - 1] : k[r - 2];
+    if (q[r - 1] != d || lk != v[r - 2]) return false;
+    std::vector<core::ExprId> scores(q.begin(), q.end() - 1);
+    scores.push_back(lk);
+    for (size_t i = 3; i < in.size(); ++i) {
+      const auto& s = g_.shape(in[i]);
+      if (s.size() > r) return false;
+      for (size_t a = 0; a < s.size(); ++a)
+        if (!p.is_const_value(s[a], 1) && s[a] != scores[r - s.size() + a]) return false;
+    }
+    return true;
+  }
+
   /// Adds candidate `f` as one instruction when the symbolic shapes allow it (see
   /// fuse_patterns.h); false leaves its nodes to be imported one by one.
   Result<bool> import_fusion(const onnx::GraphProto& graph, const FusionCandidate& f) {
     const std::string first = graph.node(f.nodes[0]).name();
-    auto it = names_.find(f.x);
-    if (it == names_.end() || g_.dtype(it->second) != DType::kF32) return false;
-    const std::vector<core::ExprId>& xs = g_.shape(it->second);
+    std::vector<int> inputs;
+    for (const std::string& in : f.inputs) {
+      auto it = names_.find(in);
+      if (it == names_.end()) return false;
+      inputs.push_back(it->second);
+    }
+    if (g_.dtype(inputs[0]) != DType::kF32) return false;
     core::ExprPool& p = g_.pool();
-    std::vector<int> inputs = {it->second};
-    core::AttrStore attrs;
+    const std::vector<core::ExprId>& xs = g_.shape(inputs[0]);
     if (f.op == "LayerNormalization") {
       if (xs.empty() || !p.is_const_value(xs.back(), f.channels)) return false;
-      for (const std::string& s : f.params) inputs.push_back(names_.at(s));
-      attrs.set_int("axis", -1);
-      attrs.set_float("epsilon", f.epsilon);
-    } else {
+    } else if (f.op == "Gelu") {
       if (static_cast<int>(xs.size()) < f.const_rank) return false;  // a constant would add axes
-      attrs.set_str("approximate", f.tanh ? "tanh" : "none");
+    } else if (!attention_shapes_agree(f, inputs)) {
+      return false;
     }
     // Named after the first node's scope: "/layers.0/ln1/ReduceMean" -> "/layers.0/ln1/LayerNormalization".
     const std::string base = first.rfind('/') != std::string::npos ? first.substr(0, first.rfind('/') + 1) + f.op : f.op;
@@ -301,7 +330,7 @@ class Importer {
     fused_names_.insert(name);
     std::vector<std::string> from;
     for (int i : f.nodes) from.push_back(graph.node(i).name().empty() ? graph.node(i).op_type() + "_" + std::to_string(i) : graph.node(i).name());
-    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op(f.op, name, inputs, attrs, 1, from));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op(f.op, name, inputs, f.attrs, 1, from));
     names_[f.out] = outs[0];
     report_->fusions.push_back(f.op + " '" + name + "' <- " + std::to_string(f.nodes.size()) + " nodes");
     report_->fused_nodes += f.nodes.size();

@@ -1,0 +1,224 @@
+#include "kernels/simd/attention.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/simd/avx2_math.h"
+#include "kernels/simd/vmath.h"
+
+namespace kiln::simd {
+
+namespace {
+
+using namespace detail;  // NOLINT: the building blocks of this file
+
+// Post ops on the scores s of row i against keys [j0, j0 + t).
+inline void post_ops(const AttentionSlice& a, size_t i, size_t j0, size_t t, float* s) {
+  for (int p = 0; p < a.num_post; ++p) {
+    const AttentionPost& op = a.post[p];
+    const ptrdiff_t base = static_cast<ptrdiff_t>(i) * op.row_stride + static_cast<ptrdiff_t>(j0) * op.col_stride;
+    if (op.kind == AttentionPost::kAdd) {
+      const float* b = static_cast<const float*>(op.data) + base;
+      if (op.col_stride == 1)
+        for (size_t j = 0; j < t; ++j) s[j] += b[j];
+      else
+        for (size_t j = 0; j < t; ++j) s[j] += b[static_cast<ptrdiff_t>(j) * op.col_stride];
+    } else {
+      const uint8_t* c = static_cast<const uint8_t*>(op.data) + base;
+      const bool when = op.kind == AttentionPost::kFillWhere;
+      for (size_t j = 0; j < t; ++j)
+        if ((c[static_cast<ptrdiff_t>(j) * op.col_stride] != 0) == when) s[j] = op.fill;
+    }
+  }
+}
+
+// Scores of row i against a key tile given as K^T rows (kt[e * ld + j], j < t), scaled.
+void scores_scalar(const AttentionSlice& a, size_t i, const float* kt, size_t ld, size_t t, float* s) {
+  const float* q = a.q + i * a.d;
+  for (size_t j = 0; j < t; ++j) s[j] = 0.f;
+  for (size_t e = 0; e < a.d; ++e)
+    for (size_t j = 0; j < t; ++j) s[j] += q[e] * kt[e * ld + j];
+  for (size_t j = 0; j < t; ++j) s[j] *= a.scale;
+}
+
+// NB keys at once (NB/8 accumulators, independent FMA chains over d).
+template <size_t NB>
+KILN_AVX2 inline void scores_block(const float* q, size_t d, const float* kt, size_t ld, __m256 scale, float* s) {
+  __m256 acc[NB / 8];
+  for (size_t b = 0; b < NB / 8; ++b) acc[b] = _mm256_setzero_ps();
+  for (size_t e = 0; e < d; ++e, kt += ld) {
+    const __m256 qe = _mm256_broadcast_ss(q + e);
+    for (size_t b = 0; b < NB / 8; ++b) acc[b] = _mm256_fmadd_ps(qe, _mm256_loadu_ps(kt + 8 * b), acc[b]);
+  }
+  for (size_t b = 0; b < NB / 8; ++b) _mm256_storeu_ps(s + 8 * b, _mm256_mul_ps(acc[b], scale));
+}
+
+KILN_AVX2 void scores_avx2(const AttentionSlice& a, size_t i, const float* kt, size_t ld, size_t t, float* s) {
+  const float* q = a.q + i * a.d;
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  size_t j = 0;
+  for (; j + 64 <= t; j += 64) scores_block<64>(q, a.d, kt + j, ld, scale, s + j);
+  for (; j + 32 <= t; j += 32) scores_block<32>(q, a.d, kt + j, ld, scale, s + j);
+  for (; j + 8 <= t; j += 8) scores_block<8>(q, a.d, kt + j, ld, scale, s + j);
+  for (; j < t; ++j) {
+    float acc = 0.f;
+    for (size_t e = 0; e < a.d; ++e) acc += q[e] * kt[e * ld + j];
+    s[j] = acc * a.scale;
+  }
+}
+
+// p[j] = exp(s[j] - m) for j < t; returns their sum.
+KILN_AVX2 float exp_sum_avx2(float* s, size_t t, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 8 <= t; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(s + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum(acc);
+  for (; j < t; ++j) sum += (s[j] = exp_scalar(s[j] - m));
+  return sum;
+}
+
+float exp_sum_scalar(float* s, size_t t, float m) {
+  float sum = 0.f;
+  for (size_t j = 0; j < t; ++j) sum += (s[j] = exp_scalar(s[j] - m));
+  return sum;
+}
+
+// o[0, 8 NB) = o * corr + sum over j < t of p[j] * v_j[0, 8 NB): NB vectors of output columns,
+// keys two at a time into separate accumulators (independent FMA chains), summed at the end.
+// NB is a constant so the accumulators stay in registers.
+template <size_t NB>
+KILN_AVX2 inline void accumulate_block(const float* v0, size_t dv, size_t t, const float* p, __m256 vc, float* o) {
+  __m256 x[NB], y[NB];
+  for (size_t b = 0; b < NB; ++b) x[b] = _mm256_mul_ps(_mm256_loadu_ps(o + 8 * b), vc), y[b] = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 2 <= t; j += 2) {
+    const __m256 p0 = _mm256_broadcast_ss(p + j), p1 = _mm256_broadcast_ss(p + j + 1);
+    const float* r0 = v0 + j * dv;
+    for (size_t b = 0; b < NB; ++b) {
+      x[b] = _mm256_fmadd_ps(p0, _mm256_loadu_ps(r0 + 8 * b), x[b]);
+      y[b] = _mm256_fmadd_ps(p1, _mm256_loadu_ps(r0 + dv + 8 * b), y[b]);
+    }
+  }
+  for (; j < t; ++j)
+    for (size_t b = 0; b < NB; ++b) x[b] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v0 + j * dv + 8 * b), x[b]);
+  for (size_t b = 0; b < NB; ++b) _mm256_storeu_ps(o + 8 * b, _mm256_add_ps(x[b], y[b]));
+}
+
+KILN_AVX2 void accumulate_avx2(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
+  const size_t dv = a.dv, body = dv & ~size_t{7};
+  const __m256 vc = _mm256_set1_ps(corr);
+  const float* v0 = a.v + j0 * dv;
+  size_t e = 0;
+  for (; e + 32 <= body; e += 32) accumulate_block<4>(v0 + e, dv, t, p, vc, o + e);
+  if (e + 16 <= body) accumulate_block<2>(v0 + e, dv, t, p, vc, o + e), e += 16;
+  if (e + 8 <= body) accumulate_block<1>(v0 + e, dv, t, p, vc, o + e), e += 8;
+  if (body < dv) {
+    const __m256i tail = tail_mask(dv - body);
+    __m256 x = _mm256_mul_ps(_mm256_maskload_ps(o + body, tail), vc), y = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 2 <= t; j += 2) {
+      x = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_maskload_ps(v0 + j * dv + body, tail), x);
+      y = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j + 1), _mm256_maskload_ps(v0 + (j + 1) * dv + body, tail), y);
+    }
+    for (; j < t; ++j) x = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_maskload_ps(v0 + j * dv + body, tail), x);
+    _mm256_maskstore_ps(o + body, tail, _mm256_add_ps(x, y));
+  }
+}
+
+// Max of s[0, t).
+KILN_AVX2 float tile_max_avx2(const float* s, size_t t) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  size_t j = 0;
+  for (; j + 8 <= t; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
+  float r = hmax(m);
+  for (; j < t; ++j) r = std::max(r, s[j]);
+  return r;
+}
+
+void accumulate_scalar(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
+  for (size_t e = 0; e < a.dv; ++e) {
+    float acc = o[e] * corr;
+    for (size_t j = 0; j < t; ++j) acc += p[j] * a.v[(j0 + j) * a.dv + e];
+    o[e] = acc;
+  }
+}
+
+// Query rows are taken in blocks of kRowBlock, key tiles in the outer loop, so a tile of K
+// (transposed into `kt` when K is stored by rows) is read once per block; each row keeps its
+// running max m, sum l and output row (rescaled as tiles come).
+constexpr size_t kRowBlock = 16;
+constexpr size_t kMaxTileD = 128;  // K stored by rows with a larger D is read key by key
+
+template <bool kAvx2>
+void rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
+  float s[kAttentionTile];
+  float m[kRowBlock], l[kRowBlock];
+  static thread_local float kt_buf[kMaxTileD * kAttentionTile];  // one per thread, 32 KiB, no heap in execute
+  for (size_t r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
+    const size_t rn = std::min(kRowBlock, row_end - r0);
+    for (size_t r = 0; r < rn; ++r) {
+      m[r] = -INFINITY;
+      l[r] = 0.f;
+      std::memset(a.out + (r0 + r) * a.dv, 0, a.dv * sizeof(float));
+    }
+    for (size_t j0 = 0; j0 < a.lk; j0 += kAttentionTile) {
+      const size_t t = std::min(kAttentionTile, a.lk - j0);
+      const float* kt = a.k + j0;  // K^T rows, `ld` apart
+      size_t ld = a.lk;
+      if (!a.k_transposed) {
+        if (a.d <= kMaxTileD) {
+          for (size_t j = 0; j < t; ++j)
+            for (size_t e = 0; e < a.d; ++e) kt_buf[e * kAttentionTile + j] = a.k[(j0 + j) * a.d + e];
+          kt = kt_buf;
+          ld = kAttentionTile;
+        }
+      }
+      for (size_t r = 0; r < rn; ++r) {
+        const size_t i = r0 + r;
+        if (a.k_transposed || a.d <= kMaxTileD) {
+          kAvx2 ? scores_avx2(a, i, kt, ld, t, s) : scores_scalar(a, i, kt, ld, t, s);
+        } else {
+          for (size_t j = 0; j < t; ++j) {
+            float acc = 0.f;
+            for (size_t e = 0; e < a.d; ++e) acc += a.q[i * a.d + e] * a.k[(j0 + j) * a.d + e];
+            s[j] = acc * a.scale;
+          }
+        }
+        post_ops(a, i, j0, t, s);
+        float tile_max = -INFINITY;
+        if (kAvx2) {
+          tile_max = tile_max_avx2(s, t);
+        } else {
+          for (size_t j = 0; j < t; ++j) tile_max = std::max(tile_max, s[j]);
+        }
+        const float m_new = std::max(m[r], tile_max);
+        if (m_new == -INFINITY) continue;  // every score so far is -inf: nothing to add yet
+        const float corr = m[r] == -INFINITY ? 0.f : exp_scalar(m[r] - m_new);
+        const float sum = kAvx2 ? exp_sum_avx2(s, t, m_new) : exp_sum_scalar(s, t, m_new);
+        l[r] = l[r] * corr + sum;
+        float* o = a.out + i * a.dv;
+        kAvx2 ? accumulate_avx2(a, j0, t, s, corr, o) : accumulate_scalar(a, j0, t, s, corr, o);
+        m[r] = m_new;
+      }
+    }
+    for (size_t r = 0; r < rn; ++r) {
+      const float inv = a.lk == 0 ? 0.f : m[r] == -INFINITY ? NAN : 1.f / l[r];  // all -inf: NaN, as Softmax
+      float* o = a.out + (r0 + r) * a.dv;
+      for (size_t e = 0; e < a.dv; ++e) o[e] *= inv;
+    }
+  }
+}
+
+}  // namespace
+
+void attention_rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
+  if (a.dv == 0) return;
+  (has_avx2() ? rows<true> : rows<false>)(a, row_begin, row_end);
+}
+
+}  // namespace kiln::simd
