@@ -1,5 +1,9 @@
 #include "kernels/kernel.h"
 
+#include <pthreadpool.h>
+
+#include <algorithm>
+
 #include <cstring>
 
 namespace kiln::kernels {
@@ -186,6 +190,29 @@ KernelStatus run_once(const OpDef& op, RunCtx ctx) {
     ctx.op_data = &data;
   }
   return op.run(ctx);
+}
+
+namespace {
+struct ChunkJob {
+  void (*fn)(void*, size_t, size_t);
+  void* ctx;
+  size_t n, chunk;
+};
+void run_chunk(void* p, size_t k) {
+  const ChunkJob& j = *static_cast<const ChunkJob*>(p);
+  j.fn(j.ctx, k * j.chunk, std::min(j.n, (k + 1) * j.chunk));
+}
+}  // namespace
+
+void parallel_for(const RunCtx& c, size_t n, size_t grain, void (*fn)(void* ctx, size_t begin, size_t end), void* ctx) {
+  if (n == 0) return;
+  const size_t threads = c.pool ? pthreadpool_get_threads_count(c.pool) : 1;
+  grain = std::max<size_t>(1, grain);
+  if (threads <= 1 || n <= grain) return fn(ctx, 0, n);
+  // About 4 chunks per thread (load balance), none smaller than the grain.
+  const size_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  ChunkJob job{fn, ctx, n, chunk};
+  pthreadpool_parallelize_1d(c.pool, run_chunk, &job, (n + chunk - 1) / chunk, 0);
 }
 
 }  // namespace kiln::kernels

@@ -16,6 +16,8 @@
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
+typedef struct pthreadpool* pthreadpool_t;
+
 namespace kiln::kernels {
 
 using core::ExprId;
@@ -152,6 +154,9 @@ struct RunCtx {
   size_t scratch_bytes = 0;
   /// What the op's prepare function derived at create; nullptr for ops without one.
   const OpData* op_data = nullptr;
+  /// The Method's thread pool (MethodOptions::cpu_threads > 1), or nullptr: run on the
+  /// calling thread. Kernels split work with parallel_for, sized from the actual shapes.
+  pthreadpool_t pool = nullptr;
 
   bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
   const TensorView& in(uint32_t i) const { return *inputs[i]; }
@@ -179,5 +184,15 @@ KernelStatus run_once(const OpDef& op, RunCtx ctx);
 const OpDef* find_op(const char* name);
 /// All registered ops, in ops.inc order.
 const OpDef* all_ops(size_t* count);
+
+/// Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, split over c.pool
+/// when there is one and more than one chunk (else inline). Work per call, not per item: the
+/// caller sizes `grain` so a chunk is worth waking a thread for.
+void parallel_for(const RunCtx& c, size_t n, size_t grain, void (*fn)(void* ctx, size_t begin, size_t end), void* ctx);
+
+template <typename F>
+void parallel_for(const RunCtx& c, size_t n, size_t grain, F&& f) {
+  parallel_for(c, n, grain, [](void* p, size_t b, size_t e) { (*static_cast<F*>(p))(b, e); }, &f);
+}
 
 }  // namespace kiln::kernels

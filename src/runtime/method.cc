@@ -393,6 +393,7 @@ Status Method::execute() {
   if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
   kernels::RunCtx ctx;
   ctx.expr_values = s.expr_values.data();
+  ctx.pool = s.pool;
   if (s.profiling) ++s.profiled_runs;
   for (const Impl::Step& step : s.schedule) {
     if (step.region >= 0) {

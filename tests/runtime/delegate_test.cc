@@ -195,6 +195,27 @@ TEST_P(FusedVsUnfused, SameOutputsAtEveryShape) {
   }
 }
 
+// Portable kernels that split work over the pool (Transpose, Slice, the recurrent layers'
+// input projections, ...) on two threads against one, at every shape: the split follows the
+// actual shapes, never the bound.
+class PortableThreads : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PortableThreads, TwoThreadsMatchOneAtEveryShape) {
+  const nlohmann::json model = zoo_model(GetParam());
+  std::unique_ptr<AlignedBytes> image = export_model(model, "none");
+  auto program = image->load();
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  MethodOptions one, two;
+  two.cpu_threads = 2;
+  auto a = Method::create(**program, "forward", two);
+  auto b = Method::create(**program, "forward", one);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GE(compare_at_every_shape(model, **a, **b, 1235, "portable, 2 threads vs 1"), 10) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PortableThreads, ::testing::ValuesIn(zoo_model_names()),
+                         [](const auto& info) { return info.param; });
+
 INSTANTIATE_TEST_SUITE_P(Transformers, FusedVsUnfused,
                          ::testing::Values("bert_tiny", "gpt_tiny", "gpt_kv_step", "conformer_tiny", "swin_tiny"),
                          [](const auto& info) { return info.param; });

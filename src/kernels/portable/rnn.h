@@ -174,10 +174,14 @@ inline RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, co
   rnn_transpose(c.in(1).as<float>() + d * gh * in, gh, in, s.wt);
   rnn_transpose(c.in(2).as<float>() + d * gh * hs, gh, hs, s.rt);
   const float* x = c.in(0).as<float>();
-  std::fill(s.proj, s.proj + rows * gh, 0.f);
-  for (int64_t row = 0; row < rows; ++row)
-    simd::add_vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + row * in,
-                     s.proj + row * gh);
+  // Rows split over the pool (chunks of at least ~64K multiply-adds), as the actual sizes say.
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 65536 / std::max<int64_t>(1, gh * in)));
+  parallel_for(c, static_cast<size_t>(rows), grain, [&](size_t b, size_t e) {
+    std::fill(s.proj + b * gh, s.proj + e * gh, 0.f);
+    for (size_t row = b; row < e; ++row)
+      simd::add_vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + row * in,
+                       s.proj + row * gh);
+  });
   return s;
 }
 

@@ -266,7 +266,7 @@ KernelStatus slice_run(const RunCtx& c) {
     base += start[k] * in_strides[k];
     strides[k] = step[k] * in_strides[k];
   }
-  strided_copy(y.data, x.data, dtype_size(x.dtype), x.rank, dims, strides, base);
+  strided_copy(c, y.data, x.data, dtype_size(x.dtype), x.rank, dims, strides, base);
   return KernelStatus::kOk;
 }
 

@@ -2,9 +2,11 @@
 // Strided read, contiguous write: the one loop behind Transpose and Slice. Elements are
 // copied as bytes of their dtype size, so every dtype takes the same path.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/kernel.h"
 #include "kiln/tensor.h"
 
 namespace kiln::kernels {
@@ -72,6 +74,35 @@ inline void row_major_strides(const TensorView& v, int64_t* out) {
     out[k] = s;
     s *= v.dims[k];
   }
+}
+
+/// strided_copy split over c.pool along the outermost axis of more than one element (axes of
+/// one are skipped), in chunks of at least 64 KiB of output; the split follows the actual dims.
+inline void strided_copy(const RunCtx& c, void* dst, const void* src, size_t elem_size, int rank, const int64_t* dims,
+                         const int64_t* strides, int64_t base) {
+  int a = 0;
+  while (a + 1 < rank && dims[a] == 1) ++a;
+  if (rank == 0 || !c.pool || dims[a] < 2) return strided_copy(dst, src, elem_size, rank, dims, strides, base);
+  int64_t inner = 1;  // output elements per index of axis a
+  for (int k = a + 1; k < rank; ++k) inner *= dims[k];
+  const size_t row_bytes = static_cast<size_t>(inner) * elem_size;
+  struct Job {
+    void* dst;
+    const void* src;
+    size_t elem_size, row_bytes;
+    int rank, a;
+    const int64_t* dims;
+    const int64_t* strides;
+    int64_t base;
+  } job{dst, src, elem_size, row_bytes, rank, a, dims, strides, base};
+  parallel_for(c, static_cast<size_t>(dims[a]), (65536 + row_bytes - 1) / std::max<size_t>(1, row_bytes),
+               [&job](size_t b, size_t e) {
+                 int64_t d[kMaxRank];
+                 for (int k = 0; k < job.rank; ++k) d[k] = job.dims[k];
+                 d[job.a] = static_cast<int64_t>(e - b);
+                 strided_copy(static_cast<unsigned char*>(job.dst) + b * job.row_bytes, job.src, job.elem_size, job.rank, d,
+                              job.strides, job.base + static_cast<int64_t>(b) * job.strides[job.a]);
+               });
 }
 
 }  // namespace kiln::kernels

@@ -83,7 +83,7 @@ KernelStatus transpose_run(const RunCtx& c) {
     strides[k] = in_strides[perm[k]];
     if (y.dims[k] != dims[k]) return KernelStatus::kInvalidValue;
   }
-  strided_copy(y.data, x.data, dtype_size(x.dtype), x.rank, dims, strides, 0);
+  strided_copy(c, y.data, x.data, dtype_size(x.dtype), x.rank, dims, strides, 0);
   return KernelStatus::kOk;
 }
 
