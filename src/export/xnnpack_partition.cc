@@ -182,6 +182,16 @@ int Partitioner::fusable_next(int32_t i, int32_t last) const {
     }
   }
   if (!plans_[i] || !xnn::takes_clamp(plans_[i]->kind) || in.outputs.size() != 1) return -1;
+  // A fully connected layer's bias Add (MatMul then Add of a constant vector, as torch writes
+  // nn.Linear on inputs of rank > 2) folds into the layer's bias.
+  if (plans_[i]->kind == xnn::OpKind::kFullyConnected && !is_output_[in.outputs[0]] && readers_[in.outputs[0]].size() == 1) {
+    const int32_t j = readers_[in.outputs[0]][0];
+    const format::InstructionDesc& a = m_.instructions[j];
+    if (j > i && j < last && plans_[j] && a.inputs.size() == 2 && a.inputs[0] != a.inputs[1]) {
+      const int yk = a.inputs[0] == in.outputs[0] ? 0 : 1;
+      if (xnn::fusable_bias(*plans_[i], a.op, operands(a), yk, rank(in.outputs[0]), m_.exprs.data()).ok()) return j;
+    }
+  }
   if (plans_[i]->kind == xnn::OpKind::kBinary && (plans_[i]->binary == xnn::BinaryOp::kMax || plans_[i]->binary == xnn::BinaryOp::kMin)) return -1;
   const int y = in.outputs[0];
   if (is_output_[y] || readers_[y].size() != 1) return -1;

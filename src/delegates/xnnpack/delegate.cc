@@ -119,6 +119,7 @@ struct Delegate::Op {
   MatMulGeometry mm;  // Own::kMatMul, at the bound-to shape
   Gate gate;  // Own::kGate: y = x * act(x)
   std::vector<float> scale, shift;           // own BatchNormalization: y = x * scale + shift per channel
+  std::vector<float> fused_bias;             // fully connected: its bias plus a fused Add's constant
   // Own ops computed by portable maths (pointwise ops; Resize channels-last): the kernel, its
   // attributes, and every operand's view (constants included).
   kernels::RunFn portable = nullptr;
@@ -269,7 +270,9 @@ Status create_kernel(const OpPlan& p, const fb::Instruction* in, const uint8_t* 
                    op->what, "create");
     }
     case OpKind::kFullyConnected: {
-      const float* bias = in->inputs()->size() > 2 ? const_f32(in->inputs()->Get(2)) : nullptr;
+      const float* bias = !op->fused_bias.empty()    ? op->fused_bias.data()
+                          : in->inputs()->size() > 2 ? const_f32(in->inputs()->Get(2))
+                                                     : nullptr;
       return check(xnn_create_fully_connected_nc_f32(p.channels, p.out_channels, p.channels, p.out_channels,
                                                      const_f32(in->inputs()->Get(1)), bias, lo, hi,
                                                      p.transpose_weights ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0, x),
@@ -380,6 +383,7 @@ bool create_dense(const OpPlan& p, const fb::Instruction* in, const uint8_t* con
     return reinterpret_cast<const float*>(constants + val->offset());
   };
   const float* bias = in->inputs()->size() > 2 && in->inputs()->Get(2) >= 0 ? const_f32(in->inputs()->Get(2)) : nullptr;
+  if (!op->fused_bias.empty()) bias = op->fused_bias.data();
   if (depthwise) {
     op->own = Delegate::Op::Own::kDepthwise;
     op->depthwise = std::make_unique<DepthwiseWeights>();
@@ -513,9 +517,17 @@ Result<std::unique_ptr<Delegate::Op>> Delegate::create_op(const fb::Method* m, c
     const int32_t x = in->inputs()->Get(0), act = in->outputs()->Get(0);
     const bool reads_both = f->inputs()->size() == 2 && ((f->inputs()->Get(0) == x && f->inputs()->Get(1) == act) ||
                                                          (f->inputs()->Get(0) == act && f->inputs()->Get(1) == x));
+    const int32_t y = in->outputs()->Get(0);
+    const int yk = f->inputs()->size() == 2 && f->inputs()->Get(1) == y ? 1 : 0;
+    Result<const float*> bias =
+        fusable_bias(op->plan, f->op()->str(), operands_of(m, file, f), yk, m->values()->Get(y)->shape()->size(), exprs.data());
     if (gate.ok() && reads_both && op->plan.kind == OpKind::kUnary) {
       op->own = Op::Own::kGate;
       op->gate = *gate;
+    } else if (bias.ok() && f->inputs()->Get(yk) == y) {  // the Add's constant joins the layer's bias
+      const float* own = in->inputs()->size() > 2 && in->inputs()->Get(2) >= 0 ? static_cast<const float*>(operands[2].const_data) : nullptr;
+      op->fused_bias.assign(*bias, *bias + op->plan.out_channels);
+      for (size_t k = 0; own && k < op->fused_bias.size(); ++k) op->fused_bias[k] += own[k];
     } else {
       KILN_TRY(fuse_clamp(m, file, dop->fused(), op.get()));
     }

@@ -256,6 +256,19 @@ Result<Gate> fusable_gate(const std::string& source_op, core::Attrs source_attrs
   return g;
 }
 
+Result<const float*> fusable_bias(const OpPlan& fc, const std::string& op, const std::vector<Operand>& ins, int y_operand,
+                                  size_t out_rank, const ExprNode* exprs) {
+  if (fc.kind != OpKind::kFullyConnected || op != "Add" || ins.size() != 2 || (y_operand != 0 && y_operand != 1))
+    return decline("not a bias");
+  const Operand& b = ins[1 - y_operand];
+  if (!b.present || !b.const_data || b.dtype != DType::kF32 || b.shape.empty() || b.shape.size() > out_rank)
+    return decline("not a constant vector");
+  for (size_t k = 0; k + 1 < b.shape.size(); ++k)
+    if (const_of(exprs, b.shape[k]) != 1) return decline("not a vector");
+  if (const_of(exprs, b.shape.back()) != static_cast<int64_t>(fc.out_channels)) return decline("not out_channels long");
+  return static_cast<const float*>(b.const_data);
+}
+
 bool takes_clamp(OpKind k) {
   return k == OpKind::kConv || k == OpKind::kConvTranspose || k == OpKind::kFullyConnected || k == OpKind::kMaxPool || k == OpKind::kAveragePool ||
          k == OpKind::kGlobalAveragePool || k == OpKind::kBinary || k == OpKind::kBatchNorm;

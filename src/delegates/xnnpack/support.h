@@ -99,6 +99,12 @@ struct Gate {
 /// gate; otherwise an error. The caller checks that the Mul reads exactly x and act(x).
 Result<Gate> fusable_gate(const std::string& source_op, core::Attrs source_attrs, const std::string& fused_op);
 
+/// If an Add reading a fully connected layer's output `y` (operand `y_operand`, 0 or 1) and a
+/// constant f32 vector of its out_channels (shape [N] or [1, ..., N], no longer than the
+/// output's rank `out_rank`) can fold into that layer's bias, the vector; otherwise an error.
+Result<const float*> fusable_bias(const OpPlan& fc, const std::string& op, const std::vector<Operand>& ins, int y_operand,
+                                  size_t out_rank, const core::ExprNode* exprs);
+
 /// True when the op kind takes a fused output clamp.
 bool takes_clamp(OpKind k);
 
