@@ -2,6 +2,7 @@
 // directions, layouts and optional inputs against a double reference written from the ONNX
 // equations, errors, and symbolic shapes (T, batch) run below the bound.
 #include <gtest/gtest.h>
+#include <pthreadpool.h>
 
 #include <cmath>
 
@@ -195,9 +196,9 @@ TEST(Gru, SymbolicShapesAndBelowBound) {
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.shape, "[T, 2, batch, 16]");
   EXPECT_EQ(pool.shape_to_string(r.outputs[1].shape), "[2, batch, 16]");
-  // (3 gates + temp + h) * 16 * 4 bytes per batch row, then rows 3*16 wide: W^T (5), R^T (16),
-  // a bias row and the input projections (T*batch), times 4 bytes
-  EXPECT_EQ(pool.to_string(r.scratch_bytes), "320*batch + 192*T*batch + 4224");
+  // Per direction (2): (3 gates + temp + h) * 16 * 4 bytes per batch row, then rows 3*16 wide:
+  // W^T (5), R^T (16), a bias row and the input projections (T*batch), times 4 bytes
+  EXPECT_EQ(pool.to_string(r.scratch_bytes), "640*batch + 384*T*batch + 8448");
   EXPECT_EQ(guards_text(pool, r), "");
 
   std::mt19937 rng(5);
@@ -218,6 +219,13 @@ TEST(Gru, SymbolicShapesAndBelowBound) {
     GruRef want = reference_gru(c, in);
     expect_close(outs[0], want.y, c.describe() + " Y");
     expect_close(outs[1], want.yh, c.describe() + " Y_h");
+    // The two directions on two threads (each its own scratch slot): the same bits.
+    std::vector<Tensor> threaded = outs;
+    pthreadpool_t threads = pthreadpool_create(2);
+    ASSERT_EQ(run_kernel("GRU", in.list(false, true), &threaded, c.attrs(false), scratch.data(), need, threads),
+              kernels::KernelStatus::kOk);
+    pthreadpool_destroy(threads);
+    for (size_t o = 0; o < 2; ++o) EXPECT_EQ(threaded[o].bytes, outs[o].bytes) << c.describe() << " output " << o;
     // Too little scratch is refused rather than overrun.
     if (need > 4) {
       EXPECT_EQ(run_kernel("GRU", in.list(false, true), &outs, c.attrs(false), scratch.data(), need - 4),

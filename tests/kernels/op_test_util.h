@@ -128,7 +128,8 @@ inline int64_t broadcast_source(const std::vector<int64_t>& out, const std::vect
 inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tensor>& inputs,
                                         std::vector<Tensor>* outputs,
                                         const core::AttrStore& attrs = core::AttrStore(),
-                                        void* scratch = nullptr, size_t scratch_bytes = 0) {
+                                        void* scratch = nullptr, size_t scratch_bytes = 0,
+                                        pthreadpool_t pool = nullptr) {
   const kernels::OpDef* op = kernels::find_op(name);
   EXPECT_TRUE(op && op->run) << name;
   if (!op || !op->run) return kernels::KernelStatus::kInvalidValue;
@@ -159,6 +160,7 @@ inline kernels::KernelStatus run_kernel(const char* name, const std::vector<Tens
   rc.attrs = attrs.view();
   rc.scratch = scratch;
   rc.scratch_bytes = scratch_bytes;
+  rc.pool = pool;
   return kernels::run_once(*op, rc);
 }
 

@@ -31,11 +31,11 @@ KernelStatus gru_run(const RunCtx& c) {
     if (rnn_seq_len(c, r, b) < 0) return KernelStatus::kInvalidValue;
   const bool lbr = c.attrs.get_int("linear_before_reset", 0) != 0;
   const int64_t hs = r.hidden, in = r.input, g3 = 3 * hs;
-  float* gates = static_cast<float*>(c.scratch);  // [batch, 3H]
-  float* tmp = gates + r.batch * g3;              // [batch, H]
-  float* hstate = tmp + r.batch * hs;             // [batch, H]
   float* y = c.out(0).as<float>();
-  for (int64_t d = 0; d < r.dirs; ++d) {
+  rnn_run_directions(c, r, [&](const RunCtx& c, int64_t d) {
+    float* gates = rnn_slot(c, kGru, r, d);  // [batch, 3H]
+    float* tmp = gates + r.batch * g3;       // [batch, H]
+    float* hstate = tmp + r.batch * hs;      // [batch, H]
     const float* wb = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g3 : nullptr;
     const float* rb = wb ? wb + g3 : nullptr;
     const RnnAct fa = r.f(d, 0, 2), ga = r.f(d, 1, 2);
@@ -66,7 +66,7 @@ KernelStatus gru_run(const RunCtx& c) {
       std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
     });
     rnn_finish_direction(c, r, d, &hstate, 1);
-  }
+  });
   return KernelStatus::kOk;
 }
 

@@ -35,12 +35,12 @@ KernelStatus lstm_run(const RunCtx& c) {
   for (int64_t b = 0; b < r.batch; ++b)
     if (rnn_seq_len(c, r, b) < 0) return KernelStatus::kInvalidValue;
   const int64_t hs = r.hidden, in = r.input, g4 = 4 * hs;
-  float* gates = static_cast<float*>(c.scratch);  // [batch, 4H]
-  float* hstate = gates + r.batch * g4;           // [batch, H]
-  float* cstate = hstate + r.batch * hs;          // [batch, H]
   float* y = c.out(0).as<float>();
-  float* const states[2] = {hstate, cstate};
-  for (int64_t d = 0; d < r.dirs; ++d) {
+  rnn_run_directions(c, r, [&](const RunCtx& c, int64_t d) {
+    float* gates = rnn_slot(c, kLstm, r, d);  // [batch, 4H]
+    float* hstate = gates + r.batch * g4;     // [batch, H]
+    float* cstate = hstate + r.batch * hs;    // [batch, H]
+    float* const states[2] = {hstate, cstate};
     const float* bias = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g4 : nullptr;
     const float* peep = c.has_input(7) ? c.in(7).as<float>() + d * 3 * hs : nullptr;  // Pi, Po, Pf
     const RnnAct fa = r.f(d, 0, 3), ga = r.f(d, 1, 3), ha = r.f(d, 2, 3);
@@ -72,7 +72,7 @@ KernelStatus lstm_run(const RunCtx& c) {
       std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
     });
     rnn_finish_direction(c, r, d, states, 2);
-  }
+  });
   return KernelStatus::kOk;
 }
 

@@ -127,6 +127,33 @@ inline bool rnn_read_acts(const core::Attrs& a, int per_dir, int dirs, RnnAct* a
   return true;
 }
 
+/// Floats of scratch one direction uses: per batch row (gates and states), then W^T, R^T, a
+/// bias row and the input projections. Each direction has its own slot, so the two of a
+/// bidirectional layer can run at once.
+inline int64_t rnn_slot_floats(const RnnKind& k, const RnnRun& r) {
+  return k.scratch_rows * r.batch * r.hidden + k.gates * r.hidden * (r.input + r.hidden + 1 + r.seq * r.batch);
+}
+
+/// Direction d's scratch slot.
+inline float* rnn_slot(const RunCtx& c, const RnnKind& k, const RnnRun& r, int64_t d) {
+  return static_cast<float*>(c.scratch) + d * rnn_slot_floats(k, r);
+}
+
+/// Runs fn(ctx, d) for each direction: the two of a bidirectional layer on two threads when
+/// the pool has them (each with a ctx whose pool is null: no nested splitting), else in order.
+template <typename Fn>
+inline void rnn_run_directions(const RunCtx& c, const RnnRun& r, Fn fn) {
+  if (r.dirs == 2 && c.pool) {
+    RunCtx inner = c;
+    inner.pool = nullptr;
+    parallel_for(c, 2, 1, [&](size_t b, size_t e) {
+      for (size_t d = b; d < e; ++d) fn(inner, static_cast<int64_t>(d));
+    });
+    return;
+  }
+  for (int64_t d = 0; d < r.dirs; ++d) fn(c, d);
+}
+
 /// Reads attributes and actual sizes for the kernel; false when they are inconsistent
 /// (the shape function rejected such nodes already).
 inline bool rnn_read(const RunCtx& c, const RnnKind& k, RnnRun* r) {
@@ -140,9 +167,7 @@ inline bool rnn_read(const RunCtx& c, const RnnKind& k, RnnRun* r) {
   r->batch = x.dims[r->layout1 ? 0 : 1];
   r->input = x.dims[2];
   r->hidden = c.in(2).dims[2];
-  size_t need = static_cast<size_t>(k.scratch_rows * r->batch * r->hidden +
-                                    k.gates * r->hidden * (r->input + r->hidden + 1 + r->seq * r->batch)) *
-                sizeof(float);
+  size_t need = static_cast<size_t>(r->dirs) * rnn_slot_floats(k, *r) * sizeof(float);
   return c.scratch != nullptr && c.scratch_bytes >= need;
 }
 
@@ -167,7 +192,7 @@ struct RnnDirScratch {
 inline RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, const RnnRun& r, int64_t d) {
   const int64_t gh = k.gates * r.hidden, in = r.input, hs = r.hidden, rows = r.seq * r.batch;
   RnnDirScratch s;
-  s.wt = static_cast<float*>(c.scratch) + k.scratch_rows * r.batch * r.hidden;
+  s.wt = rnn_slot(c, k, r, d) + k.scratch_rows * r.batch * r.hidden;
   s.rt = s.wt + in * gh;
   s.bias = s.rt + hs * gh;
   s.proj = s.bias + gh;
@@ -342,12 +367,12 @@ inline Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* d
     c.out(o).dtype = DType::kF32;
     c.out(o).shape = state;
   }
-  // Per batch row: gates and states; per direction, reused (each gates*H wide): W^T, R^T,
-  // a bias row and the input projections of all seq*batch rows (rnn_prepare_direction).
+  // One slot per direction (rnn_slot_floats): per batch row, gates and states; then, each
+  // gates*H wide, W^T, R^T, a bias row and the input projections of all seq*batch rows.
   const ExprId per_row = p.mul(p.constant(k.scratch_rows), p.mul(batch, h));
   const ExprId width = p.add(p.add(c.in(0).shape[2], h), p.add(p.constant(1), p.mul(seq, batch)));
   const ExprId per_dir = p.mul(p.mul(p.constant(k.gates), h), width);
-  c.scratch_bytes = p.mul(p.constant(static_cast<int64_t>(sizeof(float))), p.add(per_row, per_dir));
+  c.scratch_bytes = p.mul(p.constant(static_cast<int64_t>(sizeof(float))), p.mul(d, p.add(per_row, per_dir)));
   *hidden = h;
   *dirs = d;
   return ok_status();
