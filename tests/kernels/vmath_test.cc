@@ -80,6 +80,20 @@ TEST(Vmath, LayerNormRowMatchesDoubleAtEveryTailLength) {
   }
 }
 
+TEST(Vmath, NanPassesThroughInVectorBodyAndScalarTail) {
+  std::vector<float> x(11, 0.5f), y(11);
+  x[3] = x[9] = NAN;  // lane 3 of the vector body, and the scalar tail (9 >= 8)
+  for (auto f : {simd::erf, simd::tanh, simd::sigmoid}) {
+    f(x.data(), y.data(), x.size());
+    EXPECT_TRUE(std::isnan(y[3]) && std::isnan(y[9]));
+    EXPECT_FALSE(std::isnan(y[0]) || std::isnan(y[10]));
+  }
+  for (bool t : {false, true}) {
+    simd::gelu(x.data(), y.data(), x.size(), t);
+    EXPECT_TRUE(std::isnan(y[3]) && std::isnan(y[9]));
+  }
+}
+
 TEST(Vmath, AddVecmatMatchesDoubleAtBlockEdges) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);

@@ -32,8 +32,11 @@ constexpr float kExpLo = -87.3365f, kExpHi = 88.3762626647949f;
 constexpr float kExpP[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
+// Clamps to [lo, hi]; NaN passes through (as the vector code's min/max with x second do).
+inline float clamp_nan(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 inline float erf_scalar(float a) {
-  const float x = std::max(-4.f, std::min(4.f, a)), x2 = x * x;
+  const float x = clamp_nan(a, -4.f, 4.f), x2 = x * x;
   float p = kErfP[0], q = kErfQ[0];
   for (size_t k = 1; k < 7; ++k) p = p * x2 + kErfP[k];
   for (size_t k = 1; k < 5; ++k) q = q * x2 + kErfQ[k];
@@ -41,7 +44,7 @@ inline float erf_scalar(float a) {
 }
 
 inline float tanh_scalar(float v) {
-  const float x = std::max(-kTanhClamp, std::min(kTanhClamp, v)), x2 = x * x;
+  const float x = clamp_nan(v, -kTanhClamp, kTanhClamp), x2 = x * x;
   float p = kTanhP[0], q = kTanhQ[0];
   for (size_t k = 1; k < 7; ++k) p = p * x2 + kTanhP[k];
   for (size_t k = 1; k < 4; ++k) q = q * x2 + kTanhQ[k];
@@ -51,7 +54,8 @@ inline float tanh_scalar(float v) {
 inline float sigmoid_scalar(float v) { return 0.5f + 0.5f * tanh_scalar(0.5f * v); }
 
 inline float exp_scalar(float v) {
-  const float x = std::max(kExpLo, std::min(kExpHi, v)), fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float x = clamp_nan(v, kExpLo, kExpHi), fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  if (x != x) return x;
   const float r = x - fx * 0.693359375f - fx * -2.12194440e-4f;
   float y = kExpP[0];
   for (size_t k = 1; k < 6; ++k) y = y * r + kExpP[k];
