@@ -11,6 +11,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
+#include "kernels/simd/vmath.h"
 
 namespace kiln::kernels {
 
@@ -195,12 +196,23 @@ KernelStatus clip_run(const RunCtx& c) {
   }
   return KernelStatus::kInvalidValue;
 }
+/// y = f(x) by one of vmath's array functions (error bounds in kernels/simd/vmath.h), in
+/// chunks of 16K elements over the pool.
+KernelStatus map_simd(const RunCtx& c, void (*f)(const float*, float*, size_t)) {
+  const float* x = c.in(0).as<float>();
+  float* y = c.out(0).as<float>();
+  parallel_for(c, static_cast<size_t>(c.in(0).numel()), 16384, [&](size_t b, size_t e) { f(x + b, y + b, e - b); });
+  return KernelStatus::kOk;
+}
+
+// Sigmoid stays on libm: its values far below 0 (exp(x) / (1 + exp(x)), down to denormals)
+// need relative accuracy that vmath's absolute bound does not give.
 KernelStatus sigmoid_run(const RunCtx& c) { return map<float>(c, sigmoid); }
-KernelStatus tanh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::tanh(x); }); }
+KernelStatus tanh_run(const RunCtx& c) { return map_simd(c, simd::tanh); }
 KernelStatus exp_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::exp(x); }); }
 KernelStatus log_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::log(x); }); }
 KernelStatus sqrt_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::sqrt(x); }); }
-KernelStatus erf_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::erf(x); }); }
+KernelStatus erf_run(const RunCtx& c) { return map_simd(c, simd::erf); }
 KernelStatus neg_run(const RunCtx& c) {
   return map_signed(c, [](auto x) { return negate(x); });
 }

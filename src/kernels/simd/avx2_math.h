@@ -56,6 +56,7 @@ inline float sigmoid_scalar(float v) { return 0.5f + 0.5f * tanh_scalar(0.5f * v
 inline float exp_scalar(float v) {
   const float x = clamp_nan(v, kExpLo, kExpHi), fx = std::floor(x * 1.44269504088896341f + 0.5f);
   if (x != x) return x;
+  if (v < kExpLo) return 0.f;  // underflow, as the vector code
   const float r = x - fx * 0.693359375f - fx * -2.12194440e-4f;
   float y = kExpP[0];
   for (size_t k = 1; k < 6; ++k) y = y * r + kExpP[k];
@@ -94,7 +95,9 @@ KILN_AVX2 inline __m256 exp256(__m256 v) {
   for (size_t k = 1; k < 6; ++k) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kExpP[k]));
   y = _mm256_fmadd_ps(_mm256_mul_ps(y, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
   const __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+  // Below the range exp underflows to 0 (a masked score, exp(-inf), contributes nothing).
+  const __m256 under = _mm256_cmp_ps(v, _mm256_set1_ps(kExpLo), _CMP_LT_OQ);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(n)));
 }
 
 // Lanes [0, rem) of a vector (rem < 8): a mask for maskload/maskstore and blends, so a row's
