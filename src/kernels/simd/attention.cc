@@ -60,10 +60,13 @@ KILN_AVX2 void scores_avx2(const AttentionSlice& a, size_t i, const float* kt, s
   for (; j + 64 <= t; j += 64) scores_block<64>(q, a.d, kt + j, ld, scale, s + j);
   for (; j + 32 <= t; j += 32) scores_block<32>(q, a.d, kt + j, ld, scale, s + j);
   for (; j + 8 <= t; j += 8) scores_block<8>(q, a.d, kt + j, ld, scale, s + j);
-  for (; j < t; ++j) {
-    float acc = 0.f;
-    for (size_t e = 0; e < a.d; ++e) acc += q[e] * kt[e * ld + j];
-    s[j] = acc * a.scale;
+  if (j < t) {  // the last keys: masked loads (no lane past t is read)
+    const __m256i tail = tail_mask(t - j);
+    __m256 acc = _mm256_setzero_ps();
+    const float* kp = kt + j;
+    for (size_t e = 0; e < a.d; ++e, kp += ld)
+      acc = _mm256_fmadd_ps(_mm256_broadcast_ss(q + e), _mm256_maskload_ps(kp, tail), acc);
+    _mm256_maskstore_ps(s + j, tail, _mm256_mul_ps(acc, scale));
   }
 }
 
@@ -77,9 +80,13 @@ KILN_AVX2 float exp_sum_avx2(float* s, size_t t, float m) {
     _mm256_storeu_ps(s + j, e);
     acc = _mm256_add_ps(acc, e);
   }
-  float sum = hsum(acc);
-  for (; j < t; ++j) sum += (s[j] = exp_scalar(s[j] - m));
-  return sum;
+  if (j < t) {
+    const __m256i tail = tail_mask(t - j);
+    const __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, tail), vm)), _mm256_castsi256_ps(tail));
+    _mm256_maskstore_ps(s + j, tail, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  return hsum(acc);
 }
 
 float exp_sum_scalar(float* s, size_t t, float m) {
@@ -135,9 +142,11 @@ KILN_AVX2 float tile_max_avx2(const float* s, size_t t) {
   __m256 m = _mm256_set1_ps(-INFINITY);
   size_t j = 0;
   for (; j + 8 <= t; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
-  float r = hmax(m);
-  for (; j < t; ++j) r = std::max(r, s[j]);
-  return r;
+  if (j < t) {
+    const __m256i tail = tail_mask(t - j);
+    m = _mm256_max_ps(m, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(s + j, tail), _mm256_castsi256_ps(tail)));
+  }
+  return hmax(m);
 }
 
 void accumulate_scalar(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
