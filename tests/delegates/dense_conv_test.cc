@@ -54,6 +54,8 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {3, 6, 6, 32, 64, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {1, 1, 1, 40, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 8, 9, 16, 24, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},    {1, 4, 17, 5, 48, 1, 5, 1, 3, 1, 1, 0, 2, 0, 2},
       {2, 3, 3, 64, 16, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
+      // one input channel takes the direct path (a spectrogram's first layer); dilated C = 2 the GEMM
+      {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
