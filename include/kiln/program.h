@@ -86,13 +86,24 @@ struct MethodMeta {
 /// A loaded, verified program. Owns its mapping (load) or borrows the caller's buffer
 /// (load_buffer). Constants are never copied. Thread-compatible; Methods borrow it and
 /// must not outlive it.
+/// How much of a file load checks. The header and program section are always checked
+/// (structure and CRC-32C checksums: small); the constant segment's checksum costs a pass over
+/// the weights (about 0.1 ms per MB here, bench/crc_bench.cc), so an app that maps a large file
+/// and wants to start at once may defer it to Program::verify_constants().
+struct LoadOptions {
+  bool verify_constants = true;
+};
+
 class Program {
  public:
   /// Maps the file read-only and verifies it. Errors: kIoError, kDataLoss.
-  static Result<std::unique_ptr<Program>> load(const std::string& path);
+  static Result<std::unique_ptr<Program>> load(const std::string& path, const LoadOptions& options = {});
   /// Verifies `size` bytes at `data` (8-byte aligned); the caller keeps them alive and
   /// unchanged for the Program's lifetime.
-  static Result<std::unique_ptr<Program>> load_buffer(const void* data, size_t size);
+  static Result<std::unique_ptr<Program>> load_buffer(const void* data, size_t size, const LoadOptions& options = {});
+  /// Checks the constant segment against the checksum export stored (the check load skipped
+  /// with LoadOptions::verify_constants = false). kDataLoss when the weights changed.
+  Status verify_constants() const;
   ~Program();
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;

@@ -1,12 +1,16 @@
 #pragma once
-// The fixed 64-byte prefix of a .kiln file: where the FlatBuffer and the constant segment are.
+// The fixed 64-byte prefix of a .kiln file: where the FlatBuffer and the constant segment are,
+// and a CRC-32C (core/crc32c.h) of each of the three: header, program, constants.
+// Layout: header [0, 64), program [program_offset, +program_size), constant segment
+// [constants_offset, +constants_size); the three never overlap and lie inside the file.
+// Version 1 (before checksums) is no longer read: re-export.
 
 #include <cstdint>
 
 namespace kiln::format {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'R', 'G', '1'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint64_t kHeaderSize = 64;
 constexpr uint64_t kSegmentAlignment = 64;
 /// Largest tensor a program may plan (1 TiB at the bound): export refuses more, the reader too.
@@ -21,8 +25,12 @@ struct FileHeader {
   uint64_t program_size;      ///< FlatBuffer bytes
   uint64_t constants_offset;  ///< constant segment start, kSegmentAlignment-aligned
   uint64_t constants_size;
-  uint8_t reserved[16];
+  uint32_t program_crc;    ///< CRC-32C of the program section
+  uint32_t constants_crc;  ///< CRC-32C of the constant segment
+  uint32_t reserved;       ///< 0
+  uint32_t header_crc;     ///< CRC-32C of bytes [0, 60): everything above
 };
+constexpr size_t kHeaderCrcBytes = 60;
 static_assert(sizeof(FileHeader) == kHeaderSize, "header must be 64 bytes");
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/symexpr.h"
+#include "core/crc32c.h"
+#include "core/utf8.h"
 #include "format/file_header.h"
 #include "format/schedule.h"
 #include "kernels/kernel.h"
@@ -523,30 +525,98 @@ core::AttrRef attr_ref(const fb::Attribute* a) {
   return r;
 }
 
-Result<ProgramFile> read_program(const uint8_t* data, size_t size) {
+Status check_strings(const fb::Program* p) {
+  auto check = [](const flatbuffers::String* s, const std::string& what) -> Status {
+    size_t at = 0;
+    if (s && !core::valid_utf8(std::string_view(s->c_str(), s->size()), &at))
+      return data_loss(what + " is not valid UTF-8 (byte " + std::to_string(at) + ")");
+    return ok_status();
+  };
+  KILN_TRY(check(p->producer(), "the producer string"));
+  for (size_t mi = 0; mi < len(p->methods()); ++mi) {
+    const fb::Method* m = p->methods()->Get(mi);
+    const std::string where = "method #" + std::to_string(mi);
+    KILN_TRY(check(m->name(), where + "'s name"));
+    for (size_t i = 0; i < len(m->dims()); ++i) KILN_TRY(check(m->dims()->Get(i)->name(), where + " dim #" + std::to_string(i) + "'s name"));
+    for (size_t i = 0; i < len(m->guards()); ++i) {
+      const fb::Guard* g = m->guards()->Get(i);
+      const std::string gw = where + " guard #" + std::to_string(i);
+      KILN_TRY(check(g->node_name(), gw + "'s node name"));
+      KILN_TRY(check(g->op_type(), gw + "'s op type"));
+      KILN_TRY(check(g->context(), gw + "'s context"));
+    }
+    for (size_t i = 0; i < len(m->values()); ++i) KILN_TRY(check(m->values()->Get(i)->name(), where + " value #" + std::to_string(i) + "'s name"));
+    for (size_t i = 0; i < len(m->instructions()); ++i) {
+      const fb::Instruction* in = m->instructions()->Get(i);
+      const std::string iw = where + " instruction #" + std::to_string(i);
+      KILN_TRY(check(in->op(), iw + "'s op"));
+      KILN_TRY(check(in->node_name(), iw + "'s node name"));
+      for (size_t k = 0; k < len(in->fused_from()); ++k) KILN_TRY(check(in->fused_from()->Get(k), iw + "'s fused node #" + std::to_string(k)));
+      for (size_t k = 0; k < len(in->attrs()); ++k) {
+        KILN_TRY(check(in->attrs()->Get(k)->name(), iw + "'s attribute #" + std::to_string(k) + " name"));
+        KILN_TRY(check(in->attrs()->Get(k)->s(), iw + "'s attribute #" + std::to_string(k) + " string"));
+      }
+    }
+    if (m->plan()) KILN_TRY(check(m->plan()->strategy(), where + "'s plan strategy"));
+    if (const fb::Delegate* d = m->delegate()) {
+      KILN_TRY(check(d->backend(), where + "'s delegate backend"));
+      if (d->plan()) KILN_TRY(check(d->plan()->strategy(), where + "'s delegate plan strategy"));
+      for (size_t i = 0; i < len(d->declined()); ++i) KILN_TRY(check(d->declined()->Get(i)->reason(), where + " declined #" + std::to_string(i)));
+    }
+  }
+  return ok_status();
+}
+
+Status verify_constants(const ProgramFile& f) {
+  if (core::crc32c(f.constants, f.constants_size) != f.constants_crc)
+    return data_loss("damaged program: the constant segment's checksum does not match (weights changed or damaged)");
+  return ok_status();
+}
+
+Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_constants_now) {
   if (!data || size < kHeaderSize) return data_loss("not a .kiln program: file is " + std::to_string(size) + " bytes, shorter than the 64-byte header");
   FileHeader h;
   std::memcpy(&h, data, sizeof(h));
   if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) return data_loss("not a .kiln program: bad magic");
-  if (h.format_version != kFormatVersion)
-    return data_loss("unsupported .kiln format version " + std::to_string(h.format_version) + " (this runtime reads version " +
-                     std::to_string(kFormatVersion) + "); re-export the model");
+  // The version decides how to read the rest, so it comes first; the header's checksum tells a
+  // newer file (valid in its own layout, which this runtime cannot know) from a damaged one.
+  const bool header_ok = core::crc32c(&h, kHeaderCrcBytes) == h.header_crc;
+  const std::string version = std::to_string(h.format_version), ours = std::to_string(kFormatVersion);
+  if (h.format_version == 1)
+    return data_loss(".kiln format version 1 (written before checksums); re-export the model with this Kiln");
+  if (h.format_version > kFormatVersion)
+    return data_loss(header_ok ? "written by a newer Kiln: .kiln format version " + version + ", this runtime reads version " +
+                                     ours + "; update Kiln or re-export with this one"
+                               : "damaged program: the header's checksum does not match (or the file was written by a "
+                                 "newer Kiln: it says format version " + version + ", this runtime reads " + ours + ")");
+  if (h.format_version != kFormatVersion || !header_ok)
+    return data_loss("damaged program: the header's checksum does not match (the file was changed or damaged)");
+  if (h.header_size != kHeaderSize)
+    return data_loss("damaged program: header_size is " + std::to_string(h.header_size) + ", expected " + std::to_string(kHeaderSize));
   if (h.program_offset < kHeaderSize || h.program_offset > size || size - h.program_offset < h.program_size)
     return data_loss("damaged program: the program section runs past the end of the file (truncated?)");
   if (h.constants_offset > size || size - h.constants_offset < h.constants_size)
     return data_loss("damaged program: the constant segment runs past the end of the file (truncated?)");
+  // The three segments apart: header, then program, then constants (an empty segment may sit anywhere).
+  if (h.constants_size > 0 && (h.constants_offset < kHeaderSize || h.constants_offset < h.program_offset + h.program_size))
+    return data_loss("damaged program: the constant segment overlaps the header or the program section");
   if (h.constants_offset % kSegmentAlignment != 0) return bad("constant segment is not 64-byte aligned");
   const uint8_t* fbuf = data + h.program_offset;
+  if (core::crc32c(fbuf, h.program_size) != h.program_crc)
+    return data_loss("damaged program: the program section's checksum does not match (the file was changed or damaged)");
   if (reinterpret_cast<uintptr_t>(fbuf) % 8 != 0) return invalid_argument("program buffer must be 8-byte aligned");
   flatbuffers::Verifier verifier(fbuf, h.program_size);
   if (!fb::ProgramBufferHasIdentifier(fbuf) || !fb::VerifyProgramBuffer(verifier))
     return bad("the FlatBuffers verifier rejected the program section");
   ProgramFile f;
   f.program = fb::GetProgram(fbuf);
+  KILN_TRY(check_strings(f.program));
   if (f.program->constant_bytes() != h.constants_size) return bad("constant segment size disagrees with the header");
   if (len(f.program->methods()) == 0) return bad("program has no methods");
   f.constants = data + h.constants_offset;
   f.constants_size = h.constants_size;
+  f.constants_crc = h.constants_crc;
+  if (verify_constants_now) KILN_TRY(verify_constants(f));
   for (size_t i = 0; i < f.program->methods()->size(); ++i) {
     KILN_TRY(check_method(f.program->methods()->Get(i), h.constants_size));
     KILN_TRY(check_instructions(f.program->methods()->Get(i), f.constants));

@@ -17,11 +17,21 @@ struct ProgramFile {
   const fb::Program* program = nullptr;
   const uint8_t* constants = nullptr;  ///< start of the constant segment (inside the image)
   uint64_t constants_size = 0;
+  uint32_t constants_crc = 0;  ///< what the header says the segment's CRC-32C is
 };
 
-/// Validates `size` bytes at `data` (which must stay alive) as a .kiln program.
+/// Validates `size` bytes at `data` (which must stay alive) as a .kiln program: the header
+/// (magic, version, size, its checksum, segments inside the file and apart), the program
+/// section's checksum, every string valid UTF-8, then the semantic checks. The constant
+/// segment's checksum is checked when `verify_constants` (else later by verify_constants()).
 /// Errors are kDataLoss with a message naming what is wrong and where.
-Result<ProgramFile> read_program(const uint8_t* data, size_t size);
+Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_constants = true);
+
+/// Checks the constant segment against its checksum (the lazy half of read_program).
+Status verify_constants(const ProgramFile& f);
+
+/// Every string field of the program is valid UTF-8; the error names the first that is not.
+Status check_strings(const fb::Program* p);
 
 /// An instruction attribute as kernels read it; points into the program, which must outlive
 /// it. read_program has checked that the field its kind names is present.

@@ -1,7 +1,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/crc32c.h"
 #include "format/file_header.h"
+#include "format/reader.h"
 #include "format/program_desc.h"
 #include "program_generated.h"
 
@@ -105,6 +107,11 @@ Result<std::vector<uint8_t>> serialize_program(const ProgramDesc& desc) {
   h.program_size = b.GetSize();
   h.constants_offset = align_up(h.program_offset + h.program_size, kSegmentAlignment);
   h.constants_size = desc.constants.size();
+  // Every string the file holds must be valid UTF-8 (the reader refuses others).
+  KILN_TRY(check_strings(fb::GetProgram(b.GetBufferPointer())).with_prefix("export: "));
+  h.program_crc = core::crc32c(b.GetBufferPointer(), h.program_size);
+  h.constants_crc = core::crc32c(desc.constants.data(), desc.constants.size());
+  h.header_crc = core::crc32c(&h, kHeaderCrcBytes);
 
   std::vector<uint8_t> out(h.constants_offset + h.constants_size, 0);
   std::memcpy(out.data(), &h, sizeof(h));

@@ -148,7 +148,7 @@ Program::~Program() {
   if (impl_ && impl_->map_base) munmap(impl_->map_base, impl_->map_size);
 }
 
-Result<std::unique_ptr<Program>> Program::load(const std::string& path) {
+Result<std::unique_ptr<Program>> Program::load(const std::string& path, const LoadOptions& options) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error("cannot open program '" + path + "': " + std::strerror(errno));
   struct stat st;
@@ -156,6 +156,14 @@ Result<std::unique_ptr<Program>> Program::load(const std::string& path) {
     int err = errno;
     ::close(fd);
     return io_error("cannot stat '" + path + "': " + std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return io_error("cannot load '" + path + "': it is a directory, not a .kiln program file");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return io_error("cannot load '" + path + "': not a regular file");
   }
   size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {
@@ -170,7 +178,7 @@ Result<std::unique_ptr<Program>> Program::load(const std::string& path) {
   impl->map_base = base;
   impl->map_size = size;
   impl->path = path;
-  Result<format::ProgramFile> file = format::read_program(static_cast<const uint8_t*>(base), size);
+  Result<format::ProgramFile> file = format::read_program(static_cast<const uint8_t*>(base), size, options.verify_constants);
   if (!file.ok()) {
     munmap(base, size);
     return file.status().with_prefix("load '" + path + "': ");
@@ -179,14 +187,17 @@ Result<std::unique_ptr<Program>> Program::load(const std::string& path) {
   return std::unique_ptr<Program>(new Program(std::move(impl)));
 }
 
-Result<std::unique_ptr<Program>> Program::load_buffer(const void* data, size_t size) {
+Result<std::unique_ptr<Program>> Program::load_buffer(const void* data, size_t size, const LoadOptions& options) {
   if (reinterpret_cast<uintptr_t>(data) % 8 != 0)
     return invalid_argument("load: program buffer must be 8-byte aligned");
-  KILN_ASSIGN_OR_RETURN(format::ProgramFile file, format::read_program(static_cast<const uint8_t*>(data), size));
+  KILN_ASSIGN_OR_RETURN(format::ProgramFile file,
+                        format::read_program(static_cast<const uint8_t*>(data), size, options.verify_constants));
   auto impl = std::make_unique<Impl>();
   impl->file = file;
   return std::unique_ptr<Program>(new Program(std::move(impl)));
 }
+
+Status Program::verify_constants() const { return format::verify_constants(impl_->file); }
 
 size_t Program::num_methods() const { return impl_->file.program->methods()->size(); }
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "export/graph.h"
+#include "core/crc32c.h"
 #include "format/file_header.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
@@ -45,6 +46,28 @@ size_t instruction_of(const format::MethodDesc& m, const std::string& op) {
     if (m.instructions[i].op == op) return i;
   ADD_FAILURE() << "no " << op << " instruction";
   return 0;
+}
+
+// Recomputes the three checksums, as a file damaged on purpose (or by a buggy writer) would
+// carry them, so the structural checks behind the checksums are exercised too. Only the
+// header fields inside the file are trusted for where the segments are.
+void reseal(std::vector<uint8_t>* bytes) {
+  format::FileHeader h;
+  std::memcpy(&h, bytes->data(), sizeof(h));
+  auto crc_of = [&](uint64_t off, uint64_t size) -> uint32_t {
+    if (off > bytes->size() || bytes->size() - off < size) return 0;
+    return core::crc32c(bytes->data() + off, size);
+  };
+  h.program_crc = crc_of(h.program_offset, h.program_size);
+  h.constants_crc = crc_of(h.constants_offset, h.constants_size);
+  h.header_crc = core::crc32c(&h, format::kHeaderCrcBytes);
+  std::memcpy(bytes->data(), &h, sizeof(h));
+}
+
+format::FileHeader header_of(const std::vector<uint8_t>& bytes) {
+  format::FileHeader h;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  return h;
 }
 
 // Loads, and if that works, binds and runs at a few shapes; must never crash.
@@ -102,6 +125,28 @@ TEST(Format, MissingAndEmptyFiles) {
   std::string path = ::kiln::testing::scratch_dir() + "/empty.kiln";
   std::fclose(std::fopen(path.c_str(), "wb"));
   EXPECT_EQ(Program::load(path).status().code(), Code::kDataLoss);
+  // A directory is named as one (it used to read "No such device").
+  auto d = Program::load(::kiln::testing::scratch_dir());
+  EXPECT_NE(d.status().message().find("it is a directory, not a .kiln program file"), std::string::npos) << d.status().message();
+}
+
+TEST(Format, StringsMustBeValidUtf8) {
+  // The writer refuses a name that is not UTF-8 (an ONNX input named so used to export fine,
+  // then abort `kiln inspect --json`).
+  format::ProgramDesc d = small_desc();
+  d.methods[0].values[value_named(d.methods[0], "out")].name = "o\xFFut";
+  auto bytes = format::serialize_program(d);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("name is not valid UTF-8 (byte 1)"), std::string::npos) << bytes.status().message();
+  // A file whose string bytes were changed behind valid checksums is refused at load.
+  std::vector<uint8_t> good = small_program();
+  const format::FileHeader h = header_of(good);
+  auto at = std::search(good.begin() + static_cast<long>(h.program_offset), good.end(), std::begin("out") , std::end("out") - 1);
+  ASSERT_NE(at, good.end());
+  *(at + 1) = 0xFF;
+  reseal(&good);
+  const std::string msg = load_and_run(good).message();
+  EXPECT_NE(msg.find("is not valid UTF-8 (byte 1)"), std::string::npos) << msg;
 }
 
 TEST(Format, EveryTruncationIsRejected) {
@@ -121,7 +166,64 @@ TEST(Format, BadMagicAndVersion) {
   bytes = small_program();
   uint32_t v = 99;
   std::memcpy(bytes.data() + 8, &v, 4);
-  EXPECT_NE(load_and_run(bytes).message().find("unsupported .kiln format version 99"), std::string::npos);
+  reseal(&bytes);  // a real file of a newer Kiln carries its own valid checksums
+  EXPECT_NE(load_and_run(bytes).message().find("written by a newer Kiln: .kiln format version 99, this runtime reads version 2"),
+            std::string::npos) << load_and_run(bytes).message();
+  v = 1;  // a file from before checksums
+  std::memcpy(bytes.data() + 8, &v, 4);
+  EXPECT_NE(load_and_run(bytes).message().find(".kiln format version 1 (written before checksums); re-export"), std::string::npos)
+      << load_and_run(bytes).message();
+}
+
+TEST(Format, EveryChangedByteIsCaughtByAChecksum) {
+  const std::vector<uint8_t> good = small_program();
+  const format::FileHeader h = header_of(good);
+  for (size_t pos = 0; pos < good.size(); ++pos) {
+    if (pos >= h.program_offset + h.program_size && pos < h.constants_offset) continue;  // alignment padding
+    std::vector<uint8_t> bytes = good;
+    bytes[pos] ^= 0x10;
+    const std::string msg = load_and_run(bytes).message();
+    const bool caught = msg.find("checksum does not match") != std::string::npos || msg.find("bad magic") != std::string::npos;
+    ASSERT_TRUE(caught) << "byte " << pos << ": " << msg;
+  }
+}
+
+TEST(Format, ConstantsCheckedAtLoadOrLater) {
+  std::vector<uint8_t> bytes = small_program();
+  bytes[header_of(bytes).constants_offset] ^= 1;  // a weight changed on disk
+  testing::AlignedBytes a(bytes);
+  auto full = a.load();
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("the constant segment's checksum does not match"), std::string::npos);
+  LoadOptions lazy;
+  lazy.verify_constants = false;
+  auto p = Program::load_buffer(a.data(), a.size(), lazy);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_NE((*p)->verify_constants().message().find("checksum does not match"), std::string::npos);
+  auto q = Program::load_buffer(a.data(), a.size());
+  EXPECT_FALSE(q.ok());
+}
+
+TEST(Format, SegmentsMustNotOverlapAndHeaderSizeIsChecked) {
+  std::vector<uint8_t> bytes = small_program();
+  format::FileHeader h = header_of(bytes);
+  h.constants_offset = 0;  // the weights read from the header: NaN outputs before this check
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  reseal(&bytes);
+  EXPECT_NE(load_and_run(bytes).message().find("the constant segment overlaps the header or the program section"),
+            std::string::npos) << load_and_run(bytes).message();
+  bytes = small_program();
+  h = header_of(bytes);
+  h.constants_offset = h.program_offset;  // over the program
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  reseal(&bytes);
+  EXPECT_NE(load_and_run(bytes).message().find("overlaps"), std::string::npos);
+  bytes = small_program();
+  h = header_of(bytes);
+  h.header_size = 48;
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  reseal(&bytes);
+  EXPECT_NE(load_and_run(bytes).message().find("header_size is 48, expected 64"), std::string::npos);
 }
 
 TEST(Format, RandomCorruptionNeverCrashes) {
@@ -132,6 +234,7 @@ TEST(Format, RandomCorruptionNeverCrashes) {
     std::vector<uint8_t> bytes = good;
     int flips = 1 + static_cast<int>(rng() % 4);
     for (int k = 0; k < flips; ++k) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+    if (it % 2) reseal(&bytes);  // half behind valid checksums: the structural checks must hold alone
     Status s = load_and_run(bytes);  // must return, ok or not
     if (!s.ok()) ++rejected;
   }
@@ -159,6 +262,7 @@ TEST(Format, RandomCorruptionOfTheCnnNeverCrashes) {
         default: bytes[pos] = rng() % 2 ? 0xff : 0; break;
       }
     }
+    reseal(&bytes);  // behind valid checksums: the structural checks must hold alone
     if (!load_and_run(bytes).ok()) ++rejected;
   }
   EXPECT_GT(rejected, 0);
