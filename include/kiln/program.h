@@ -88,7 +88,7 @@ struct MethodMeta {
 /// must not outlive it.
 /// How much of a file load checks. The header and program section are always checked
 /// (structure and CRC-32C checksums: small); the constant segment's checksum costs a pass over
-/// the weights (about 0.1 ms per MB here, bench/crc_bench.cc), so an app that maps a large file
+/// the weights (0.14-0.18 ms per MB here, bench/crc_bench.cc), so an app that maps a large file
 /// and wants to start at once may defer it to Program::verify_constants().
 struct LoadOptions {
   bool verify_constants = true;
