@@ -11,7 +11,9 @@
 #include "tooling/runner.h"
 #include "tooling/sweep.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int kiln_main(int argc, char** argv) {
   CLI::App app{"Kiln: shape-contract-aware programs for devices.\n"
                "examples:\n  kiln export model.onnx -o model.kiln --dim batch=1..8 --dim H=32..224:32\n"
                "  kiln inspect examples/cnn.kiln --json\n"
@@ -93,14 +95,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (inspect->parsed()) {
-    if (json) std::cout << kiln::tooling::inspect_json(**program, path).dump(2) << "\n";
+    if (json) std::cout << kiln::tooling::inspect_json(**program, path).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << kiln::tooling::inspect_text(**program, path, list_instructions);
     return 0;
   }
   if (sweep->parsed()) {
     auto r = kiln::tooling::sweep(**program, sweep_opts);
     if (!r.ok()) return std::cerr << "error: " << r.status().message() << "\n", 1;
-    if (json) std::cout << kiln::tooling::sweep_json(*r).dump(2) << "\n";
+    if (json) std::cout << kiln::tooling::sweep_json(*r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     else std::cout << kiln::tooling::sweep_text(*r);
     return r->failures() == 0 ? 0 : 1;
   }
@@ -116,4 +118,18 @@ int main(int argc, char** argv) {
   }
   std::cout << "ok: " << shapes << " satisfies the contract of method '" << method << "'\n";
   return 0;
+}
+
+}  // namespace
+
+// No exception leaves a tool: whatever escapes is reported in one line, exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return kiln_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: unexpected exception: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "error: unexpected exception\n";
+  }
+  return 1;
 }

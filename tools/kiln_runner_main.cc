@@ -5,7 +5,9 @@
 
 #include "tooling/runner.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int runner_main(int argc, char** argv) {
   kiln::tooling::RunnerOptions o;
   std::string inputs;
   CLI::App app{"Runs a .kiln program at any shape inside its contract.\n"
@@ -24,6 +26,14 @@ int main(int argc, char** argv) {
   app.add_option("--profile_json", o.profile_json, "also write the profile as JSON to this file");
   app.add_flag("--server_mode", o.server_mode, "run one inference per stdin line");
   CLI11_PARSE(app, argc, argv);
+  // `--input_shapes= --inputs=a.npy` (an empty value) must not take the next flag as a value.
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--model_path", &o.model_path},
+                                    {"--inputs", &inputs}, {"--input_shapes", &o.input_shapes},
+                                    {"--output_file", &o.output_file}, {"--profile_json", &o.profile_json}})
+    if (value->rfind("--", 0) == 0) {
+      std::cerr << "error: " << flag << " needs a value, got '" << *value << "' (another flag?); write " << flag << "=VALUE\n";
+      return 1;
+    }
   if (!inputs.empty()) {
     size_t start = 0;
     while (start <= inputs.size()) {
@@ -34,4 +44,18 @@ int main(int argc, char** argv) {
     }
   }
   return kiln::tooling::run_runner(o, std::cin, std::cout, std::cerr);
+}
+
+}  // namespace
+
+// No exception leaves a tool: whatever escapes is reported in one line, exit status 1.
+int main(int argc, char** argv) {
+  try {
+    return runner_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: unexpected exception: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "error: unexpected exception\n";
+  }
+  return 1;
 }

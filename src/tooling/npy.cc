@@ -1,5 +1,7 @@
 #include "tooling/npy.h"
 
+#include "tooling/file_io.h"
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -41,9 +43,7 @@ bool header_field(const std::string& h, const std::string& key, std::string* out
 }  // namespace
 
 Result<NpyArray> read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return io_error("cannot open '" + path + "'");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
   auto bad = [&](const std::string& why) { return invalid_argument("'" + path + "' is not a usable .npy file: " + why); };
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return bad("missing the \\x93NUMPY magic");
   uint8_t major = static_cast<uint8_t>(bytes[6]);
@@ -109,18 +109,15 @@ Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t
   std::string h = "{'descr': '" + std::string(descr_of(dtype)) + "', 'fortran_order': False, 'shape': " + s + ", }";
   size_t total = 10 + h.size() + 1;
   h += std::string((64 - total % 64) % 64, ' ') + "\n";
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return io_error("cannot open '" + path + "' for writing");
-  uint16_t len = static_cast<uint16_t>(h.size());
-  f.write("\x93NUMPY\x01\x00", 8);
-  f.put(static_cast<char>(len & 0xff));
-  f.put(static_cast<char>(len >> 8));
-  f << h;
+  const uint16_t len = static_cast<uint16_t>(h.size());
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(len & 0xff);
+  bytes += static_cast<char>(len >> 8);
+  bytes += h;
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(static_cast<size_t>(numel) * dtype_size(dtype)));
-  if (!f) return io_error("short write to '" + path + "'");
-  return ok_status();
+  bytes.append(static_cast<const char*>(data), static_cast<size_t>(numel) * dtype_size(dtype));
+  return write_file(path, bytes.data(), bytes.size());
 }
 
 }  // namespace kiln::tooling

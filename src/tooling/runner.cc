@@ -1,5 +1,7 @@
 #include "tooling/runner.h"
 
+#include "tooling/file_io.h"
+
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -179,9 +181,8 @@ class Runner {
         h.bytes = std::move(a.data);
         h.has_own_shape = true;
       } else {
-        std::ifstream f(file, std::ios::binary);
-        if (!f) return io_error("cannot open input file '" + file + "'");
-        h.bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        KILN_ASSIGN_OR_RETURN(std::string raw, read_file(file));
+        h.bytes.assign(raw.begin(), raw.end());
       }
     }
     return ok_status();
@@ -230,12 +231,17 @@ class Runner {
     for (size_t i = 0; i < host.size(); ++i) {
       const HostInput& h = host[i];
       TensorView& dst = method_->input(i);
-      size_t need = dst.nbytes();
-      if (h.bytes.size() < need)
+      const size_t need = dst.nbytes();
+      const size_t bound_bytes = static_cast<size_t>(numel(h.shape)) * dtype_size(h.dtype);
+      // A raw file is either exactly this shape's bytes or the bound's (leading bytes used).
+      const bool fits = h.has_own_shape || h.source.empty() ? h.bytes.size() >= need
+                                                            : h.bytes.size() == need || h.bytes.size() == bound_bytes;
+      if (!fits)
         return invalid_argument("input '" + meta.inputs[i].name + "' (#" + std::to_string(i) + "): '" + h.source + "' has " +
                                 std::to_string(h.bytes.size()) + " bytes but shape " +
                                 shape_string(std::vector<int64_t>(dst.dims, dst.dims + dst.rank)) + " needs " +
-                                std::to_string(need) + "; give a bound-sized or exactly sized file");
+                                std::to_string(need) + " (or the bound shape " + shape_string(h.shape) + " " +
+                                std::to_string(bound_bytes) + "); give an exactly sized or bound-sized file");
       if (need) std::memcpy(dst.data, h.bytes.data(), need);
     }
     return ok_status();
@@ -267,7 +273,7 @@ class Runner {
       out_ << profile_text(rows, method_->delegated());
       if (!opts_.profile_json.empty()) {
         std::ofstream f(opts_.profile_json);
-        f << profile_json(rows).dump(2) << "\n";
+        f << profile_json(rows).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         if (!f) return io_error("cannot write '" + opts_.profile_json + "'");
       }
     }
@@ -284,10 +290,7 @@ class Runner {
       if (opts_.output_format == "npy") {
         KILN_TRY(write_npy(prefix + "-" + std::to_string(i) + ".npy", t.dtype, shape, t.data));
       } else {
-        std::string path = prefix + "-" + std::to_string(i) + ".bin";
-        std::ofstream f(path, std::ios::binary);
-        f.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes()));
-        if (!f) return io_error("cannot write '" + path + "'");
+        KILN_TRY(write_file(prefix + "-" + std::to_string(i) + ".bin", t.data, t.nbytes()));
       }
     }
     return ok_status();
@@ -338,6 +341,9 @@ class Runner {
   std::vector<HostInput> host_;
 };
 
+// A user's text quoted back, cut to 100 bytes (a bad line can be long).
+std::string clip(const std::string& s) { return s.size() > 100 ? s.substr(0, 100) + "..." : s; }
+
 Result<Request> parse_request(const std::string& line, const RunnerOptions& defaults) {
   Request r;
   r.output_file = defaults.output_file;
@@ -356,13 +362,41 @@ Result<Request> parse_request(const std::string& line, const RunnerOptions& defa
     } else if (key == "--output_file") {
       r.output_file = val;
     } else if (key == "--print_output") {
+      if (val != "none" && val != "summary" && val != "all")
+        return invalid_argument("--print_output must be none, summary or all, got '" + clip(val) + "'");
       r.print_output = val;
     } else {
-      return invalid_argument("unknown request field '" + key +
+      return invalid_argument("unknown request field '" + clip(key) +
                               "'; a request line takes --input_shapes=, --inputs=, --output_file=, --print_output=");
     }
   }
   return r;
+}
+
+// Reads one request line of at most kMaxRequestLine bytes into *line (a longer one is consumed
+// to its end and reported); false at the end of input. A trailing CR (CRLF input) is dropped.
+constexpr size_t kMaxRequestLine = 65536;
+
+bool read_request_line(std::istream& in, std::string* line, size_t* length) {
+  line->clear();
+  *length = 0;
+  int c;
+  bool any = false;
+  while ((c = in.get()) != EOF) {
+    any = true;
+    if (c == '\n') break;
+    if (++*length <= kMaxRequestLine) line->push_back(static_cast<char>(c));
+  }
+  if (!line->empty() && line->back() == '\r') line->pop_back(), --*length;
+  return any;
+}
+
+// A reply is one line: newlines inside a message become spaces, and it is cut at 2000 bytes.
+std::string one_line(std::string s) {
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  if (s.size() > 2000) s = s.substr(0, 2000) + "...";
+  return s;
 }
 
 }  // namespace
@@ -410,16 +444,34 @@ int run_runner(const RunnerOptions& opts, std::istream& in, std::ostream& out, s
   out << "server ready: one request per line (--input_shapes=... --inputs=... --output_file=...), 'quit' to stop\n"
       << std::flush;
   std::string line;
+  size_t length = 0;
   int n = 0;
-  while (std::getline(in, line)) {
-    if (line == "quit" || line == "exit") break;
+  while (read_request_line(in, &line, &length)) {
+    const size_t first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t");
+    const std::string trimmed = first == std::string::npos ? "" : line.substr(first, last - first + 1);
+    if (trimmed == "quit" || trimmed == "exit") break;
     ++n;
-    Result<Request> r = parse_request(line, opts);
-    Status st = r.ok() ? runner.run(*r) : r.status();
+    Status st = ok_status();
+    if (length > kMaxRequestLine) {
+      st = invalid_argument("request line of " + std::to_string(length) + " bytes is longer than the " +
+                            std::to_string(kMaxRequestLine) + "-byte limit");
+    } else if (trimmed.empty()) {
+      st = invalid_argument("empty request; a request line takes --input_shapes=, --inputs=, --output_file=, "
+                            "--print_output= ('quit' stops)");
+    } else {
+      try {  // one bad request never ends the server
+        Result<Request> r = parse_request(trimmed, opts);
+        st = r.ok() ? runner.run(*r) : r.status();
+      } catch (const std::exception& e) {
+        st = internal_error(std::string("unexpected exception: ") + e.what());
+      } catch (...) {
+        st = internal_error("unexpected exception");
+      }
+    }
     if (st.ok()) {
       out << "request " << n << ": ok\n";
     } else {
-      out << "request " << n << ": error: " << st.message() << "\n";
+      out << "request " << n << ": error: " << one_line(st.message()) << "\n";
     }
     out << std::flush;
   }

@@ -3,6 +3,10 @@
 // inputs bound-sized and exact-sized; .npy; server mode with a bad request in the middle.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include <filesystem>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +15,7 @@
 #include "e2e_util.h"
 #include "tooling/examples.h"
 #include "tooling/npy.h"
+#include "tooling/runner.h"
 
 #include <nlohmann/json.hpp>
 #include "scratch_dir.h"
@@ -177,10 +182,60 @@ TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   // Too small a file is a clear error.
   r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path + " --input_shapes=6x16");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("error: input 'x' (#0): '" + exact_path + "' has 320 bytes but shape 6x16 needs 384; give a "
-                          "bound-sized or exactly sized file"),
+  EXPECT_NE(r.output.find("error: input 'x' (#0): '" + exact_path + "' has 320 bytes but shape 6x16 needs 384 (or the bound "
+                          "shape 64x16 4096); give an exactly sized or bound-sized file"),
             std::string::npos)
       << r.output;
+  // Neither exactly sized nor bound-sized: refused too (it used to be accepted when larger).
+  std::vector<float> odd(7 * 16, 1.f);
+  std::string odd_path = ::kiln::testing::scratch_dir() + "/x_odd.bin";
+  write_floats(odd_path, odd);
+  r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + odd_path + " --input_shapes=5x16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("has 448 bytes but shape 5x16 needs 320"), std::string::npos) << r.output;
+}
+
+// The server protocol, one table row per request: every line gets exactly one reply line
+// ("request N: ok" or "request N: error: ..."), whatever it holds, and the server keeps going.
+TEST_F(MlpE2E, ServerAnswersEveryRequestOfTheTable) {
+  std::string dir = ::kiln::testing::scratch_dir() + "/server_dir";
+  std::filesystem::create_directories(dir);
+  struct Row {
+    std::string line, reply;  // reply: a piece of the one reply line expected
+  };
+  const std::vector<Row> rows = {
+      {"--input_shapes=3x16", "ok"},
+      {"", "error: empty request"},
+      {"   \t ", "error: empty request"},
+      {"--print_output=xyz", "error: --print_output must be none, summary or all, got 'xyz'"},
+      {"--inputs=" + dir, "error: cannot read '" + dir + "': it is a directory"},
+      {"--inputs=/nonexistent.npy", "error: cannot open '/nonexistent.npy'"},
+      {"--input_shapes=65x16", "error:"},
+      {"--input_shapes=2x16\r", "ok"},  // CRLF line endings
+      {"--bogus=1", "error: unknown request field '--bogus'"},
+      {"--input_shapes=" + std::string(70000, '1'), "error: request line of 70015 bytes is longer than the 65536-byte limit"},
+      {"--input_shapes=1x16 --print_output=none", "ok"},
+  };
+  std::string in;
+  for (const Row& r : rows) in += r.line + "\n";
+  in += "quit\r\n--input_shapes=1x16\n";  // quit with CRLF stops: the request after it is not run
+  tooling::RunnerOptions o;
+  o.model_path = path_;
+  o.server_mode = true;
+  o.print_output = "none";
+  std::istringstream is(in);
+  std::ostringstream os, es;
+  ASSERT_EQ(tooling::run_runner(o, is, os, es), 0) << es.str();
+  std::vector<std::string> replies;
+  std::istringstream lines(os.str());
+  for (std::string l; std::getline(lines, l);)
+    if (l.rfind("request ", 0) == 0) replies.push_back(l);
+  ASSERT_EQ(replies.size(), rows.size()) << os.str();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(replies[i].rfind("request " + std::to_string(i + 1) + ": ", 0), 0u) << replies[i];
+    EXPECT_NE(replies[i].find(rows[i].reply), std::string::npos) << "row " << i << ": " << replies[i];
+    EXPECT_LT(replies[i].size(), 2100u) << "row " << i << ": a reply is cut, not the whole bad line";
+  }
 }
 
 TEST_F(MlpE2E, NoInputShapesMeansTheBound) {
