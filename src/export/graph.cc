@@ -16,6 +16,18 @@ Status GraphBuilder::add_dim(const std::string& name, int64_t min, int64_t max, 
   if (step < 1) return invalid_argument("dim '" + name + "' has step " + std::to_string(step) + "; use a step of 1 or more");
   if ((min + step - 1) / step * step > max)
     return invalid_argument("dim '" + name + "' admits no value: no multiple of " + std::to_string(step) + " in " + range);
+  // With a step, both bounds are on its grid (multiples of the step): an off-grid bound was
+  // either refused as a value (min) or promised one that padding would exceed (max).
+  if (step > 1 && (min % step != 0 || max % step != 0)) {
+    auto s = [](int64_t v) { return std::to_string(v); };
+    const int64_t lo_dn = min / step * step, lo_up = (min + step - 1) / step * step;
+    const int64_t hi_dn = max / step * step, hi_up = (max + step - 1) / step * step;
+    std::string fix = name + "=" + s(lo_up) + ".." + s(hi_dn) + ":" + s(step);
+    if (lo_dn >= step && (lo_dn != lo_up || hi_up != hi_dn)) fix += " or " + name + "=" + s(lo_dn) + ".." + s(hi_up) + ":" + s(step);
+    return invalid_argument("dim '" + name + "' bounds " + range + " are not on the grid of its step " + s(step) + " (" +
+                            (min % step != 0 ? "min " + s(min) : "max " + s(max)) + " is not a multiple of " + s(step) +
+                            "); use " + fix);
+  }
   int existing = pool_.find_dim(name);
   if (existing >= 0) {
     const core::DimInfo& d = pool_.dims()[existing];

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -569,10 +570,18 @@ std::string step_hint(const core::ExprPool& pool, const kernels::Guard& g) {
 }  // namespace
 
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(model_path, ec);
+  if (ec || !std::filesystem::exists(status)) return io_error("cannot open model '" + model_path + "': no such file");
+  if (std::filesystem::is_directory(status)) return io_error("cannot read model '" + model_path + "': it is a directory");
+  if (!std::filesystem::is_regular_file(status)) return io_error("cannot read model '" + model_path + "': not a regular file");
+  if (std::filesystem::file_size(model_path, ec) == 0) return data_loss("'" + model_path + "' is empty, not an ONNX model");
   std::ifstream f(model_path, std::ios::binary);
   if (!f) return io_error("cannot open model '" + model_path + "'");
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  if (!model.has_graph() || model.graph().output_size() == 0)
+    return data_loss("'" + model_path + "' has no graph outputs: not an ONNX model, or an empty one");
   ExportReport report;
   Importer imp(opts, &report);
   KILN_TRY(imp.run(model));

@@ -1,0 +1,87 @@
+// Every class of bad input to the tools, one table row each: the command, its exit status
+// and the one line it must print. Found by a hostile pass over the tools (issue 8); none may
+// abort, hang or succeed silently.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "e2e_util.h"
+#include "format/program_desc.h"
+#include "onnx_model_util.h"
+#include "tooling/examples.h"
+
+namespace kiln::testing {
+namespace {
+
+struct Row {
+  std::string what, cmd, expect;  // expect: a piece of the output (stdout + stderr)
+  int exit_code = 1;
+};
+
+TEST(BadInput, EveryClassGetsOneClearLine) {
+  const std::string dir = scratch_dir() + "/bad_input";
+  std::filesystem::create_directories(dir + "/a_directory");
+  auto mlp = tooling::make_mlp_example();
+  ASSERT_TRUE(mlp.ok());
+  const std::string model = dir + "/mlp.kiln";
+  ASSERT_TRUE(format::write_program_file(mlp->program, model).ok());
+  std::fclose(std::fopen((dir + "/empty.onnx").c_str(), "wb"));
+  {
+    std::ofstream(dir + "/garbage.onnx") << "not a protobuf at all";
+  }
+  // An ONNX model whose input name is not UTF-8 (it used to export, then abort inspect --json).
+  OnnxModel bad_name;
+  bad_name.input("x\xff", {"N", "4"}).output("y");
+  bad_name.node("Relu", "relu", {"x\xff"}, {"y"});
+  const std::string bad_name_path = bad_name.save("bad_name.onnx");
+  // A program with one weight byte changed on disk.
+  std::vector<char> bytes;
+  {
+    std::ifstream f(model, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() - 1] ^= 1;  // the last byte is a constant
+  {
+    std::ofstream(dir + "/damaged.kiln", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const std::string kiln = bin("kiln"), runner = bin("kiln_runner") + " --model_path=" + model;
+  const std::vector<Row> rows = {
+      {"empty ONNX file", kiln + " export " + dir + "/empty.onnx -o " + dir + "/o.kiln", "is empty, not an ONNX model"},
+      {"not protobuf", kiln + " export " + dir + "/garbage.onnx -o " + dir + "/o.kiln", "is not a readable ONNX model"},
+      {"directory as ONNX", kiln + " export " + dir + "/a_directory -o " + dir + "/o.kiln", "it is a directory"},
+      {"missing ONNX", kiln + " export " + dir + "/nope.onnx -o " + dir + "/o.kiln", "no such file"},
+      {"non-UTF-8 name", kiln + " export " + bad_name_path + " -o " + dir + "/o.kiln --dim N=1..4",
+       "name is not valid UTF-8 (byte 1)"},
+      {"max off the step grid", kiln + " export " + bad_name_path + " -o " + dir + "/o.kiln --dim N=8..100:8",
+       "bounds [8, 100] are not on the grid of its step 8 (max 100 is not a multiple of 8); use N=8..96:8 or N=8..104:8"},
+      {"min off the step grid", kiln + " export " + bad_name_path + " -o " + dir + "/o.kiln --dim N=10..128:8",
+       "(min 10 is not a multiple of 8); use N=16..128:8 or N=8..128:8"},
+      {"directory as program", bin("kiln_runner") + " --model_path=" + dir + "/a_directory",
+       "it is a directory, not a .kiln program file"},
+      {"damaged weights", bin("kiln_runner") + " --model_path=" + dir + "/damaged.kiln",
+       "the constant segment's checksum does not match"},
+      {"damaged weights, inspect --json", kiln + " inspect --json " + dir + "/damaged.kiln", "checksum does not match"},
+      {"directory as input", runner + " --inputs=" + dir + "/a_directory", "it is a directory"},
+      {"missing input", runner + " --inputs=" + dir + "/nope.npy", "cannot open '" + dir + "/nope.npy'"},
+      {"zero threads", runner + " --cpu_threads=0", "--cpu_threads must be between 1 and 1024, got 0"},
+      {"negative threads", runner + " --cpu_threads=-3", "--cpu_threads must be between 1 and 1024, got -3"},
+      {"flag as a value", runner + " --input_shapes --inputs=x.npy", "--input_shapes needs a value, got '--inputs=x.npy'"},
+      {"bad print mode", runner + " --print_output=xyz", "--print_output must be none, summary or all, got 'xyz'"},
+      {"shape above the bound", runner + " --input_shapes=65x16", "65"},
+      {"unparsable shape", runner + " --input_shapes=1x,16", "error:"},
+  };
+  for (const Row& r : rows) {
+    CommandResult c = run_command(r.cmd);
+    EXPECT_EQ(c.exit_code, r.exit_code) << r.what << ": " << c.output;
+    EXPECT_NE(c.output.find(r.expect), std::string::npos) << r.what << ": " << c.output;
+    EXPECT_EQ(c.output.find("terminate called"), std::string::npos) << r.what << ": " << c.output;
+    EXPECT_EQ(c.output.find("Aborted"), std::string::npos) << r.what << ": " << c.output;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing
