@@ -26,6 +26,7 @@ struct SweepSample {
   std::string shapes;  ///< "1x3x24x40,..."
   bool ok = false;
   std::string problem;  ///< why not ok
+  std::string note;     ///< ok, but worth saying (the model itself computes a NaN or inf here)
   double ms = 0;
 };
 
