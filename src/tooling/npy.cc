@@ -44,6 +44,10 @@ bool header_field(const std::string& h, const std::string& key, std::string* out
 
 Result<NpyArray> read_npy(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  return parse_npy(bytes, path);
+}
+
+Result<NpyArray> parse_npy(const std::string& bytes, const std::string& path) {
   auto bad = [&](const std::string& why) { return invalid_argument("'" + path + "' is not a usable .npy file: " + why); };
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return bad("missing the \\x93NUMPY magic");
   uint8_t major = static_cast<uint8_t>(bytes[6]);

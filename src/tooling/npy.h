@@ -20,6 +20,8 @@ struct NpyArray {
 /// Reads a .npy file. Errors name the file and what is unsupported (Fortran order,
 /// big-endian, other dtypes) or damaged.
 Result<NpyArray> read_npy(const std::string& path);
+/// The same for a file's bytes already in memory (`path` only names it in messages).
+Result<NpyArray> parse_npy(const std::string& bytes, const std::string& path);
 /// Writes `data` (numel(shape) * dtype_size bytes) as a version 1.0 .npy file.
 Status write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape, const void* data);
 

@@ -569,6 +569,11 @@ std::string step_hint(const core::ExprPool& pool, const kernels::Guard& g) {
 
 }  // namespace
 
+namespace {
+Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& model_path, const ExportOptions& opts,
+                                  format::ProgramDesc* program);
+}  // namespace
+
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
   std::error_code ec;
   const auto status = std::filesystem::status(model_path, ec);
@@ -580,6 +585,20 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
   if (!f) return io_error("cannot open model '" + model_path + "'");
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  return export_model(model, model_path, opts, program);
+}
+
+Result<ExportReport> export_onnx_bytes(const void* data, size_t size, const ExportOptions& opts, format::ProgramDesc* program) {
+  onnx::ModelProto model;
+  if (size > static_cast<size_t>(INT32_MAX) || !model.ParseFromArray(data, static_cast<int>(size)))
+    return data_loss("the bytes are not a readable ONNX model");
+  return export_model(model, "<buffer>", opts, program);
+}
+
+namespace {
+
+Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& model_path, const ExportOptions& opts,
+                                  format::ProgramDesc* program) {
   if (!model.has_graph() || model.graph().output_size() == 0)
     return data_loss("'" + model_path + "' has no graph outputs: not an ONNX model, or an empty one");
   ExportReport report;
@@ -635,6 +654,8 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
   for (const auto& in : m.instructions) ++report.ops[in.op];
   return report;
 }
+
+}  // namespace
 
 std::string format_report(const ExportReport& r) {
   std::ostringstream o;

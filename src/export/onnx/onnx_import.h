@@ -70,6 +70,8 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
 /// Imports `model_path` under `opts` and appends one method to `program`.
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts,
                                  format::ProgramDesc* program);
+/// The same for a serialized ModelProto in memory (fuzzing, embedding).
+Result<ExportReport> export_onnx_bytes(const void* data, size_t size, const ExportOptions& opts, format::ProgramDesc* program);
 /// Human-readable summary of a report.
 std::string format_report(const ExportReport& r);
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing job (CI runs it after the tests, see .ci/run):
+#   1. builds everything with clang 14, AddressSanitizer + UndefinedBehaviorSanitizer
+#      (-DKILN_SANITIZE=ON) and libFuzzer coverage;
+#   2. runs the whole test suite through the sanitized binaries (the end-to-end tests too);
+#   3. runs each fuzz target for FUZZ_SECONDS (default 20) from its committed seed corpus.
+# Usage: bash scripts/sanitize.sh [BUILD_DIR] [FUZZ_SECONDS]
+# A long run of one target: build-asan/fuzz_load -max_total_time=3600 -dict=... DIR fuzz/corpus/load
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${1:-build-asan}"
+SECONDS_PER_TARGET="${2:-20}"
+SUDO=""; if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq clang-14 libclang-rt-14-dev llvm-14 g++ cmake ninja-build libflatbuffers-dev \
+  flatbuffers-compiler libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev \
+  libprotobuf-dev protobuf-compiler libxnnpack-dev libpthreadpool-dev >/dev/null
+CMAKE=cmake; if [ -x /usr/bin/cmake ]; then CMAKE=/usr/bin/cmake; fi
+CC=clang-14 CXX=clang++-14 $CMAKE -S . -B "$BUILD_DIR" -G Ninja -DKILN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+$CMAKE --build "$BUILD_DIR"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure
+declare -A DICT=([server]=fuzz/dict/server.dict [specs]=fuzz/dict/specs.dict)
+for t in load npy server onnx specs; do
+  work=$(mktemp -d)  # the committed corpus stays as it is; new finds go to the work dir
+  cp -r "fuzz/corpus/$t/." "$work/"
+  dict=${DICT[$t]:+-dict=${DICT[$t]}}
+  echo "fuzz_$t: ${SECONDS_PER_TARGET}s"
+  set +e
+  "$BUILD_DIR/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 -rss_limit_mb=3072 -timeout=30 \
+    -print_final_stats=1 -artifact_prefix="$work/" $dict "$work" > "$work.log" 2>&1
+  status=$?
+  set -e
+  grep -E "stat::number_of_executed_units|ERROR|SUMMARY" "$work.log" || true
+  if [ $status -ne 0 ]; then
+    tail -40 "$work.log"
+    echo "fuzz_$t failed (exit $status); the input is in $work"
+    exit 1
+  fi
+  rm -rf "$work" "$work.log"
+done
+echo "sanitizers and fuzzing: ok"
