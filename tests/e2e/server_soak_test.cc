@@ -16,6 +16,17 @@
 #include "format/program_desc.h"
 #include "tooling/examples.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_ASAN 1
+#endif
+#endif
+#ifndef KILN_ASAN
+#define KILN_ASAN 0
+#endif
+
 namespace kiln::testing {
 namespace {
 
@@ -85,7 +96,13 @@ TEST(ServerSoak, TenThousandMixedRequestsEachAnsweredMemoryFlat) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(oks, 3333);  // rotation entries 0, 4, 7 and 9 are good: n % 12 in {0, 4, 7, 9} for n in [1, 10000]
   ASSERT_GT(warm, 0);
+#if KILN_ASAN
+  // AddressSanitizer keeps freed blocks in quarantine (RSS grows by design); LeakSanitizer checks
+  // the server for leaks at exit instead.
+  (void)last;
+#else
   EXPECT_LE(last, warm + warm / 20) << "resident memory grew from " << warm << " kB to " << last << " kB";
+#endif
   RecordProperty("rss_kb_after_2000", static_cast<int>(warm));
   RecordProperty("rss_kb_after_10000", static_cast<int>(last));
 }
