@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer and fuzzing job (run by hand for now; meant for .ci/run once it fits the CI budget):
+# The sanitizer and fuzzing job (.ci/run runs it after the tests):
 #   1. builds everything with clang 14, AddressSanitizer + UndefinedBehaviorSanitizer
 #      (-DKILN_SANITIZE=ON) and libFuzzer coverage;
 #   2. runs the whole test suite through the sanitized binaries (the end-to-end tests too);
