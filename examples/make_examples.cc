@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "tooling/examples.h"
+#include "tooling/file_io.h"
 
 int main(int argc, char** argv) {
   std::string dir = argc > 1 ? argv[1] : "examples";
@@ -9,7 +10,7 @@ int main(int argc, char** argv) {
   const Entry entries[] = {{"mlp.kiln", &kiln::tooling::make_mlp_example}, {"cnn.kiln", &kiln::tooling::make_cnn_example}};
   for (const Entry& e : entries) {
     auto m = e.make();
-    kiln::Status s = m.ok() ? kiln::format::write_program_file(m->program, dir + "/" + e.file) : m.status();
+    kiln::Status s = m.ok() ? kiln::tooling::write_program_file(m->program, dir + "/" + e.file) : m.status();
     if (!s.ok()) {
       std::cerr << "error: " << e.file << ": " << s.message() << "\n";
       return 1;

@@ -1,16 +1,22 @@
 // libFuzzer target: Program::load_buffer on arbitrary bytes; when it loads, every method is
 // created, bound at admissible shapes drawn from the input's last bytes, and executed. The
 // corpus starts from real programs (fuzz/corpus/load). Must never crash, leak or hang.
+// The mutated image is sealed with valid checksums first (format::seal_checksums), as a buggy
+// writer would leave it: otherwise nearly every mutation stops at the checksum test and the
+// structural checks behind it are never reached. (Checksum refusals have their own tests.)
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "format/file_header.h"
+#include "format/program_desc.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint64_t> aligned(size / 8 + 1);  // load_buffer wants 8-byte alignment
   if (size) std::memcpy(aligned.data(), data, size);
+  if (size >= kiln::format::kHeaderSize) kiln::format::seal_checksums(reinterpret_cast<uint8_t*>(aligned.data()), size);
   auto program = kiln::Program::load_buffer(aligned.data(), size);
   if (!program.ok()) return 0;
   size_t pick = size;  // shapes from the input's own bytes: deterministic per input

@@ -7,6 +7,7 @@
 
 #include "format/program_desc.h"
 #include "tooling/examples.h"
+#include "tooling/file_io.h"
 #include "tooling/runner.h"
 
 namespace {
@@ -14,7 +15,7 @@ std::string model_path() {
   static const std::string path = [] {
     const std::string p = "/tmp/kiln_fuzz_server_mlp.kiln";
     auto m = kiln::tooling::make_mlp_example();
-    if (!m.ok() || !kiln::format::write_program_file(m->program, p).ok()) std::abort();
+    if (!m.ok() || !kiln::tooling::write_program_file(m->program, p).ok()) std::abort();
     return p;
   }();
   return path;

@@ -3,12 +3,13 @@
 #   1. builds everything with clang 14, AddressSanitizer + UndefinedBehaviorSanitizer
 #      (-DKILN_SANITIZE=ON) and libFuzzer coverage;
 #   2. runs the whole test suite through the sanitized binaries (the end-to-end tests too);
-#   3. runs each fuzz target from its committed seed corpus: FUZZ_RUNS executions with a fixed
-#      seed (deterministic: what passed here passes in CI), or FUZZ_SECONDS each when given.
+#   3. runs each fuzz target (scripts/fuzz.sh) from its committed seed corpus: FUZZ_RUNS
+#      executions with a fixed seed (deterministic: what passed here passes in CI), or
+#      FUZZ_SECONDS each when given.
 # Usage: bash scripts/sanitize.sh [BUILD_DIR] [FUZZ_SECONDS]
 # CI leaves out the three model sweeps' instances on mobilenet_v2, resnet_small and swin_tiny
 # (15 of the 20 sanitized minutes; they run unsanitized in the main job): KILN_SANITIZE_EXCLUDE=""
-# runs everything. A long fuzz run: bash scripts/sanitize.sh build-asan 3600
+# runs everything. A long fuzz run of an existing build: bash scripts/fuzz.sh build-asan --runs 1000000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build-asan}"
@@ -27,24 +28,6 @@ $CMAKE --build "$BUILD_DIR"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure ${EXCLUDE:+-E "$EXCLUDE"}
-declare -A DICT=([server]=fuzz/dict/server.dict [specs]=fuzz/dict/specs.dict)
-for t in load npy server onnx specs; do
-  work=$(mktemp -d)  # the committed corpus stays as it is; new finds go to the work dir
-  cp -r "fuzz/corpus/$t/." "$work/"
-  dict=${DICT[$t]:+-dict=${DICT[$t]}}
-  if [ -n "$SECONDS_PER_TARGET" ]; then budget="-max_total_time=$SECONDS_PER_TARGET"; else budget="-runs=$FUZZ_RUNS -seed=1"; fi
-  echo "fuzz_$t: $budget"
-  set +e
-  "$BUILD_DIR/fuzz_$t" $budget -max_len=65536 -rss_limit_mb=3072 -timeout=30 \
-    -print_final_stats=1 -artifact_prefix="$work/" $dict "$work" > "$work.log" 2>&1
-  status=$?
-  set -e
-  grep -E "stat::number_of_executed_units|ERROR|SUMMARY" "$work.log" || true
-  if [ $status -ne 0 ]; then
-    tail -40 "$work.log"
-    echo "fuzz_$t failed (exit $status); the input is in $work"
-    exit 1
-  fi
-  rm -rf "$work" "$work.log"
-done
+if [ -n "$SECONDS_PER_TARGET" ]; then bash scripts/fuzz.sh "$BUILD_DIR" --seconds "$SECONDS_PER_TARGET"
+else bash scripts/fuzz.sh "$BUILD_DIR" --runs "$FUZZ_RUNS"; fi
 echo "sanitizers and fuzzing: ok"

@@ -7,6 +7,7 @@
 
 #include "export/onnx/onnx_import.h"
 #include "kiln/program.h"
+#include "tooling/file_io.h"
 #include "tooling/inspect.h"
 #include "tooling/runner.h"
 #include "tooling/sweep.h"
@@ -82,7 +83,7 @@ int kiln_main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     kiln::format::ProgramDesc program;
     auto report = kiln::exporter::export_onnx(model, opts, &program);
-    kiln::Status s = report.ok() ? kiln::format::write_program_file(program, out) : report.status();
+    kiln::Status s = report.ok() ? kiln::tooling::write_program_file(program, out) : report.status();
     if (!s.ok()) return std::cerr << "error: export " << model << ": " << s.message() << "\n", 1;
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "exported " << model << " -> " << out << " (method '" << method << "', " << ms << " ms)\n"

@@ -111,6 +111,8 @@ class Method {
 
  private:
   explicit Method(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<Method>> create_method(const Program& program, const std::string& name,
+                                                       const MethodOptions& options, void* arena, size_t arena_size);
   std::unique_ptr<Impl> impl_;
 };
 

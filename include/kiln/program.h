@@ -122,6 +122,7 @@ class Program {
 
  private:
   explicit Program(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<Program>> load_file(const std::string& path, const LoadOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

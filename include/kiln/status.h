@@ -1,6 +1,7 @@
 #pragma once
 // Errors are values: every fallible call returns Status or Result<T>. The library never
-// aborts and builds without exceptions. An ok Status holds no message and never allocates.
+// aborts on bad input and throws nothing; it builds with or without exceptions (core/oom.h says what an
+// allocation failure does in each). An ok Status holds no message and never allocates.
 
 #include <string>
 #include <type_traits>
@@ -17,7 +18,7 @@ enum class Code {
   kDataLoss,            ///< a file is damaged, truncated or not a .kiln program
   kUnimplemented,       ///< valid request that this build does not support
   kFailedPrecondition,  ///< call made in the wrong state (e.g. execute before bind)
-  kResourceExhausted,   ///< a caller-provided buffer is too small
+  kResourceExhausted,   ///< a caller-provided buffer is too small, threads or memory ran out
   kInternal,            ///< a bug in Kiln
   kIoError,             ///< the operating system refused a file operation
 };

@@ -92,7 +92,10 @@ struct ProgramDesc {
 
 /// Serializes to the .kiln byte layout (header, FlatBuffer, aligned constant segment).
 Result<std::vector<uint8_t>> serialize_program(const ProgramDesc& desc);
-/// serialize_program + write to `path`.
-Status write_program_file(const ProgramDesc& desc, const std::string& path);
+/// Recomputes the three checksums of the .kiln image [file, file + size) from where its header
+/// says the segments are (a segment outside the image gets checksum 0). serialize_program
+/// seals what it writes; tests and fuzzers seal images they damage on purpose, so the checks
+/// behind the checksums are reached. Needs size >= kHeaderSize.
+void seal_checksums(uint8_t* file, size_t size);
 
 }  // namespace kiln::format

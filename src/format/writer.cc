@@ -109,25 +109,26 @@ Result<std::vector<uint8_t>> serialize_program(const ProgramDesc& desc) {
   h.constants_size = desc.constants.size();
   // Every string the file holds must be valid UTF-8 (the reader refuses others).
   KILN_TRY(check_strings(fb::GetProgram(b.GetBufferPointer())).with_prefix("export: "));
-  h.program_crc = core::crc32c(b.GetBufferPointer(), h.program_size);
-  h.constants_crc = core::crc32c(desc.constants.data(), desc.constants.size());
-  h.header_crc = core::crc32c(&h, kHeaderCrcBytes);
 
   std::vector<uint8_t> out(h.constants_offset + h.constants_size, 0);
   std::memcpy(out.data(), &h, sizeof(h));
   std::memcpy(out.data() + h.program_offset, b.GetBufferPointer(), h.program_size);
   if (!desc.constants.empty()) std::memcpy(out.data() + h.constants_offset, desc.constants.data(), h.constants_size);
+  seal_checksums(out.data(), out.size());
   return out;
 }
 
-Status write_program_file(const ProgramDesc& desc, const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, serialize_program(desc));
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return io_error("cannot open '" + path + "' for writing");
-  size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  bool closed = std::fclose(f) == 0;
-  if (n != bytes.size() || !closed) return io_error("short write to '" + path + "'");
-  return ok_status();
+void seal_checksums(uint8_t* file, size_t size) {
+  FileHeader h;
+  std::memcpy(&h, file, sizeof(h));
+  auto crc_of = [&](uint64_t off, uint64_t n) -> uint32_t {
+    if (off > size || size - off < n) return 0;
+    return core::crc32c(file + off, n);
+  };
+  h.program_crc = crc_of(h.program_offset, h.program_size);
+  h.constants_crc = crc_of(h.constants_offset, h.constants_size);
+  h.header_crc = core::crc32c(&h, kHeaderCrcBytes);
+  std::memcpy(file, &h, sizeof(h));
 }
 
 }  // namespace kiln::format

@@ -10,6 +10,7 @@
 #include "delegates/xnnpack/delegate.h"
 #include "kernels/kernel.h"
 #include "format/file_header.h"
+#include "core/oom.h"
 #include "runtime/program_impl.h"
 
 namespace kiln {
@@ -209,6 +210,11 @@ Result<uint64_t> Method::arena_bytes(const Program& program, const std::string& 
 
 Result<std::unique_ptr<Method>> Method::create(const Program& program, const std::string& name,
                                                const MethodOptions& options, void* arena, size_t arena_size) {
+  return core::returning_oom([&] { return create_method(program, name, options, arena, arena_size); });
+}
+
+Result<std::unique_ptr<Method>> Method::create_method(const Program& program, const std::string& name,
+                                                      const MethodOptions& options, void* arena, size_t arena_size) {
   const Program::Impl& p = program.impl();
   const fb::Method* m = p.find_method(name);
   if (!m) return not_found("no method '" + name + "' in the program; it has " + p.method_names());

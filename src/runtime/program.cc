@@ -7,9 +7,16 @@
 #include <cstring>
 #include <map>
 
+#include "core/oom.h"
 #include "runtime/program_impl.h"
 
 namespace kiln {
+namespace {
+struct Unmap {
+  size_t size;
+  void operator()(void* base) const { munmap(base, size); }
+};
+}  // namespace
 
 std::string TensorSpec::shape_text() const {
   std::string s = "[";
@@ -149,6 +156,10 @@ Program::~Program() {
 }
 
 Result<std::unique_ptr<Program>> Program::load(const std::string& path, const LoadOptions& options) {
+  return core::returning_oom([&] { return load_file(path, options); });
+}
+
+Result<std::unique_ptr<Program>> Program::load_file(const std::string& path, const LoadOptions& options) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error("cannot open program '" + path + "': " + std::strerror(errno));
   struct stat st;
@@ -174,27 +185,29 @@ Result<std::unique_ptr<Program>> Program::load(const std::string& path, const Lo
   int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) return io_error("cannot map '" + path + "': " + std::strerror(err));
-  auto impl = std::make_unique<Impl>();
-  impl->map_base = base;
-  impl->map_size = size;
-  impl->path = path;
+  // Owned from here on: unmapped on every way out, an allocation failure's unwinding included.
+  std::unique_ptr<void, Unmap> mapping(base, Unmap{size});
   Result<format::ProgramFile> file = format::read_program(static_cast<const uint8_t*>(base), size, options.verify_constants);
-  if (!file.ok()) {
-    munmap(base, size);
-    return file.status().with_prefix("load '" + path + "': ");
-  }
+  if (!file.ok()) return file.status().with_prefix("load '" + path + "': ");
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
   impl->file = *file;
-  return std::unique_ptr<Program>(new Program(std::move(impl)));
+  std::unique_ptr<Program> program(new Program(std::move(impl)));
+  program->impl_->map_base = mapping.release();
+  program->impl_->map_size = size;
+  return program;
 }
 
 Result<std::unique_ptr<Program>> Program::load_buffer(const void* data, size_t size, const LoadOptions& options) {
   if (reinterpret_cast<uintptr_t>(data) % 8 != 0)
     return invalid_argument("load: program buffer must be 8-byte aligned");
-  KILN_ASSIGN_OR_RETURN(format::ProgramFile file,
-                        format::read_program(static_cast<const uint8_t*>(data), size, options.verify_constants));
-  auto impl = std::make_unique<Impl>();
-  impl->file = file;
-  return std::unique_ptr<Program>(new Program(std::move(impl)));
+  return core::returning_oom([&]() -> Result<std::unique_ptr<Program>> {
+    KILN_ASSIGN_OR_RETURN(format::ProgramFile file,
+                          format::read_program(static_cast<const uint8_t*>(data), size, options.verify_constants));
+    auto impl = std::make_unique<Impl>();
+    impl->file = file;
+    return std::unique_ptr<Program>(new Program(std::move(impl)));
+  });
 }
 
 Status Program::verify_constants() const { return format::verify_constants(impl_->file); }

@@ -61,4 +61,9 @@ Status write_file(const std::string& path, const void* data, size_t n) {
   return ok_status();
 }
 
+Status write_program_file(const format::ProgramDesc& desc, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, format::serialize_program(desc));
+  return write_file(path, bytes.data(), bytes.size());
+}
+
 }  // namespace kiln::tooling

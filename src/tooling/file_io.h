@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 
+#include "format/program_desc.h"
 #include "kiln/status.h"
 
 namespace kiln::tooling {
@@ -15,5 +16,8 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes = size_t
 
 /// Writes [data, data + n) to `path` (created or truncated); on any failure removes it.
 Status write_file(const std::string& path, const void* data, size_t n);
+
+/// format::serialize_program, then write_file.
+Status write_program_file(const format::ProgramDesc& desc, const std::string& path);
 
 }  // namespace kiln::tooling

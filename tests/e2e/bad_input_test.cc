@@ -13,6 +13,7 @@
 #include "export/graph.h"
 #include "format/program_desc.h"
 #include "onnx_model_util.h"
+#include "tooling/file_io.h"
 #include "tooling/examples.h"
 
 namespace kiln::testing {
@@ -29,7 +30,7 @@ TEST(BadInput, EveryClassGetsOneClearLine) {
   auto mlp = tooling::make_mlp_example();
   ASSERT_TRUE(mlp.ok());
   const std::string model = dir + "/mlp.kiln";
-  ASSERT_TRUE(format::write_program_file(mlp->program, model).ok());
+  ASSERT_TRUE(tooling::write_program_file(mlp->program, model).ok());
   std::fclose(std::fopen((dir + "/empty.onnx").c_str(), "wb"));
   {
     std::ofstream(dir + "/garbage.onnx") << "not a protobuf at all";
@@ -39,6 +40,12 @@ TEST(BadInput, EveryClassGetsOneClearLine) {
   bad_name.input("x\xff", {"N", "4"}).output("y");
   bad_name.node("Relu", "relu", {"x\xff"}, {"y"});
   const std::string bad_name_path = bad_name.save("bad_name.onnx");
+  // A valid model with 4 KB of weights, for writes that run out of disk.
+  OnnxModel weighty;
+  weighty.input("x", {"N", "32"}).output("y");
+  weighty.floats("w", {32, 32}, std::vector<float>(32 * 32, 0.5f));
+  weighty.node("MatMul", "mm", {"x", "w"}, {"y"});
+  const std::string weighty_path = weighty.save("weighty.onnx");
   // A program with one weight byte changed on disk.
   std::vector<char> bytes;
   {
@@ -50,6 +57,10 @@ TEST(BadInput, EveryClassGetsOneClearLine) {
     std::ofstream(dir + "/damaged.kiln", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   const std::string kiln = bin("kiln"), runner = bin("kiln_runner") + " --model_path=" + model;
+  // A full disk, part-way through a write: the file size limit (ulimit -f, 512-byte blocks in
+  // sh) makes write() fail with EFBIG as a full disk fails with ENOSPC; SIGXFSZ is ignored,
+  // and an ignored signal stays ignored across exec.
+  const std::string disk_full = "trap '' XFSZ; ulimit -f 2; exec ";
   const std::vector<Row> rows = {
       {"empty ONNX file", kiln + " export " + dir + "/empty.onnx -o " + dir + "/o.kiln", "is empty, not an ONNX model"},
       {"not protobuf", kiln + " export " + dir + "/garbage.onnx -o " + dir + "/o.kiln", "is not a readable ONNX model"},
@@ -74,6 +85,10 @@ TEST(BadInput, EveryClassGetsOneClearLine) {
       {"bad print mode", runner + " --print_output=xyz", "--print_output must be none, summary or all, got 'xyz'"},
       {"shape above the bound", runner + " --input_shapes=65x16", "65"},
       {"unparsable shape", runner + " --input_shapes=1x,16", "error:"},
+      {"disk full writing outputs", disk_full + runner + " --output_file=" + dir + "/full_out --output_format=npy",
+       "bytes written): File too large; the partial file was removed"},
+      {"disk full writing a program", disk_full + kiln + " export " + weighty_path + " -o " + dir + "/full.kiln --dim N=1..8",
+       "bytes written): File too large; the partial file was removed"},
   };
   for (const Row& r : rows) {
     CommandResult c = run_command(r.cmd);
@@ -82,6 +97,8 @@ TEST(BadInput, EveryClassGetsOneClearLine) {
     EXPECT_EQ(c.output.find("terminate called"), std::string::npos) << r.what << ": " << c.output;
     EXPECT_EQ(c.output.find("Aborted"), std::string::npos) << r.what << ": " << c.output;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/full_out-0.npy"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/full.kiln"));
 }
 
 }  // namespace
@@ -102,7 +119,7 @@ TEST(SweepNotes, ANaNTheModelComputesIsNotBlamedOnMemory) {
   format::ProgramDesc d;
   ASSERT_TRUE(g.emit(&d).ok());
   const std::string path = scratch_dir() + "/nan_model.kiln";
-  ASSERT_TRUE(format::write_program_file(d, path).ok());
+  ASSERT_TRUE(tooling::write_program_file(d, path).ok());
   CommandResult r = run_command(bin("kiln") + " sweep " + path + " --samples=3");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("with a clean arena too: the model computes it"), std::string::npos) << r.output;

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "e2e_util.h"
+#include "tooling/file_io.h"
 #include "tooling/examples.h"
 #include "tooling/npy.h"
 #include "tooling/runner.h"
@@ -27,7 +28,7 @@ using tooling::ExampleModel;
 
 std::string write_example(const ExampleModel& m, const std::string& name) {
   std::string path = ::kiln::testing::scratch_dir() + "/" + name;
-  EXPECT_TRUE(format::write_program_file(m.program, path).ok());
+  EXPECT_TRUE(tooling::write_program_file(m.program, path).ok());
   return path;
 }
 

@@ -14,6 +14,7 @@
 
 #include "e2e_util.h"
 #include "format/program_desc.h"
+#include "tooling/file_io.h"
 #include "tooling/examples.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -42,7 +43,7 @@ TEST(ServerSoak, TenThousandMixedRequestsEachAnsweredMemoryFlat) {
   auto mlp = tooling::make_mlp_example();
   ASSERT_TRUE(mlp.ok());
   const std::string model = scratch_dir() + "/soak_mlp.kiln";
-  ASSERT_TRUE(format::write_program_file(mlp->program, model).ok());
+  ASSERT_TRUE(tooling::write_program_file(mlp->program, model).ok());
   int to_child[2], from_child[2];
   ASSERT_EQ(pipe(to_child), 0);
   ASSERT_EQ(pipe(from_child), 0);

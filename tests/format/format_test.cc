@@ -48,21 +48,9 @@ size_t instruction_of(const format::MethodDesc& m, const std::string& op) {
   return 0;
 }
 
-// Recomputes the three checksums, as a file damaged on purpose (or by a buggy writer) would
-// carry them, so the structural checks behind the checksums are exercised too. Only the
-// header fields inside the file are trusted for where the segments are.
-void reseal(std::vector<uint8_t>* bytes) {
-  format::FileHeader h;
-  std::memcpy(&h, bytes->data(), sizeof(h));
-  auto crc_of = [&](uint64_t off, uint64_t size) -> uint32_t {
-    if (off > bytes->size() || bytes->size() - off < size) return 0;
-    return core::crc32c(bytes->data() + off, size);
-  };
-  h.program_crc = crc_of(h.program_offset, h.program_size);
-  h.constants_crc = crc_of(h.constants_offset, h.constants_size);
-  h.header_crc = core::crc32c(&h, format::kHeaderCrcBytes);
-  std::memcpy(bytes->data(), &h, sizeof(h));
-}
+// Damaged on purpose, then sealed with valid checksums (as a buggy writer would), so the
+// structural checks behind the checksums are exercised too.
+void reseal(std::vector<uint8_t>* bytes) { format::seal_checksums(bytes->data(), bytes->size()); }
 
 format::FileHeader header_of(const std::vector<uint8_t>& bytes) {
   format::FileHeader h;

@@ -1,4 +1,6 @@
-// execute() performs zero heap allocations: counted by replacing global operator new.
+// execute() performs zero heap allocations: counted by replacing global operator new. The
+// same replacement fails a chosen allocation on purpose: every allocation of load and create
+// may fail, and each failure must come back as an error, with nothing leaked.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,24 +18,36 @@
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<long> g_allocs{0};
+std::atomic<long> g_fail_at{0};  // while counting, the g_fail_at-th allocation fails (0: none)
+
+// Counts an allocation; true when it is the one to fail.
+bool count_and_fail() {
+  if (!g_counting) return false;
+  const long n = ++g_allocs;
+  return n == g_fail_at;
+}
 }  // namespace
 
 void* operator new(std::size_t n) {
-  if (g_counting) ++g_allocs;
+  if (count_and_fail()) throw std::bad_alloc();
   void* p = std::malloc(n ? n : 1);
-  if (!p) std::abort();
+  if (!p) throw std::bad_alloc();
   return p;
 }
 void* operator new[](std::size_t n) { return operator new(n); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  if (g_counting) ++g_allocs;
+  if (count_and_fail()) return nullptr;
   return std::malloc(n ? n : 1);
 }
 void* operator new(std::size_t n, std::align_val_t a) {
-  if (g_counting) ++g_allocs;
+  if (count_and_fail()) throw std::bad_alloc();
   void* p = std::aligned_alloc(static_cast<size_t>(a), (n + static_cast<size_t>(a) - 1) / static_cast<size_t>(a) * static_cast<size_t>(a));
-  if (!p) std::abort();
+  if (!p) throw std::bad_alloc();
   return p;
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  if (count_and_fail()) return nullptr;
+  return std::aligned_alloc(static_cast<size_t>(a), (n + static_cast<size_t>(a) - 1) / static_cast<size_t>(a) * static_cast<size_t>(a));
 }
 // Every replaced operator new above allocates with malloc or aligned_alloc, so free is the
 // matching release; GCC cannot see that across the replacement and warns.
@@ -44,6 +58,8 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace kiln {
 namespace {
@@ -144,6 +160,99 @@ TEST(Allocations, ZooModelsExecuteWithoutAllocating) {
             << model["name"] << " at " << c["input_shapes"] << ": XNNPACK allocated in bind or execute";
       }
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+#include <malloc.h>
+
+#include "export/xnnpack_partition.h"
+#include "tooling/examples.h"
+
+namespace kiln {
+namespace {
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_TEST_ASAN 1
+#endif
+
+// Bytes the process holds on the heap (glibc); under ASan, LeakSanitizer checks instead.
+size_t heap_in_use() {
+#ifdef KILN_TEST_ASAN
+  return 0;
+#else
+  return mallinfo2().uordblks;
+#endif
+}
+
+// Loads `image` and creates its method (delegate on, `threads` threads); the Status of the
+// first step that fails, or ok with the delegate's warning (a delegate that cannot be made
+// leaves the portable kernels running, and says why).
+Status load_and_create(const testing::AlignedBytes& image, int threads, std::string* warning) {
+  auto p = image.load();
+  if (!p.ok()) return p.status();
+  MethodOptions o;
+  o.cpu_threads = threads;
+  auto m = Method::create(**p, "forward", o);
+  if (!m.ok()) return m.status();
+  *warning = (*m)->delegate_warning();
+  return ok_status();
+}
+
+// Allocation failure injected at every allocation of load and create, in turn (Kiln's own and
+// XNNPACK's, which come through Kiln's allocator): each gives an error ("out of memory"), or
+// the portable kernels with the delegate's warning; never a crash, and the heap returns to
+// where it was, so nothing leaks on any way out.
+TEST(Allocations, EveryAllocationInLoadAndCreateMayFail) {
+  for (const char* which : {"mlp", "cnn"}) {
+    auto model = std::string(which) == "mlp" ? tooling::make_mlp_example() : tooling::make_cnn_example();
+    ASSERT_TRUE(model.ok());
+    ASSERT_TRUE(exporter::partition_xnnpack(&model->program.methods[0], model->program.constants).ok());
+    testing::AlignedBytes image(*format::serialize_program(model->program));
+    for (int threads : {1, 2}) {
+      std::string warning;
+      ASSERT_TRUE(load_and_create(image, threads, &warning).ok());  // warm: one-time initialization
+      ASSERT_TRUE(warning.empty()) << warning;
+      const long total = count_allocs([&] { ASSERT_TRUE(load_and_create(image, threads, &warning).ok()); });
+      ASSERT_GT(total, 10) << which;
+      // Two sweeps: the first throw of a process sets up the unwinder's caches (a few hundred
+      // bytes, once), so the heap is compared across the second sweep only.
+      long errors = 0, fallbacks = 0;
+      size_t heap_before = 0;
+      for (int sweep = 0; sweep < 2; ++sweep) {
+        heap_before = heap_in_use();
+        errors = fallbacks = 0;
+        for (long k = 1; k <= total; ++k) {
+          g_fail_at = k;
+          Status s;
+          warning.clear();
+          count_allocs([&] { s = load_and_create(image, threads, &warning); });
+          g_fail_at = 0;
+          if (!s.ok()) {
+            ++errors;
+            EXPECT_EQ(s.code(), Code::kResourceExhausted) << which << " allocation " << k << ": " << s.message();
+            EXPECT_NE(s.message().find("out of memory"), std::string::npos) << which << " allocation " << k << ": " << s.message();
+          } else {
+            ++fallbacks;
+            EXPECT_NE(warning.find("xnnpack delegate unavailable"), std::string::npos)
+                << which << " allocation " << k << " of " << total << " failed and nothing said so";
+            EXPECT_NE(warning.find("out of memory"), std::string::npos) << warning;
+          }
+        }
+      }
+      EXPECT_EQ(heap_in_use(), heap_before) << which << ": the failed loads and creates leaked";
+      EXPECT_GT(fallbacks, 0) << which << ": no XNNPACK allocation was failed";
+      RecordProperty(std::string(which) + "_threads" + std::to_string(threads),
+                     std::to_string(total) + " allocations: " + std::to_string(errors) + " errors, " +
+                         std::to_string(fallbacks) + " portable fallbacks");
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <mutex>
 #include <string>
 
@@ -34,7 +35,9 @@ std::atomic<uint64_t> g_bytes{0};
 constexpr size_t kHeader = 64;  // keeps the payload 64-byte aligned
 
 void* alloc_block(size_t size) {
-  void* p = std::aligned_alloc(kHeader, (size + 2 * kHeader - 1) / kHeader * kHeader);
+  // Through operator new (nothrow), like every other allocation of Kiln's, so an app's
+  // replacement of it (and the allocation-failure tests) sees XNNPACK's blocks too.
+  void* p = ::operator new((size + 2 * kHeader - 1) / kHeader * kHeader, std::align_val_t{kHeader}, std::nothrow);
   if (!p) return nullptr;
   ++g_allocations;
   g_bytes += size;
@@ -47,13 +50,14 @@ size_t capacity(void* payload) {
   return c;
 }
 void free_block(void*, void* payload) {
-  if (payload) std::free(static_cast<uint8_t*>(payload) - kHeader);
+  if (payload) ::operator delete(static_cast<uint8_t*>(payload) - kHeader, std::align_val_t{kHeader});
 }
 void* allocate(void*, size_t size) { return alloc_block(size); }
 void* reallocate(void*, void* payload, size_t size) {
   if (payload && capacity(payload) >= size) return payload;
   void* q = alloc_block(size);
-  if (q && payload) std::memcpy(q, payload, capacity(payload));
+  if (!q) return nullptr;  // realloc's contract: the old block stays valid
+  if (payload) std::memcpy(q, payload, capacity(payload));
   free_block(nullptr, payload);
   return q;
 }
