@@ -88,7 +88,7 @@ std::string timing_summary(const std::vector<double>& times) {
   for (double t : rest) sum += t;
   const auto at = [&](double q) { return rest[std::min(rest.size() - 1, static_cast<size_t>(q * static_cast<double>(rest.size())))]; };
   std::ostringstream o;
-  o << std::fixed << std::setprecision(3) << "Summary of " << times.size() << " executions: first " << times[0]
+  o << std::fixed << std::setprecision(6) << "Summary of " << times.size() << " executions: first " << times[0]
     << " ms; the other " << rest.size() << ": min " << rest.front() << ", median " << at(0.5) << ", mean "
     << sum / static_cast<double>(rest.size()) << ", p90 " << at(0.9) << " ms\n";
   return o.str();
@@ -263,7 +263,7 @@ class Runner {
       KILN_TRY(method_->execute());
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       times.push_back(ms);
-      out_ << "Iteration " << (it + 1) << " of " << n << ": " << std::fixed << std::setprecision(3) << ms << " ms\n";
+      out_ << "Iteration " << (it + 1) << " of " << n << ": " << std::fixed << std::setprecision(4) << ms << " ms\n";
     }
     if (n > 1) out_ << timing_summary(times);
     out_.unsetf(std::ios::floatfield);

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Why Kiln binds with nanobind: build time and per-call overhead of the same one-function
+# module (float32 array in, float out) with nanobind 2.4.0 and pybind11 (pinned), in one run.
+#   bash bench/binding_choice/run.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="$(command -v python3)"
+"$PY" -m pip install -q "nanobind==2.4.0" "pybind11==3.1.0" >/dev/null 2>&1
+out=$(mktemp -d)
+cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY" >/dev/null
+ninja -C "$out" -t targets >/dev/null
+for t in nb_mod pb_mod; do
+  ninja -C "$out" -t clean >/dev/null
+  if [ $t = nb_mod ]; then ninja -C "$out" nanobind-static >/dev/null; fi  # nanobind's library: once per project
+  s=$(date +%s.%N); ninja -C "$out" -j1 $t >/dev/null; e=$(date +%s.%N)
+  echo "$t build (-j1, the module's own sources): $(echo "$e - $s" | bc) s"
+done
+s=$(date +%s.%N); ninja -C "$out" -t clean >/dev/null; ninja -C "$out" -j1 nanobind-static >/dev/null; e=$(date +%s.%N)
+echo "nanobind's own static library (once per project, -j1): $(echo "$e - $s" | bc) s"
+PYTHONPATH="$out" "$PY" - <<'PYEOF'
+import timeit, numpy as np, nb_mod, pb_mod
+a = np.ones(1, np.float32)
+for name, f in (("nanobind", nb_mod.first), ("pybind11", pb_mod.first)):
+    n = 200000
+    best = min(timeit.repeat(lambda: f(a), number=n, repeat=5)) / n * 1e9
+    print(f"{name}: {best:.0f} ns per call (1-element float32 array in, float out)")
+PYEOF
+rm -rf "$out"

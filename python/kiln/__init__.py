@@ -1,0 +1,215 @@
+"""Kiln from Python: load a .kiln program, read its shape contract, run it on numpy arrays
+at any shape the contract admits, and export ONNX models with bounded dims.
+
+    import kiln, numpy as np
+    program = kiln.load("examples/cnn.kiln")
+    forward = program.methods["forward"]
+    print(forward.inputs)                  # [TensorInfo('x', float32, [batch, 3, H, W] ...)]
+    forward.check([(1, 3, 256, 256)])      # raises kiln.ContractError with the runtime's message
+    y = forward(np.zeros((1, 3, 32, 32), np.float32))
+
+Errors: kiln.ContractError (a ValueError) when shapes or dtypes break the contract, with the
+runtime's message word for word; kiln.ProgramError (an OSError) for a file that cannot be
+loaded; kiln.ExportError (a ValueError) when export refuses; kiln.KilnError for the rest.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence, Union
+
+import numpy as np
+
+from . import _kiln
+from ._kiln import ContractError, ExportError, KilnError, ProgramError
+
+try:
+    from importlib.metadata import version as _version
+    __version__ = _version("kiln")
+except Exception:  # run from a source tree without installing
+    __version__ = "0.0.0+local"
+__all__ = ["load", "Program", "Method", "Dim", "TensorInfo", "export_onnx", "export", "ExportResult",
+           "ContractError", "ExportError", "KilnError", "ProgramError", "__version__"]
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A named dynamic dimension: sizes min..max in multiples of step. Axes that share a Dim
+    (the same name) must be equal."""
+    name: str
+    min: int = 1
+    max: int = 1
+    step: int = 1
+
+    def __repr__(self) -> str:
+        step = f", step={self.step}" if self.step != 1 else ""
+        return f"Dim({self.name!r}, min={self.min}, max={self.max}{step})"
+
+    def spec(self) -> str:
+        """The `kiln export --dim` text: NAME=MIN..MAX[:STEP]."""
+        return f"{self.name}={self.min}..{self.max}" + (f":{self.step}" if self.step != 1 else "")
+
+
+Axis = Union[int, Dim, str]  # static size, a Dim, or (outputs) an expression over dims
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """An input or output of a method: its name, numpy dtype and per-axis contract."""
+    name: str
+    dtype: np.dtype
+    shape: tuple  # of Axis
+    shape_text: str
+
+    def __repr__(self) -> str:
+        return f"TensorInfo({self.name!r}, {self.dtype}, {self.shape_text})"
+
+
+def _axis(a) -> Axis:
+    if isinstance(a, tuple):
+        return Dim(*a)
+    return a
+
+
+def _tensor(d: dict) -> TensorInfo:
+    return TensorInfo(d["name"], np.dtype(d["dtype"]), tuple(_axis(a) for a in d["axes"]), d["shape_text"])
+
+
+class Method:
+    """One method of a program, ready to run. Calling it binds the arrays' shapes (checking
+    the contract), copies them into the method's arena, executes with the GIL released, and
+    returns new arrays (copies: they stay valid after the next call). A Method keeps the
+    loaded program alive. One Method must not run on two threads at once; make one per thread
+    (program.method(name)), they share the program's weights."""
+
+    def __init__(self, program: "Program", name: str, cpu_threads: int = 1, use_delegate: bool = True):
+        # The extension's Method holds the program (shared_ptr): no Python reference back to
+        # the Program, so program.methods makes no reference cycle.
+        self._impl = _kiln.Method(program._impl, name, cpu_threads, use_delegate)
+        self._meta = self._impl.meta()
+        self.name = name
+        self.inputs = [_tensor(t) for t in self._meta["inputs"]]
+        self.outputs = [_tensor(t) for t in self._meta["outputs"]]
+        self.dims = [Dim(*d) for d in self._meta["dims"]]
+        self.guards = [g["text"] for g in self._meta["guards"]]
+        self.arena_bytes = self._meta["arena_bytes"]
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{t.name}: {t.dtype} {t.shape_text}" for t in self.inputs)
+        return f"<kiln.Method {self.name}({ins})>"
+
+    @property
+    def cpu_threads(self) -> int:
+        """Threads of this method's pool; setting it re-creates the method (cheap)."""
+        return self._impl.cpu_threads
+
+    @cpu_threads.setter
+    def cpu_threads(self, n: int) -> None:
+        self._impl.cpu_threads = int(n)
+        self._meta = self._impl.meta()
+
+    @property
+    def coverage(self) -> dict:
+        """Delegated coverage: backend, instructions and FLOPs delegated (at the bound), what
+        the delegate declined and why, and whether it runs (with its warning when it does not)."""
+        d = dict(self._meta["delegate"])
+        d["flops_fraction"] = d["delegated_flops"] / d["flops"] if d["flops"] else 0.0
+        return d
+
+    def check(self, shapes: Sequence[Sequence[int]]) -> None:
+        """Checks input shapes against the contract without running; raises ContractError."""
+        self._impl.check([list(map(int, s)) for s in shapes])
+
+    def run(self, *arrays) -> list:
+        """Runs at the arrays' shapes; returns every output as a new numpy array."""
+        prepared = []
+        for i, a in enumerate(arrays):
+            want = self.inputs[i].dtype if i < len(self.inputs) else None
+            a = np.asarray(a)
+            if want is not None and a.dtype != want:
+                # float64 -> float32 is converted (numpy's default float); integers only when
+                # no value can change; anything else is refused.
+                floats = a.dtype.kind == "f" and want.kind == "f"
+                if floats or np.can_cast(a.dtype, want, casting="safe"):
+                    a = a.astype(want)
+                else:
+                    raise ContractError(f"input '{self.inputs[i].name}' must be {want}, got {a.dtype}")
+            prepared.append(np.ascontiguousarray(a))  # no copy when already C-contiguous
+        return self._impl.run(prepared)
+
+    def __call__(self, *arrays):
+        """run(); a single output is returned alone, several as a tuple."""
+        out = self.run(*arrays)
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+class Program:
+    """A loaded .kiln program (the file is mapped, weights are never copied)."""
+
+    def __init__(self, impl, path: str):
+        self._impl = impl
+        self.path = path
+        self._methods = None
+
+    @property
+    def method_names(self) -> list:
+        return list(_kiln.method_names(self._impl))
+
+    @property
+    def methods(self) -> Mapping[str, Method]:
+        """Each method by name, made on first use with 1 thread and the delegate on."""
+        if self._methods is None:
+            self._methods = {n: Method(self, n) for n in self.method_names}
+        return self._methods
+
+    def method(self, name: str = "forward", cpu_threads: int = 1, use_delegate: bool = True) -> Method:
+        """A new Method with its own arena and options."""
+        return Method(self, name, cpu_threads, use_delegate)
+
+    def __repr__(self) -> str:
+        return f"<kiln.Program {self.path!r} methods={self.method_names}>"
+
+
+def load(path: Union[str, os.PathLike], verify_constants: bool = True) -> Program:
+    """Maps and verifies a .kiln file (checksums included; verify_constants=False skips the
+    pass over the weights)."""
+    path = os.fspath(path)
+    return Program(_kiln.load(path, verify_constants), path)
+
+
+def _dim_specs(dims) -> list:
+    specs = []
+    if dims is None:
+        return specs
+    items = dims.items() if isinstance(dims, Mapping) else ((None, d) for d in dims)
+    for name, d in items:
+        if isinstance(d, Dim):
+            specs.append(d.spec() if name is None or name == d.name else Dim(name, d.min, d.max, d.step).spec())
+        elif isinstance(d, str):
+            specs.append(d if name is None else f"{name}={d}")
+        else:  # (min, max) or (min, max, step)
+            lo, hi, *step = d
+            specs.append(Dim(name, int(lo), int(hi), int(step[0]) if step else 1).spec())
+    return specs
+
+
+def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping[str, Iterable] | None = None,
+                method: str = "forward", delegate: str = "xnnpack", fusion: bool = True,
+                require_coverage: float = 0.0) -> str:
+    """`kiln export` from Python. `model` is a path, the bytes of a ModelProto, or an
+    onnx.ModelProto. `dims` maps names to (min, max[, step]) or Dims, e.g.
+    {"H": (32, 224, 32)}; `inputs` maps input names to axes (ints or dim names), as
+    `--input`. Writes `path` and returns export's summary. Raises ExportError."""
+    if hasattr(model, "SerializeToString"):
+        model = model.SerializeToString()
+    elif not isinstance(model, (bytes, bytearray)):
+        model = os.fspath(model)
+    if isinstance(model, bytearray):
+        model = bytes(model)
+    input_specs = [f"{k}=" + ",".join(str(a.name if isinstance(a, Dim) else a) for a in v)
+                   for k, v in (inputs or {}).items()]
+    return _kiln.export_onnx(model, os.fspath(path), _dim_specs(dims), input_specs, method, delegate, fusion,
+                             float(require_coverage))
+
+
+from .torch_export import ExportResult, export  # noqa: E402  (torch is imported only when called)

@@ -1,0 +1,339 @@
+// kiln._kiln: the Python extension (nanobind). A thin layer over the C++ API: Program and
+// Method objects, the contract as plain Python values (kiln/__init__.py turns them into Dim
+// and TensorInfo objects), numpy arrays in and out, and the exporter. Contract errors raise
+// kiln.ContractError (a ValueError) with the runtime's message, word for word.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "export/onnx/onnx_import.h"
+#include "format/program_desc.h"
+#include "kiln/method.h"
+#include "kiln/program.h"
+#include "tooling/file_io.h"
+
+namespace nb = nanobind;
+
+namespace kiln::python {
+namespace {
+
+// C++ exception types, each translated to its Python class (registered in the module).
+struct ContractError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct ProgramError : std::runtime_error {  // a file that cannot be loaded: kiln.ProgramError (OSError)
+  using std::runtime_error::runtime_error;
+};
+struct KilnError : std::runtime_error {  // anything else the runtime refuses: kiln.KilnError
+  using std::runtime_error::runtime_error;
+};
+struct ExportError : std::runtime_error {  // export refused the model or the contract: kiln.ExportError
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void raise(const Status& s) {
+  switch (s.code()) {
+    case Code::kIoError:
+    case Code::kDataLoss: throw ProgramError(s.message());
+    case Code::kResourceExhausted:
+      if (s.message() == "out of memory") throw std::bad_alloc();  // MemoryError
+      throw KilnError(s.message());
+    case Code::kNotFound: throw nb::key_error(s.message().c_str());
+    default: throw KilnError(s.message());
+  }
+}
+// bind and check: a refusal of the shapes is a contract error.
+[[noreturn]] void raise_contract(const Status& s) {
+  if (s.code() == Code::kInvalidArgument || s.code() == Code::kOutOfRange) throw ContractError(s.message());
+  raise(s);
+}
+
+const char* numpy_dtype(DType t) {
+  switch (t) {
+    case DType::kF32: return "float32";
+    case DType::kI64: return "int64";
+    case DType::kI32: return "int32";
+    case DType::kBool: return "bool";
+  }
+  return "unknown";
+}
+
+bool dtype_matches(DType t, const nb::dlpack::dtype& d) {
+  switch (t) {
+    case DType::kF32: return d == nb::dtype<float>();
+    case DType::kI64: return d == nb::dtype<int64_t>();
+    case DType::kI32: return d == nb::dtype<int32_t>();
+    case DType::kBool: return d == nb::dtype<bool>();
+  }
+  return false;
+}
+
+using Array = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+nb::dict tensor_dict(const TensorSpec& t, const MethodMeta& meta) {
+  nb::list axes;
+  for (const AxisSpec& a : t.axes) {
+    if (a.dim >= 0) {
+      const DimSpec& d = meta.dims[static_cast<size_t>(a.dim)];
+      axes.append(nb::make_tuple(d.name, d.min, d.max, d.step));
+    } else if (a.size >= 0) {
+      axes.append(a.size);
+    } else {
+      axes.append(a.text);  // an output axis computed from dims, e.g. "ceildiv(H,2)"
+    }
+  }
+  nb::dict r;
+  r["name"] = t.name;
+  r["dtype"] = numpy_dtype(t.dtype);
+  r["axes"] = axes;
+  r["shape_text"] = t.shape_text();
+  return r;
+}
+
+// One loaded program, shared by the Methods made from it (they must not outlive it).
+class PyProgram {
+ public:
+  explicit PyProgram(std::unique_ptr<Program> p) : program_(std::move(p)) {}
+  const Program& get() const { return *program_; }
+
+ private:
+  std::unique_ptr<Program> program_;
+};
+
+class PyMethod {
+ public:
+  PyMethod(std::shared_ptr<PyProgram> program, std::string name, int cpu_threads, bool use_delegate)
+      : program_(std::move(program)), name_(std::move(name)) {
+    recreate(cpu_threads, use_delegate);
+  }
+
+  void recreate(int cpu_threads, bool use_delegate) {
+    MethodOptions o;
+    o.cpu_threads = cpu_threads;
+    o.use_delegate = use_delegate;
+    auto m = Method::create(program_->get(), name_, o);
+    if (!m.ok()) {
+      if (m.status().code() == Code::kInvalidArgument) throw nb::value_error(m.status().message().c_str());
+      raise(m.status());
+    }
+    method_ = std::move(*m);
+    options_ = o;
+  }
+
+  int cpu_threads() const { return options_.cpu_threads; }
+  void set_cpu_threads(int n) { recreate(n, options_.use_delegate); }
+  bool use_delegate() const { return options_.use_delegate; }
+
+  nb::dict meta() const {
+    const MethodMeta& m = method_->meta();
+    nb::dict r;
+    r["name"] = m.name;
+    nb::list inputs, outputs, dims, guards, declined;
+    for (const TensorSpec& t : m.inputs) inputs.append(tensor_dict(t, m));
+    for (const TensorSpec& t : m.outputs) outputs.append(tensor_dict(t, m));
+    for (const DimSpec& d : m.dims) dims.append(nb::make_tuple(d.name, d.min, d.max, d.step));
+    for (const GuardSpec& g : m.guards) {
+      nb::dict gd;
+      gd["text"] = g.text;
+      gd["node"] = g.node_name;
+      gd["op"] = g.op_type;
+      gd["context"] = g.context;
+      guards.append(gd);
+    }
+    r["inputs"] = inputs;
+    r["outputs"] = outputs;
+    r["dims"] = dims;
+    r["guards"] = guards;
+    r["arena_bytes"] = method_->planned_arena_bytes();
+    r["constant_bytes"] = m.constant_bytes;
+    r["instructions"] = m.instruction_ops;
+    nb::dict del;
+    del["backend"] = m.delegate.backend;
+    del["delegated_instructions"] = m.delegate.delegated_instructions;
+    del["instructions"] = m.instruction_ops.size();
+    del["flops"] = m.delegate.flops;
+    del["delegated_flops"] = m.delegate.delegated_flops;
+    for (const auto& [i, why] : m.delegate.declined) declined.append(nb::make_tuple(m.instruction_ops[i], why));
+    del["declined"] = declined;
+    del["running"] = method_->delegated();
+    del["warning"] = method_->delegate_warning();
+    r["delegate"] = del;
+    return r;
+  }
+
+  // Checks the shapes against the contract (bind without data); raises ContractError.
+  void check(const std::vector<std::vector<int64_t>>& shapes) {
+    Status s = method_->bind_shapes(shapes);
+    if (!s.ok()) raise_contract(s);
+  }
+
+  // Binds to the arrays' shapes, copies them into the arena, executes with the GIL released,
+  // and returns each output as a new numpy array (its own memory).
+  nb::list run(const std::vector<Array>& arrays) {
+    const MethodMeta& meta = method_->meta();
+    if (arrays.size() != meta.inputs.size())
+      throw ContractError("method '" + meta.name + "' takes " + std::to_string(meta.inputs.size()) + " inputs (" +
+                          input_list(meta) + "), got " + std::to_string(arrays.size()));
+    std::vector<TensorView> views(arrays.size());
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      const Array& a = arrays[i];
+      if (a.ndim() > static_cast<size_t>(kMaxRank))
+        throw ContractError("input '" + meta.inputs[i].name + "' has rank " + std::to_string(a.ndim()) +
+                            "; the program takes " + meta.inputs[i].shape_text());
+      if (!dtype_matches(meta.inputs[i].dtype, a.dtype()))
+        throw ContractError("input '" + meta.inputs[i].name + "' must be " + numpy_dtype(meta.inputs[i].dtype) +
+                            " (kiln converts only through numpy: pass np.asarray(x, np." + numpy_dtype(meta.inputs[i].dtype) + "))");
+      views[i].dtype = meta.inputs[i].dtype;
+      views[i].rank = static_cast<int32_t>(a.ndim());
+      for (size_t k = 0; k < a.ndim(); ++k) views[i].dims[k] = static_cast<int64_t>(a.shape(k));
+      views[i].data = const_cast<void*>(a.data());
+    }
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = method_->set_inputs(views.data(), views.size());
+      if (s.ok()) s = method_->execute();
+    }
+    if (!s.ok()) {
+      if (s.message().rfind("bind: ", 0) == 0) raise_contract(s);
+      raise(s);
+    }
+    nb::list out;
+    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(copy_out(method_->output(o)));
+    return out;
+  }
+
+  // The in-process time of bind + copy + execute, without Python: for the overhead figure.
+  double time_execute_ns(int iterations) {
+    nb::gil_scoped_release release;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i)
+      if (!method_->execute().ok()) return -1;
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / iterations;
+  }
+
+ private:
+  static std::string input_list(const MethodMeta& meta) {
+    std::string s;
+    for (const TensorSpec& t : meta.inputs) s += (s.empty() ? "'" : ", '") + t.name + "' " + t.shape_text();
+    return s;
+  }
+
+  static nb::object copy_out(const TensorView& t) {
+    std::vector<size_t> shape(static_cast<size_t>(t.rank));
+    for (int k = 0; k < t.rank; ++k) shape[static_cast<size_t>(k)] = static_cast<size_t>(t.dims[k]);
+    const size_t n = t.nbytes();
+    uint8_t* buf = new uint8_t[n ? n : 1];
+    if (n) std::memcpy(buf, t.data, n);
+    nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+    nb::dlpack::dtype dt;
+    switch (t.dtype) {
+      case DType::kF32: dt = nb::dtype<float>(); break;
+      case DType::kI64: dt = nb::dtype<int64_t>(); break;
+      case DType::kI32: dt = nb::dtype<int32_t>(); break;
+      case DType::kBool: dt = nb::dtype<bool>(); break;
+    }
+    return nb::cast(nb::ndarray<nb::numpy>(buf, shape.size(), shape.data(), owner, nullptr, dt));
+  }
+
+  std::shared_ptr<PyProgram> program_;
+  std::string name_;
+  MethodOptions options_;
+  std::unique_ptr<Method> method_;
+};
+
+std::shared_ptr<PyProgram> load(const std::string& path, bool verify_constants) {
+  LoadOptions o;
+  o.verify_constants = verify_constants;
+  auto p = Program::load(path, o);
+  if (!p.ok()) raise(p.status());
+  return std::make_shared<PyProgram>(std::move(*p));
+}
+
+std::vector<std::string> method_names(const PyProgram& p) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < p.get().num_methods(); ++i) names.push_back(p.get().method_name(i));
+  return names;
+}
+
+// kiln export, from Python: `model` is a path or the bytes of a ModelProto; `dims` are
+// "NAME=MIN..MAX[:STEP]" strings, `inputs` "NAME=D0,D1,..."; writes `path`, returns the
+// export summary.
+std::string export_onnx(nb::object model, const std::string& path, const std::vector<std::string>& dims,
+                        const std::vector<std::string>& inputs, const std::string& method, const std::string& delegate,
+                        bool fuse, double require_coverage) {
+  exporter::ExportOptions opts;
+  opts.method_name = method;
+  opts.delegate = delegate;
+  opts.fuse = fuse;
+  opts.require_coverage = require_coverage;
+  for (const std::string& d : dims) {
+    auto a = exporter::parse_dim_arg(d);
+    if (!a.ok()) throw nb::value_error(a.status().message().c_str());
+    opts.dims.push_back(*a);
+  }
+  for (const std::string& i : inputs) {
+    auto a = exporter::parse_input_arg(i);
+    if (!a.ok()) throw nb::value_error(a.status().message().c_str());
+    opts.inputs.push_back(*a);
+  }
+  format::ProgramDesc program;
+  Result<exporter::ExportReport> report = Status(Code::kInternal, "not run");
+  if (nb::isinstance<nb::bytes>(model)) {
+    nb::bytes b = nb::borrow<nb::bytes>(model);
+    std::string data(b.c_str(), b.size());
+    nb::gil_scoped_release release;
+    report = exporter::export_onnx_bytes(data.data(), data.size(), opts, &program);
+  } else {
+    std::string model_path = nb::cast<std::string>(nb::str(model));
+    nb::gil_scoped_release release;
+    report = exporter::export_onnx(model_path, opts, &program);
+  }
+  if (!report.ok()) {
+    if (report.status().code() == Code::kIoError) throw ProgramError("export: " + report.status().message());
+    throw ExportError(report.status().message());
+  }
+  Status w = tooling::write_program_file(program, path);
+  if (!w.ok()) throw ProgramError(w.message());
+  return exporter::format_report(*report);
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+NB_MODULE(_kiln, m) {
+  using namespace kiln::python;
+  m.doc() = "Kiln runtime bindings (the C++ extension; use the kiln package)";
+  // Programs and Methods still referenced from module globals when the interpreter exits are
+  // reported by nanobind as leaks; they are not (released, nothing is reported).
+  nb::set_leak_warnings(false);
+  nb::exception<ContractError>(m, "ContractError", PyExc_ValueError);
+  nb::exception<ProgramError>(m, "ProgramError", PyExc_OSError);
+  nb::exception<KilnError>(m, "KilnError", PyExc_RuntimeError);
+  nb::exception<ExportError>(m, "ExportError", PyExc_ValueError);
+
+  nb::class_<PyProgram>(m, "Program");
+  m.def("load", &load, nb::arg("path"), nb::arg("verify_constants") = true);
+  m.def("method_names", &method_names);
+  nb::class_<PyMethod>(m, "Method")
+      .def(nb::init<std::shared_ptr<PyProgram>, std::string, int, bool>(), nb::arg("program"), nb::arg("name"),
+           nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true)
+      .def("meta", &PyMethod::meta)
+      .def("check", &PyMethod::check)
+      .def("run", &PyMethod::run)
+      .def("time_execute_ns", &PyMethod::time_execute_ns)
+      .def_prop_rw("cpu_threads", &PyMethod::cpu_threads, &PyMethod::set_cpu_threads)
+      .def_prop_ro("use_delegate", &PyMethod::use_delegate);
+  m.def("export_onnx", &export_onnx, nb::arg("model"), nb::arg("path"), nb::arg("dims"), nb::arg("inputs"),
+        nb::arg("method"), nb::arg("delegate"), nb::arg("fuse"), nb::arg("require_coverage"));
+}

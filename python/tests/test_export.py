@@ -1,0 +1,76 @@
+"""kiln.export_onnx from Python, Dim equality across inputs, and the diagnosis loop end to end."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+
+def two_inputs_sharing_a_dim() -> "onnx.ModelProto":
+    """y = x * 2 + z, with x and z both [N, 4]: one dim N shared by both inputs."""
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["x2"]), helper.make_node("Add", ["x2", "z"], ["y"])], "shared",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_export_and_run_with_a_shared_dim(tmp_path):
+    path = tmp_path / "shared.kiln"
+    summary = kiln.export_onnx(two_inputs_sharing_a_dim(), path, dims={"N": (1, 8)}, delegate="none")
+    assert "N in [1, 8]" in summary
+    m = kiln.load(path).methods["forward"]
+    assert m.inputs[0].shape == (kiln.Dim("N", 1, 8), 4) and m.inputs[1].shape == (kiln.Dim("N", 1, 8), 4)
+    for n in (1, 3, 8):
+        x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+        z = np.ones((n, 4), np.float32)
+        assert np.array_equal(m(x, z), x * 2 + z)
+    with pytest.raises(kiln.ContractError, match="N"):
+        m(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))  # the two N differ
+    with pytest.raises(kiln.ContractError):
+        m(np.zeros((9, 4), np.float32), np.zeros((9, 4), np.float32))  # above the bound
+
+
+def test_export_from_bytes_and_path_agree(tmp_path):
+    model = two_inputs_sharing_a_dim()
+    onnx.save(model, tmp_path / "m.onnx")
+    kiln.export_onnx(tmp_path / "m.onnx", tmp_path / "a.kiln", dims=[kiln.Dim("N", 2, 8, 2)])
+    kiln.export_onnx(model.SerializeToString(), tmp_path / "b.kiln", dims=["N=2..8:2"])
+    assert (tmp_path / "a.kiln").read_bytes() == (tmp_path / "b.kiln").read_bytes()
+    m = kiln.load(tmp_path / "a.kiln").methods["forward"]
+    assert m.dims == [kiln.Dim("N", 2, 8, 2)]
+    with pytest.raises(kiln.ContractError, match="step"):
+        m.check([(3, 4), (3, 4)])
+
+
+def test_export_errors(tmp_path):
+    model = two_inputs_sharing_a_dim()
+    with pytest.raises(kiln.ExportError, match="use N=8..96:8 or N=8..104:8"):
+        kiln.export_onnx(model, tmp_path / "x.kiln", dims={"N": (8, 100, 8)})
+    with pytest.raises(kiln.ExportError, match="N"):
+        kiln.export_onnx(model, tmp_path / "x.kiln")  # N is dynamic in the model and undeclared
+    with pytest.raises(ValueError):
+        kiln.export_onnx(model, tmp_path / "x.kiln", dims=["N=oops"])
+    with pytest.raises(kiln.ExportError):
+        kiln.export_onnx(b"not a model", tmp_path / "x.kiln")
+    assert not (tmp_path / "x.kiln").exists()
+
+
+def test_diagnosis_loop(tmp_path, capsys):
+    import diagnosis_loop
+
+    assert diagnosis_loop.main(str(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "kiln.ContractError:" in out and "256" in out
+    assert "logits at 256x256: (1, 10)" in out
+    assert "delegated: " in out
