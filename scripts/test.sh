@@ -7,4 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh build
 ctest --test-dir build --output-on-failure -j2
 # The Python package, installed by setup.sh (python/tests; KILN_BUILD_DIR finds kiln_runner).
+# torch 2.13.0 is a CPU build that lies on disk (no download): with onnxscript it tests the
+# kiln.export paths (dynamo and TorchScript exporters). Never another torch version here.
+python3 -m pip install -q "torch==2.13.0" "onnxscript==0.7.2"
 KILN_BUILD_DIR="$PWD/build" python3 -m pytest -q python/tests
