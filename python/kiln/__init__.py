@@ -10,7 +10,9 @@ at any shape the contract admits, and export ONNX models with bounded dims.
 
 Errors: kiln.ContractError (a ValueError) when shapes or dtypes break the contract, with the
 runtime's message word for word; kiln.ProgramError (an OSError) for a file that cannot be
-loaded; kiln.ExportError (a ValueError) when export refuses; kiln.KilnError for the rest.
+loaded; kiln.ExportError (a ValueError) when export refuses; kiln.ExecutionError for the rest.
+All derive from kiln.KilnError. The exporter is an optional part (kiln._kiln_export, which
+links the ONNX importer); a runtime-only install raises ImportError from export_onnx.
 """
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from typing import Iterable, Mapping, Sequence, Union
 import numpy as np
 
 from . import _kiln
-from ._kiln import ContractError, ExportError, KilnError, ProgramError
+from ._errors import ALL as _ALL_ERRORS
+from ._errors import ContractError, ExecutionError, ExportError, KilnError, ProgramError
+
+_kiln.set_error_types(*_ALL_ERRORS)
 
 try:
     from importlib.metadata import version as _version
@@ -29,7 +34,7 @@ try:
 except Exception:  # run from a source tree without installing
     __version__ = "0.0.0+local"
 __all__ = ["load", "Program", "Method", "Dim", "TensorInfo", "export_onnx", "export", "ExportResult",
-           "ContractError", "ExportError", "KilnError", "ProgramError", "__version__"]
+           "ContractError", "ExecutionError", "ExportError", "KilnError", "ProgramError", "__version__"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,17 @@ def load(path: Union[str, os.PathLike], verify_constants: bool = True) -> Progra
     return Program(_kiln.load(path, verify_constants), path)
 
 
+def _exporter():
+    """kiln._kiln_export, imported on first use (a runtime-only build does not have it)."""
+    try:
+        from . import _kiln_export
+    except ImportError as e:
+        raise ImportError("this kiln was built without the exporter (KILN_PYTHON_EXPORT=OFF); "
+                          "reinstall with it to export") from e
+    _kiln_export.set_error_types(*_ALL_ERRORS)
+    return _kiln_export
+
+
 def _dim_specs(dims) -> list:
     specs = []
     if dims is None:
@@ -208,7 +224,7 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
         model = bytes(model)
     input_specs = [f"{k}=" + ",".join(str(a.name if isinstance(a, Dim) else a) for a in v)
                    for k, v in (inputs or {}).items()]
-    return _kiln.export_onnx(model, os.fspath(path), _dim_specs(dims), input_specs, method, delegate, fusion,
+    return _exporter().export_onnx(model, os.fspath(path), _dim_specs(dims), input_specs, method, delegate, fusion,
                              float(require_coverage))
 
 

@@ -111,6 +111,13 @@ def test_coverage_from_python():
     assert set(c) >= {"backend", "delegated_instructions", "instructions", "flops_fraction", "declined", "running"}
 
 
+def test_error_classes():
+    assert issubclass(kiln.ContractError, ValueError) and issubclass(kiln.ExportError, ValueError)
+    assert issubclass(kiln.ProgramError, OSError) and issubclass(kiln.ExecutionError, RuntimeError)
+    for e in (kiln.ContractError, kiln.ProgramError, kiln.ExportError, kiln.ExecutionError):
+        assert issubclass(e, kiln.KilnError)
+
+
 def test_program_errors(tmp_path):
     with pytest.raises(kiln.ProgramError, match="cannot open"):
         kiln.load(tmp_path / "missing.kiln")

@@ -1,7 +1,8 @@
-// kiln._kiln: the Python extension (nanobind). A thin layer over the C++ API: Program and
-// Method objects, the contract as plain Python values (kiln/__init__.py turns them into Dim
-// and TensorInfo objects), numpy arrays in and out, and the exporter. Contract errors raise
-// kiln.ContractError (a ValueError) with the runtime's message, word for word.
+// kiln._kiln: the runtime's Python extension (nanobind). A thin layer over the C++ API:
+// Program and Method objects, the contract as plain Python values (kiln/__init__.py turns
+// them into Dim and TensorInfo objects), numpy arrays in and out. Links the runtime only; the
+// exporter is the separate kiln._kiln_export. Contract errors raise kiln.ContractError (a
+// ValueError) with the runtime's message, word for word (errors.h).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
@@ -16,47 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "export/onnx/onnx_import.h"
-#include "format/program_desc.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
-#include "tooling/file_io.h"
+#include "errors.h"
 
 namespace nb = nanobind;
 
 namespace kiln::python {
 namespace {
-
-// C++ exception types, each translated to its Python class (registered in the module).
-struct ContractError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct ProgramError : std::runtime_error {  // a file that cannot be loaded: kiln.ProgramError (OSError)
-  using std::runtime_error::runtime_error;
-};
-struct KilnError : std::runtime_error {  // anything else the runtime refuses: kiln.KilnError
-  using std::runtime_error::runtime_error;
-};
-struct ExportError : std::runtime_error {  // export refused the model or the contract: kiln.ExportError
-  using std::runtime_error::runtime_error;
-};
-
-[[noreturn]] void raise(const Status& s) {
-  switch (s.code()) {
-    case Code::kIoError:
-    case Code::kDataLoss: throw ProgramError(s.message());
-    case Code::kResourceExhausted:
-      if (s.message() == "out of memory") throw std::bad_alloc();  // MemoryError
-      throw KilnError(s.message());
-    case Code::kNotFound: throw nb::key_error(s.message().c_str());
-    default: throw KilnError(s.message());
-  }
-}
-// bind and check: a refusal of the shapes is a contract error.
-[[noreturn]] void raise_contract(const Status& s) {
-  if (s.code() == Code::kInvalidArgument || s.code() == Code::kOutOfRange) throw ContractError(s.message());
-  raise(s);
-}
 
 const char* numpy_dtype(DType t) {
   switch (t) {
@@ -122,10 +90,7 @@ class PyMethod {
     o.cpu_threads = cpu_threads;
     o.use_delegate = use_delegate;
     auto m = Method::create(program_->get(), name_, o);
-    if (!m.ok()) {
-      if (m.status().code() == Code::kInvalidArgument) throw nb::value_error(m.status().message().c_str());
-      raise(m.status());
-    }
+    if (!m.ok()) raise(m.status());
     method_ = std::move(*m);
     options_ = o;
   }
@@ -174,7 +139,7 @@ class PyMethod {
   // Checks the shapes against the contract (bind without data); raises ContractError.
   void check(const std::vector<std::vector<int64_t>>& shapes) {
     Status s = method_->bind_shapes(shapes);
-    if (!s.ok()) raise_contract(s);
+    if (!s.ok()) raise(s, /*contract=*/true);
   }
 
   // Binds to the arrays' shapes, copies them into the arena, executes with the GIL released,
@@ -182,16 +147,16 @@ class PyMethod {
   nb::list run(const std::vector<Array>& arrays) {
     const MethodMeta& meta = method_->meta();
     if (arrays.size() != meta.inputs.size())
-      throw ContractError("method '" + meta.name + "' takes " + std::to_string(meta.inputs.size()) + " inputs (" +
+      raise(Error::kContract, "method '" + meta.name + "' takes " + std::to_string(meta.inputs.size()) + " inputs (" +
                           input_list(meta) + "), got " + std::to_string(arrays.size()));
     std::vector<TensorView> views(arrays.size());
     for (size_t i = 0; i < arrays.size(); ++i) {
       const Array& a = arrays[i];
       if (a.ndim() > static_cast<size_t>(kMaxRank))
-        throw ContractError("input '" + meta.inputs[i].name + "' has rank " + std::to_string(a.ndim()) +
+        raise(Error::kContract, "input '" + meta.inputs[i].name + "' has rank " + std::to_string(a.ndim()) +
                             "; the program takes " + meta.inputs[i].shape_text());
       if (!dtype_matches(meta.inputs[i].dtype, a.dtype()))
-        throw ContractError("input '" + meta.inputs[i].name + "' must be " + numpy_dtype(meta.inputs[i].dtype) +
+        raise(Error::kContract, "input '" + meta.inputs[i].name + "' must be " + numpy_dtype(meta.inputs[i].dtype) +
                             " (kiln converts only through numpy: pass np.asarray(x, np." + numpy_dtype(meta.inputs[i].dtype) + "))");
       views[i].dtype = meta.inputs[i].dtype;
       views[i].rank = static_cast<int32_t>(a.ndim());
@@ -204,10 +169,7 @@ class PyMethod {
       s = method_->set_inputs(views.data(), views.size());
       if (s.ok()) s = method_->execute();
     }
-    if (!s.ok()) {
-      if (s.message().rfind("bind: ", 0) == 0) raise_contract(s);
-      raise(s);
-    }
+    if (!s.ok()) raise(s, /*contract=*/s.message().rfind("bind: ", 0) == 0);
     nb::list out;
     for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(copy_out(method_->output(o)));
     return out;
@@ -266,48 +228,6 @@ std::vector<std::string> method_names(const PyProgram& p) {
   return names;
 }
 
-// kiln export, from Python: `model` is a path or the bytes of a ModelProto; `dims` are
-// "NAME=MIN..MAX[:STEP]" strings, `inputs` "NAME=D0,D1,..."; writes `path`, returns the
-// export summary.
-std::string export_onnx(nb::object model, const std::string& path, const std::vector<std::string>& dims,
-                        const std::vector<std::string>& inputs, const std::string& method, const std::string& delegate,
-                        bool fuse, double require_coverage) {
-  exporter::ExportOptions opts;
-  opts.method_name = method;
-  opts.delegate = delegate;
-  opts.fuse = fuse;
-  opts.require_coverage = require_coverage;
-  for (const std::string& d : dims) {
-    auto a = exporter::parse_dim_arg(d);
-    if (!a.ok()) throw nb::value_error(a.status().message().c_str());
-    opts.dims.push_back(*a);
-  }
-  for (const std::string& i : inputs) {
-    auto a = exporter::parse_input_arg(i);
-    if (!a.ok()) throw nb::value_error(a.status().message().c_str());
-    opts.inputs.push_back(*a);
-  }
-  format::ProgramDesc program;
-  Result<exporter::ExportReport> report = Status(Code::kInternal, "not run");
-  if (nb::isinstance<nb::bytes>(model)) {
-    nb::bytes b = nb::borrow<nb::bytes>(model);
-    std::string data(b.c_str(), b.size());
-    nb::gil_scoped_release release;
-    report = exporter::export_onnx_bytes(data.data(), data.size(), opts, &program);
-  } else {
-    std::string model_path = nb::cast<std::string>(nb::str(model));
-    nb::gil_scoped_release release;
-    report = exporter::export_onnx(model_path, opts, &program);
-  }
-  if (!report.ok()) {
-    if (report.status().code() == Code::kIoError) throw ProgramError("export: " + report.status().message());
-    throw ExportError(report.status().message());
-  }
-  Status w = tooling::write_program_file(program, path);
-  if (!w.ok()) throw ProgramError(w.message());
-  return exporter::format_report(*report);
-}
-
 }  // namespace
 }  // namespace kiln::python
 
@@ -317,10 +237,7 @@ NB_MODULE(_kiln, m) {
   // Programs and Methods still referenced from module globals when the interpreter exits are
   // reported by nanobind as leaks; they are not (released, nothing is reported).
   nb::set_leak_warnings(false);
-  nb::exception<ContractError>(m, "ContractError", PyExc_ValueError);
-  nb::exception<ProgramError>(m, "ProgramError", PyExc_OSError);
-  nb::exception<KilnError>(m, "KilnError", PyExc_RuntimeError);
-  nb::exception<ExportError>(m, "ExportError", PyExc_ValueError);
+  def_set_error_types(m);
 
   nb::class_<PyProgram>(m, "Program");
   m.def("load", &load, nb::arg("path"), nb::arg("verify_constants") = true);
@@ -334,6 +251,4 @@ NB_MODULE(_kiln, m) {
       .def("time_execute_ns", &PyMethod::time_execute_ns)
       .def_prop_rw("cpu_threads", &PyMethod::cpu_threads, &PyMethod::set_cpu_threads)
       .def_prop_ro("use_delegate", &PyMethod::use_delegate);
-  m.def("export_onnx", &export_onnx, nb::arg("model"), nb::arg("path"), nb::arg("dims"), nb::arg("inputs"),
-        nb::arg("method"), nb::arg("delegate"), nb::arg("fuse"), nb::arg("require_coverage"));
 }
