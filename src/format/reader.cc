@@ -530,6 +530,12 @@ Status check_strings(const fb::Program* p) {
     size_t at = 0;
     if (s && !core::valid_utf8(std::string_view(s->c_str(), s->size()), &at))
       return data_loss(what + " is not valid UTF-8 (byte " + std::to_string(at) + ")");
+    // No name holds a NUL: one inside a string means its length was changed to take in the
+    // bytes after it (the writer refuses NULs too).
+    if (s && std::memchr(s->c_str(), 0, s->size()))
+      return data_loss(what + " holds a NUL byte at " +
+                       std::to_string(static_cast<const char*>(std::memchr(s->c_str(), 0, s->size())) - s->c_str()) +
+                       " (a damaged length?)");
     return ok_status();
   };
   KILN_TRY(check(p->producer(), "the producer string"));

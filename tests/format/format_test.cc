@@ -137,6 +137,36 @@ TEST(Format, StringsMustBeValidUtf8) {
   EXPECT_NE(msg.find("is not valid UTF-8 (byte 1)"), std::string::npos) << msg;
 }
 
+// A string whose length field was changed (behind valid checksums) must not show the bytes
+// after it as part of the name: the load fails, or every name reads as written.
+TEST(Format, AChangedStringLengthNeverShowsNeighbouringBytes) {
+  const std::vector<uint8_t> good = small_program();
+  const format::FileHeader h = header_of(good);
+  auto at = std::search(good.begin() + static_cast<long>(h.program_offset), good.end(), std::begin("out"), std::end("out") - 1);
+  ASSERT_NE(at, good.end());
+  const size_t len_at = static_cast<size_t>(at - good.begin()) - 4;  // FlatBuffers: uint32 length, bytes, NUL
+  uint32_t len;
+  std::memcpy(&len, good.data() + len_at, 4);
+  ASSERT_EQ(len, 3u);
+  int refused = 0;
+  for (uint32_t changed : {0u, 1u, 2u, 4u, 5u, 6u, 7u, 8u, 12u, 16u, 100u}) {
+    std::vector<uint8_t> bytes = good;
+    std::memcpy(bytes.data() + len_at, &changed, 4);
+    reseal(&bytes);
+    testing::AlignedBytes a(bytes);
+    auto p = a.load();
+    if (!p.ok()) {
+      ++refused;
+      continue;
+    }
+    auto meta = (*p)->method_meta("forward");
+    ASSERT_TRUE(meta.ok());
+    for (const TensorSpec& t : meta->outputs)
+      EXPECT_TRUE(t.name == "out" || t.name.size() < 3) << "length " << changed << " read the name as '" << t.name << "'";
+  }
+  EXPECT_GE(refused, 8);
+}
+
 TEST(Format, EveryTruncationIsRejected) {
   std::vector<uint8_t> bytes = small_program();
   for (size_t n = 0; n < bytes.size(); ++n) {
