@@ -8,15 +8,10 @@ PY="$(command -v python3)"
 "$PY" -m pip install -q "nanobind==2.4.0" "pybind11==3.1.0" >/dev/null 2>&1
 out=$(mktemp -d)
 cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PY" >/dev/null
-ninja -C "$out" -t targets >/dev/null
-for t in nb_mod pb_mod; do
-  ninja -C "$out" -t clean >/dev/null
-  if [ $t = nb_mod ]; then ninja -C "$out" nanobind-static >/dev/null; fi  # nanobind's library: once per project
-  s=$(date +%s.%N); ninja -C "$out" -j1 $t >/dev/null; e=$(date +%s.%N)
-  echo "$t build (-j1, the module's own sources): $(echo "$e - $s" | bc) s"
-done
-s=$(date +%s.%N); ninja -C "$out" -t clean >/dev/null; ninja -C "$out" -j1 nanobind-static >/dev/null; e=$(date +%s.%N)
-echo "nanobind's own static library (once per project, -j1): $(echo "$e - $s" | bc) s"
+t() { local s e; s=$(date +%s.%N); ninja -C "$out" -j1 "$1" >/dev/null; e=$(date +%s.%N); echo "$e - $s" | bc; }
+echo "nanobind's own static library (built once per project, -j1): $(t nanobind-static) s"
+echo "nb_mod, the module's own source (-j1): $(t nb_mod) s"
+echo "pb_mod, the module's own source (-j1): $(t pb_mod) s"
 PYTHONPATH="$out" "$PY" - <<'PYEOF'
 import timeit, numpy as np, nb_mod, pb_mod
 a = np.ones(1, np.float32)
