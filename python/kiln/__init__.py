@@ -142,6 +142,19 @@ class Method:
             prepared.append(np.ascontiguousarray(a))  # no copy when already C-contiguous
         return self._impl.run(prepared)
 
+    def bind(self, *shapes) -> list:
+        """Binds to `shapes` (checking the contract, as check() does) and returns each input as a
+        writable numpy view into the method's arena: write the input there (np.copyto, or have a
+        decoder write into it) and call execute(), with no copy of the input. A view keeps the
+        method's memory alive; it is the input until the next bind, call or cpu_threads change
+        (after one, the program reuses that memory: write the views bind returns again)."""
+        return self._impl.bind([list(map(int, s)) for s in shapes])
+
+    def execute(self) -> list:
+        """Runs at the shapes of the last bind() on what was written into its views; returns
+        every output as a new numpy array."""
+        return self._impl.execute()
+
     def __call__(self, *arrays):
         """run(); a single output is returned alone, several as a tuple."""
         out = self.run(*arrays)

@@ -91,7 +91,7 @@ class PyMethod {
     o.use_delegate = use_delegate;
     auto m = Method::create(program_->get(), name_, o);
     if (!m.ok()) raise(m.status());
-    method_ = std::move(*m);
+    method_ = std::shared_ptr<Method>(std::move(*m));
     options_ = o;
   }
 
@@ -175,6 +175,36 @@ class PyMethod {
     return out;
   }
 
+  // Binds to `shapes` and returns each input as a writable numpy view into the arena: what
+  // the caller writes there is the input, no copy. A view keeps its Method alive; after the
+  // next bind or call at other shapes it shows memory the program reuses.
+  nb::list bind(const std::vector<std::vector<int64_t>>& shapes) {
+    check(shapes);
+    nb::list views;
+    for (size_t i = 0; i < method_->num_inputs(); ++i) {
+      const TensorView& t = method_->input(i);
+      std::vector<size_t> shape(static_cast<size_t>(t.rank));
+      for (int k = 0; k < t.rank; ++k) shape[static_cast<size_t>(k)] = static_cast<size_t>(t.dims[k]);
+      auto* keep = new std::shared_ptr<Method>(method_);
+      nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Method>*>(p); });
+      views.append(nb::cast(nb::ndarray<nb::numpy>(t.data, shape.size(), shape.data(), owner, nullptr, dlpack_dtype(t.dtype))));
+    }
+    return views;
+  }
+
+  // Executes at the shapes of the last bind (inputs as written into the views); outputs as in run().
+  nb::list execute() {
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = method_->execute();
+    }
+    if (!s.ok()) raise(s);
+    nb::list out;
+    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(copy_out(method_->output(o)));
+    return out;
+  }
+
   // The in-process time of bind + copy + execute, without Python: for the overhead figure.
   double time_execute_ns(int iterations) {
     nb::gil_scoped_release release;
@@ -198,20 +228,25 @@ class PyMethod {
     uint8_t* buf = new uint8_t[n ? n : 1];
     if (n) std::memcpy(buf, t.data, n);
     nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
-    nb::dlpack::dtype dt;
-    switch (t.dtype) {
-      case DType::kF32: dt = nb::dtype<float>(); break;
-      case DType::kI64: dt = nb::dtype<int64_t>(); break;
-      case DType::kI32: dt = nb::dtype<int32_t>(); break;
-      case DType::kBool: dt = nb::dtype<bool>(); break;
+    return nb::cast(nb::ndarray<nb::numpy>(buf, shape.size(), shape.data(), owner, nullptr, dlpack_dtype(t.dtype)));
+  }
+
+  static nb::dlpack::dtype dlpack_dtype(DType t) {
+    switch (t) {
+      case DType::kF32: return nb::dtype<float>();
+      case DType::kI64: return nb::dtype<int64_t>();
+      case DType::kI32: return nb::dtype<int32_t>();
+      case DType::kBool: return nb::dtype<bool>();
     }
-    return nb::cast(nb::ndarray<nb::numpy>(buf, shape.size(), shape.data(), owner, nullptr, dt));
+    return nb::dtype<float>();
   }
 
   std::shared_ptr<PyProgram> program_;
   std::string name_;
   MethodOptions options_;
-  std::unique_ptr<Method> method_;
+  // Shared with the input views bind() hands out: a view keeps the Method (and its arena)
+  // alive even after cpu_threads re-creates it here.
+  std::shared_ptr<Method> method_;
 };
 
 std::shared_ptr<PyProgram> load(const std::string& path, bool verify_constants) {
@@ -248,6 +283,8 @@ NB_MODULE(_kiln, m) {
       .def("meta", &PyMethod::meta)
       .def("check", &PyMethod::check)
       .def("run", &PyMethod::run)
+      .def("bind", &PyMethod::bind)
+      .def("execute", &PyMethod::execute)
       .def("time_execute_ns", &PyMethod::time_execute_ns)
       .def_prop_rw("cpu_threads", &PyMethod::cpu_threads, &PyMethod::set_cpu_threads)
       .def_prop_ro("use_delegate", &PyMethod::use_delegate);

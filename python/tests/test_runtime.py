@@ -84,6 +84,23 @@ def test_contract_errors_carry_the_runtime_message():
     m.check([(64, 16)])  # admissible: no error
 
 
+def test_zero_copy_input_views():
+    m = kiln.load(CNN).methods["forward"]
+    x = np.random.default_rng(3).standard_normal((2, 3, 24, 20)).astype(np.float32)
+    (view,) = m.bind((2, 3, 24, 20))
+    assert view.shape == x.shape and view.dtype == np.float32 and view.flags.writeable
+    addr = view.__array_interface__["data"][0]
+    np.copyto(view, x)
+    (y,) = m.execute()
+    np.testing.assert_array_equal(y, m(x))  # the same as a call that copies the input
+    (again,) = m.bind((2, 3, 24, 20))
+    assert again.__array_interface__["data"][0] == addr  # the same arena memory: no copy is made
+    m.cpu_threads = 2  # re-creates the method; the old view stays valid memory (kept alive)
+    view[...] = 0
+    with pytest.raises(kiln.ContractError):
+        m.bind((2, 3, 24, 65))
+
+
 def test_dtype_conversion_and_layout():
     m = kiln.load(MLP).methods["forward"]
     x = np.random.default_rng(0).standard_normal((8, 16))
