@@ -7,7 +7,8 @@ float), against kiln_runner's in-process time for the same program in the same r
 Reports, per call: `method(x)` (numpy in, numpy out: bind + copy in + execute + copy out +
 the Python wrapper), `method.run(x)`, execute alone timed inside the extension without Python,
 and kiln_runner's mean per execution (`--num_executions`, one process), and the binding
-overhead = method(x) - kiln_runner. Needs the kiln package and onnx.
+overhead = method(x) - kiln_runner; for scale, ONNX Runtime's `session.run` from Python on the
+same ONNX model (when onnxruntime is installed). Needs the kiln package and onnx.
 """
 import argparse
 import os
@@ -60,6 +61,15 @@ def main() -> None:
                            check=True)
         mean_ms = float(re.search(r"mean ([0-9.]+)", r.stdout).group(1))
         runner = mean_ms * 1000
+        try:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = 1
+            sess = ort.InferenceSession(one_element_model().SerializeToString(), opts, providers=["CPUExecutionProvider"])
+            ort_call = per_call_us(lambda: sess.run(None, {"x": x}), a.calls)
+        except ImportError:
+            ort_call = None
     print("| per call (1-element Relu) | us |")
     print("|---|---:|")
     print(f"| `method(x)` from Python | {call:.2f} |")
@@ -67,6 +77,8 @@ def main() -> None:
     print(f"| execute() in the extension, no Python | {execute_only:.3f} |")
     print(f"| kiln_runner, mean per execution | {runner:.3f} |")
     print(f"| binding overhead: `method(x)` - kiln_runner | {call - runner:.2f} |")
+    if ort_call is not None:
+        print(f"| for scale: ONNX Runtime `session.run` from Python, same model | {ort_call:.2f} |")
 
 
 if __name__ == "__main__":
