@@ -117,8 +117,14 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     }
     ctx.inputs.push_back(std::move(t));
   }
+  // Every op produces output 0; shape functions write it unconditionally.
+  if (num_outputs == 0) return invalid_argument("node '" + node_name + "' (" + op_type + ") has no outputs");
   ctx.outputs.resize(num_outputs);
   KILN_TRY(op->shape(ctx));
+  for (size_t k = 0; k < num_outputs; ++k)
+    if (!ctx.outputs[k].defined)
+      return invalid_argument("node '" + node_name + "' (" + op_type + ") names " + std::to_string(num_outputs) +
+                              " outputs; the op produces " + std::to_string(k));
   for (kernels::Guard& g : ctx.guards) {
     bool dup = std::any_of(guards_.begin(), guards_.end(),
                            [&](const kernels::Guard& o) { return o.op == g.op && o.lhs == g.lhs && o.rhs == g.rhs; });

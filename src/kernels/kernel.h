@@ -31,6 +31,9 @@ struct SymTensor {
   const void* const_data = nullptr;
   /// Contents of a small integer tensor known symbolically (e.g. a folded Shape result).
   std::vector<ExprId> sym_values;
+  /// Outputs: set when the shape function defined it (through ShapeCtx::out), so a node that
+  /// names more outputs than its op produces is refused, not left with an undefined one.
+  bool defined = false;
 };
 
 /// A relation that shape inference needed between symbolic sizes; checked at bind.
@@ -72,7 +75,10 @@ class ShapeCtx {
   size_t num_inputs() const { return inputs.size(); }
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i].present; }
   const SymTensor& in(size_t i) const { return inputs[i]; }
-  SymTensor& out(size_t i) { return outputs[i]; }
+  SymTensor& out(size_t i) {
+    outputs[i].defined = true;
+    return outputs[i];
+  }
   int64_t rank(size_t i) const { return static_cast<int64_t>(inputs[i].shape.size()); }
 
   /// Error naming the node: "node 'Conv_3' (Conv): <what>".

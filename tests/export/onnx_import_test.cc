@@ -107,6 +107,26 @@ TEST(OnnxImport, UnboundedDimNamesInputAxisAndFix) {
             "input 'pixels' axis 2 is dynamic ('height') but has no bound; add --dim height=MIN..MAX (or --dim height=V to pin it)");
 }
 
+// A node's output count must be what its op produces: none (found by fuzz_onnx: the Slice
+// shape function wrote an output the node did not have) or one too many (an output left
+// undefined for the next node to read) is an export error.
+TEST(OnnxImport, NodeOutputCountsMustMatchTheOp) {
+  OnnxModel none;
+  none.input("x", {"4"}).output("y");
+  none.node("Relu", "relu0", {"x"}, {});
+  none.node("Relu", "relu1", {"x"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(none.save("no_outputs.onnx"), dims({}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "node 'relu0' (Relu) has no outputs");
+  OnnxModel extra;
+  extra.input("x", {"4"}).output("y");
+  extra.node("Relu", "relu", {"x"}, {"y", "z"});
+  r = exporter::export_onnx(extra.save("extra_output.onnx"), dims({}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "node 'relu' (Relu) names 2 outputs; the op produces 1");
+}
+
 TEST(OnnxImport, UnsupportedOpsListedAtOnce) {
   OnnxModel m;
   m.input("x", {"4"}).output("y");

@@ -223,11 +223,13 @@ TEST(Allocations, EveryAllocationInLoadAndCreateMayFail) {
       ASSERT_TRUE(warning.empty()) << warning;
       const long total = count_allocs([&] { ASSERT_TRUE(load_and_create(image, threads, &warning).ok()); });
       ASSERT_GT(total, 10) << which;
-      // Two sweeps: the first throw of a process sets up the unwinder's caches (a few hundred
-      // bytes, once), so the heap is compared across the second sweep only.
+      // Three sweeps: the first throws of a process set up the unwinder's caches (a few hundred
+      // bytes, once, and not always in the first sweep), so the heap is compared across the
+      // last sweep, with 512 bytes of slack: a leak on failure paths leaks at each of hundreds
+      // of them. LeakSanitizer checks the same test exactly in the sanitized job.
       long errors = 0, fallbacks = 0;
       size_t heap_before = 0;
-      for (int sweep = 0; sweep < 2; ++sweep) {
+      for (int sweep = 0; sweep < 3; ++sweep) {
         heap_before = heap_in_use();
         errors = fallbacks = 0;
         for (long k = 1; k <= total; ++k) {
@@ -248,7 +250,7 @@ TEST(Allocations, EveryAllocationInLoadAndCreateMayFail) {
           }
         }
       }
-      EXPECT_EQ(heap_in_use(), heap_before) << which << ": the failed loads and creates leaked";
+      EXPECT_LE(heap_in_use(), heap_before + 512) << which << ": the failed loads and creates leaked";
       EXPECT_GT(fallbacks, 0) << which << ": no XNNPACK allocation was failed";
       RecordProperty(std::string(which) + "_threads" + std::to_string(threads),
                      std::to_string(total) + " allocations: " + std::to_string(errors) + " errors, " +
