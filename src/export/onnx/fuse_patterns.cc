@@ -398,7 +398,28 @@ bool match_attention(const Matcher& m, int softmax, int64_t opset, FusionCandida
 
 }  // namespace
 
+namespace {
+// The matchers read inputs and outputs of these ops by position: a graph where one of them has
+// fewer than its ONNX arity (a damaged or hostile model; found by fuzz_onnx: an Erf with no
+// input) is left unfused, and the importer then refuses the node with its own message.
+bool matched_ops_well_formed(const onnx::GraphProto& g) {
+  struct Arity {
+    const char* op;
+    int inputs, outputs;
+  };
+  static const Arity kArity[] = {{"Mul", 2, 1},  {"Add", 2, 1},     {"Div", 2, 1},       {"Sub", 2, 1},
+                                 {"Pow", 2, 1},  {"MatMul", 2, 1},  {"Where", 3, 1},     {"ReduceMean", 1, 1},
+                                 {"Sqrt", 1, 1}, {"Erf", 1, 1},     {"Tanh", 1, 1},      {"Softmax", 1, 1},
+                                 {"Transpose", 1, 1}, {"Dropout", 1, 1}, {"Constant", 0, 1}};
+  for (const onnx::NodeProto& n : g.node())
+    for (const Arity& a : kArity)
+      if (n.op_type() == a.op && (n.input_size() < a.inputs || n.output_size() < a.outputs)) return false;
+  return true;
+}
+}  // namespace
+
 std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t opset) {
+  if (!matched_ops_well_formed(graph)) return {};
   Matcher m(graph);
   std::vector<FusionCandidate> out;
   std::set<int> taken;
