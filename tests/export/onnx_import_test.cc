@@ -1,6 +1,7 @@
 // ONNX importer on small models built here: contract errors that teach, unsupported ops
 // listed at once, forced specialization, folding (Constant, Identity, BatchNormalization,
 // If with a constant condition, shape arithmetic) and the result run below the bound.
+#include <limits>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -139,6 +140,21 @@ TEST(OnnxImport, MalformedNodesAreRefusedNotMatched) {
   auto r = exporter::export_onnx(m.save("erf_no_input.onnx"), dims({}), &d);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("(Erf): expects 1 inputs, got 0"), std::string::npos) << r.status().message();
+}
+
+// Constant indices at the ends of int64 (found by fuzz_onnx: negating INT64_MIN overflowed).
+TEST(OnnxImport, ExtremeConstantIndicesAreRefused) {
+  for (int64_t bad : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+    OnnxModel m;
+    m.input("x", {"4"}).output("y");
+    m.ints("idx", {1}, {bad});
+    m.node("Gather", "gather", {"x", "idx"}, {"y"});
+    format::ProgramDesc d;
+    auto r = exporter::export_onnx(m.save("gather_extreme.onnx"), dims({}), &d);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("index " + std::to_string(bad) + " is out of range for any axis"), std::string::npos)
+        << r.status().message();
+  }
 }
 
 TEST(OnnxImport, UnsupportedOpsListedAtOnce) {

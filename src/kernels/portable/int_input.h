@@ -1,6 +1,7 @@
 #pragma once
 // Reading small integer inputs (shapes, axes, starts...) during shape inference.
 
+#include <limits>
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -58,6 +59,10 @@ inline Status require_indices_fit(ShapeCtx& c, size_t i, ExprId axis_size, const
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
+  // No axis holds INT64_MIN or INT64_MAX as an index (and -lo, hi + 1 would overflow).
+  if (lo == std::numeric_limits<int64_t>::min() || hi == std::numeric_limits<int64_t>::max())
+    return c.error("index " + std::to_string(lo == std::numeric_limits<int64_t>::min() ? lo : hi) +
+                   " is out of range for any axis" + where);
   if (hi >= 0) KILN_TRY(c.require_ge(axis_size, p.constant(hi + 1), "for index " + std::to_string(hi) + where));
   if (lo < 0) KILN_TRY(c.require_ge(axis_size, p.constant(-lo), "for index " + std::to_string(lo) + where));
   return ok_status();
