@@ -88,6 +88,11 @@ TEST(OnnxImport, HostileSizesAreErrorsNotOverflows) {
   w->add_dims(int64_t{1} << 40);
   r = exporter::export_onnx(m.save("big_init.onnx"), {}, &d);
   EXPECT_EQ(r.status().message(), "initializer 'w' has 1099511627776 elements, more than a model can hold");
+  // Under the 2^31 limit but far beyond its data (fuzz_onnx: this allocated 16 GB before the check).
+  w->clear_dims();
+  w->add_dims(int64_t{1} << 30);
+  r = exporter::export_onnx(m.save("claimed_init.onnx"), {}, &d);
+  EXPECT_EQ(r.status().message(), "initializer 'w' holds 1 values or bytes but its shape needs 1073741824 elements");
   // Regression: a negative or 16-digit dim_value was taken for a dim name.
   OnnxModel n;
   n.input("x", {"2", "3"}).output("y");

@@ -61,8 +61,15 @@ Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::stri
   if (overflow || n > std::numeric_limits<int>::max())
     return data_loss(where + " has " + (overflow ? "more than 2^63" : std::to_string(n)) +
                      " elements, more than a model can hold");
-  h.bytes.resize(static_cast<size_t>(n) * dtype_size(h.dtype));
+  // Every element takes at least one raw byte or one typed value: a shape larger than the data
+  // is refused before allocating for it (fuzz_onnx: a 2^31-element claim allocated 16 GB).
   const std::string& raw = t.raw_data();
+  const int64_t have = static_cast<int64_t>(raw.size()) + t.float_data_size() + t.int32_data_size() +
+                       t.int64_data_size() + t.double_data_size() + t.uint64_data_size();
+  if (n > have)
+    return data_loss(where + " holds " + std::to_string(have) + " values or bytes but its shape needs " +
+                     std::to_string(n) + " elements");
+  h.bytes.resize(static_cast<size_t>(n) * dtype_size(h.dtype));
   auto need_raw = [&](size_t elem) -> Status {
     if (raw.size() != static_cast<size_t>(n) * elem)
       return data_loss(where + " holds " + std::to_string(raw.size()) + " raw bytes but its shape needs " +
