@@ -11,3 +11,5 @@ ctest --test-dir build --output-on-failure -j2
 # kiln.export paths (dynamo and TorchScript exporters). Never another torch version here.
 python3 -m pip install -q "torch==2.13.0" "onnxscript==0.7.2"
 KILN_BUILD_DIR="$PWD/build" python3 -m pytest -q python/tests
+# What a fresh machine checks after the setup: the installed package imports from anywhere.
+(cd / && python3 -c "import kiln; print('kiln', kiln.__version__, 'from', kiln.__file__)")

@@ -205,7 +205,8 @@ ExprId ExprPool::make(ExprOp op, int32_t a, int32_t b, int64_t value) {
   auto it = dedup_.find(key);
   if (it != dedup_.end()) return it->second;
   Interval r = compute_range(op, a, b, value);
-  if (op != ExprOp::kConst && r.lo == r.hi) return constant(r.lo);  // provably constant
+  // Provably constant; a range pinned at a saturated end says only "at least that far out".
+  if (op != ExprOp::kConst && r.lo == r.hi && r.lo > -kBig && r.lo < kBig) return constant(r.lo);
   ExprNode n{op, a, b, value};
   nodes_.push_back(n);
   ranges_.push_back(r);
@@ -217,15 +218,29 @@ ExprId ExprPool::make(ExprOp op, int32_t a, int32_t b, int64_t value) {
 ExprId ExprPool::constant(int64_t v) { return make(ExprOp::kConst, -1, -1, v); }
 ExprId ExprPool::dim(int dim_index) { return make(ExprOp::kDim, dim_index, -1, 0); }
 
+int64_t ExprPool::add_i64(int64_t a, int64_t b) const {
+  int64_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  overflowed_ = true;
+  return a < 0 ? -kBig : kBig;
+}
+
+int64_t ExprPool::mul_i64(int64_t a, int64_t b) const {
+  int64_t r;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  overflowed_ = true;
+  return (a < 0) != (b < 0) ? -kBig : kBig;
+}
+
 void ExprPool::linearize_into(ExprId id, int64_t scale, Linear* out) const {
   const ExprNode& e = nodes_[id];
   switch (e.op) {
-    case ExprOp::kConst: out->constant += scale * e.value; return;
+    case ExprOp::kConst: out->constant = add_i64(out->constant, mul_i64(scale, e.value)); return;
     case ExprOp::kAdd: linearize_into(e.a, scale, out); linearize_into(e.b, scale, out); return;
-    case ExprOp::kSub: linearize_into(e.a, scale, out); linearize_into(e.b, -scale, out); return;
+    case ExprOp::kSub: linearize_into(e.a, scale, out); linearize_into(e.b, neg_i64(scale), out); return;
     case ExprOp::kMul:
-      if (is_const(e.a)) return linearize_into(e.b, scale * const_value(e.a), out);
-      if (is_const(e.b)) return linearize_into(e.a, scale * const_value(e.b), out);
+      if (is_const(e.a)) return linearize_into(e.b, mul_i64(scale, const_value(e.a)), out);
+      if (is_const(e.b)) return linearize_into(e.a, mul_i64(scale, const_value(e.b)), out);
       break;
     case ExprOp::kFloorDiv:
       // d*k*floordiv(x, d) == k*x when d divides x for every admissible dim value.
@@ -237,7 +252,7 @@ void ExprPool::linearize_into(ExprId id, int64_t scale, Linear* out) const {
   }
   for (auto& t : out->terms) {
     if (t.first == id) {
-      t.second += scale;
+      t.second = add_i64(t.second, scale);
       return;
     }
   }
@@ -268,7 +283,7 @@ ExprId ExprPool::build_linear(const Linear& l) {
     if (acc == kNoExpr) {
       acc = term(t.first, t.second);
     } else {
-      acc = make(ExprOp::kSub, acc, term(t.first, -t.second), 0);
+      acc = make(ExprOp::kSub, acc, term(t.first, neg_i64(t.second)), 0);
     }
   }
   if (acc == kNoExpr) return constant(l.constant);
@@ -305,7 +320,7 @@ bool ExprPool::fold_round_up(Linear* l) {
     bool ok = !y.terms.empty();
     for (const auto& [atom, cy] : y.terms) {
       const int64_t* cl = coef(atom);
-      if (!cl || *cl % k != 0 || floor_mod(*cl / k + cy, d) != 0) {
+      if (!cl || *cl % k != 0 || floor_mod(add_i64(*cl / k, cy), d) != 0) {
         ok = false;
         break;
       }
@@ -313,14 +328,14 @@ bool ExprPool::fold_round_up(Linear* l) {
     }
     if (!ok) continue;
     x.constant = floor_mod(-y.constant, d);
-    for (const auto& [atom, cx] : x.terms) *coef(atom) -= k * cx;
-    l->constant -= k * x.constant;
+    for (const auto& [atom, cx] : x.terms) *coef(atom) = add_i64(*coef(atom), neg_i64(mul_i64(k, cx)));
+    l->constant = add_i64(l->constant, neg_i64(mul_i64(k, x.constant)));
     l->terms[i].second = 0;  // the mod term
     const ExprId up = ceildiv(build_linear(x), constant(d));
     if (int64_t* c = coef(up)) {
-      *c += k * d;
+      *c = add_i64(*c, mul_i64(k, d));
     } else {
-      l->terms.emplace_back(up, k * d);
+      l->terms.emplace_back(up, mul_i64(k, d));
     }
     tidy(&l->terms);
     return true;
@@ -331,10 +346,10 @@ bool ExprPool::fold_round_up(Linear* l) {
 ExprId ExprPool::add(ExprId a, ExprId b) {
   Linear la = linearize(a), lb = linearize(b);
   for (auto& t : lb.terms) la.terms.push_back(t);
-  la.constant += lb.constant;
+  la.constant = add_i64(la.constant, lb.constant);
   Linear merged;
   for (auto& t : la.terms) linearize_into(t.first, t.second, &merged);
-  merged.constant += la.constant;
+  merged.constant = add_i64(merged.constant, la.constant);
   tidy(&merged.terms);
   while (fold_round_up(&merged)) {
   }
@@ -361,7 +376,7 @@ ExprId ExprPool::build_product(std::vector<ExprId> factors) {
 }
 
 ExprId ExprPool::mul(ExprId a, ExprId b) {
-  if (is_const(a) && is_const(b)) return constant(const_value(a) * const_value(b));
+  if (is_const(a) && is_const(b)) return constant(mul_i64(const_value(a), const_value(b)));
   if (is_const(b)) std::swap(a, b);
   if (is_const(a)) {
     int64_t k = const_value(a);
@@ -380,7 +395,7 @@ ExprId ExprPool::mul(ExprId a, ExprId b) {
     collect_factors(la.terms[0].first, &f);
     collect_factors(lb.terms[0].first, &f);
     ExprId m = build_product(f);
-    return mul(constant(la.terms[0].second * lb.terms[0].second), m);
+    return mul(constant(mul_i64(la.terms[0].second, lb.terms[0].second)), m);
   }
   return make(ExprOp::kMul, a, b, 0);
 }
@@ -424,7 +439,7 @@ ExprId ExprPool::floordiv_const(ExprId a, int64_t d) {
     ExprOp op = r.constant == 0 || provably_divisible(x, d) ? ExprOp::kFloorDiv : ExprOp::kCeilDiv;
     // floordiv(floordiv(y,e),d) = floordiv(y,e*d); the same holds for ceildiv.
     if (xn.op == op && is_const(xn.b) && const_value(xn.b) > 0 && range(xn.a).lo >= 0) {
-      rest = make(op, xn.a, constant(const_value(xn.b) * d), 0);
+      rest = make(op, xn.a, constant(mul_i64(const_value(xn.b), d)), 0);
     } else {
       rest = make(op, x, constant(d), 0);
     }
@@ -454,7 +469,7 @@ bool ExprPool::cancel_common(ExprId a, ExprId b, ExprId* a2, ExprId* b2) {
       ++it;
     }
   }
-  int64_t g = std::gcd(ka < 0 ? -ka : ka, kb < 0 ? -kb : kb);
+  int64_t g = std::gcd(ka < 0 ? neg_i64(ka) : ka, kb < 0 ? neg_i64(kb) : kb);
   if (common.empty() && g <= 1) return false;
   *a2 = mul(constant(ka / g), build_product(fa));
   *b2 = mul(constant(kb / g), build_product(fb));
@@ -477,13 +492,13 @@ bool ExprPool::provably_divisible(ExprId x, int64_t d) const {
   linearize_into(x, 1, &l);
   if (floor_mod(l.constant, d) != 0) return false;
   for (const auto& t : l.terms) {
-    int64_t need = d / std::gcd(t.second < 0 ? -t.second : t.second, d);  // atom must be a multiple of this
+    int64_t need = d / std::gcd(t.second < 0 ? neg_i64(t.second) : t.second, d);  // atom must be a multiple of this
     if (need == 1) continue;
     const ExprNode& n = nodes_[t.first];
     if (n.op == ExprOp::kDim && dims_[n.a].step % need == 0) continue;
     // floordiv(y, c) is a multiple of m when y is a multiple of c*m.
     if (n.op == ExprOp::kFloorDiv && is_const(n.b) && const_value(n.b) > 0 &&
-        provably_divisible(n.a, const_value(n.b) * need))
+        provably_divisible(n.a, mul_i64(const_value(n.b), need)))
       continue;
     return false;
   }
@@ -569,8 +584,7 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
     c.dims.push_back(static_cast<int>(d));
     int64_t first = ceil_div(dims_[d].min, dims_[d].step) * dims_[d].step;
     int64_t count = first > dims_[d].max ? 0 : (dims_[d].max - first) / dims_[d].step + 1;
-    total *= count;
-    if (total > limit) return c;
+    if (__builtin_mul_overflow(total, count, &total) || total > limit) return c;
   }
   std::vector<int64_t> value(nodes_.size(), 0), assign(c.dims.size());
   for (size_t k = 0; k < c.dims.size(); ++k) {
@@ -594,8 +608,7 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
     }
     for (size_t k = 0; k < assign.size(); ++k) {  // odometer over the dims' admissible values
       const DimInfo& d = dims_[c.dims[k]];
-      assign[k] += d.step;
-      if (assign[k] <= d.max) break;
+      if (!__builtin_add_overflow(assign[k], d.step, &assign[k]) && assign[k] <= d.max) break;
       assign[k] = ceil_div(d.min, d.step) * d.step;
     }
   }

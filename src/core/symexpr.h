@@ -128,6 +128,11 @@ class ExprPool {
   /// by the census when there are at most `limit` assignments. False means "not proven".
   bool always(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
 
+  /// True once any arithmetic on this pool's constants or coefficients left int64 (shape
+  /// constants come from files: a reshape to [2^40, 2^40] multiplies past it). The result
+  /// saturated; the exporter turns this into an error naming the node.
+  bool overflowed() const { return overflowed_; }
+
   std::string to_string(ExprId id) const;
   /// "[batch, 64, ceildiv(H,2)]"
   std::string shape_to_string(const std::vector<ExprId>& shape) const;
@@ -150,11 +155,16 @@ class ExprPool {
   void collect_factors(ExprId id, std::vector<ExprId>* out) const;
   ExprId floordiv_const(ExprId a, int64_t d);
   ExprId divide_exact(ExprId a, ExprId b);  // kNoExpr when not provably exact
+  // int64 arithmetic that saturates and sets overflowed_ instead of overflowing.
+  int64_t add_i64(int64_t a, int64_t b) const;
+  int64_t mul_i64(int64_t a, int64_t b) const;
+  int64_t neg_i64(int64_t a) const { return mul_i64(a, -1); }
 
   std::vector<ExprNode> nodes_;
   std::vector<Interval> ranges_;
   std::vector<DimInfo> dims_;
   std::unordered_map<std::string, ExprId> dedup_;
+  mutable bool overflowed_ = false;
 };
 
 /// "lhs == rhs", "lhs >= rhs" or "lhs % rhs == 0": how guards read everywhere.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "export/memory_plan.h"
 #include "format/file_header.h"
@@ -120,7 +121,10 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
   // Every op produces output 0; shape functions write it unconditionally.
   if (num_outputs == 0) return invalid_argument("node '" + node_name + "' (" + op_type + ") has no outputs");
   ctx.outputs.resize(num_outputs);
-  KILN_TRY(op->shape(ctx));
+  Status shaped = op->shape(ctx);
+  // An overflow is the cause of whatever else the shape function concluded from its results.
+  KILN_TRY(check_arithmetic("node '" + node_name + "' (" + op_type + ")"));
+  KILN_TRY(shaped);
   for (size_t k = 0; k < num_outputs; ++k)
     if (!ctx.outputs[k].defined)
       return invalid_argument("node '" + node_name + "' (" + op_type + ") names " + std::to_string(num_outputs) +
@@ -308,8 +312,16 @@ Result<uint64_t> GraphBuilder::bound_bytes(const Value& v) const {
   return n;
 }
 
+Status GraphBuilder::check_arithmetic(const std::string& where) const {
+  if (!pool_.overflowed()) return ok_status();
+  return invalid_argument(where + ": its shape arithmetic leaves int64 (a size, product or coefficient beyond " +
+                          std::to_string(std::numeric_limits<int64_t>::max()) +
+                          "); the model's shape constants are out of range");
+}
+
 Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   if (outputs_.empty()) return invalid_argument("method '" + method_name_ + "' has no outputs");
+  KILN_TRY(check_arithmetic("method '" + method_name_ + "'"));
   for (const auto& m : program->methods)
     if (m.name == method_name_) return invalid_argument("method '" + method_name_ + "' is emitted twice");
   // Keep only nodes that feed an output (dead nodes are dropped), in order.

@@ -115,6 +115,8 @@ class GraphBuilder {
     std::vector<std::string> fused_from;
   };
   Result<uint64_t> bound_bytes(const Value& v) const;
+  /// An error naming `where` once the pool's arithmetic has overflowed (ExprPool::overflowed).
+  Status check_arithmetic(const std::string& where) const;
   Result<std::vector<int>> fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& node_name,
                                      const std::vector<int>& inputs, const core::AttrStore& attrs);
   Result<int> fold_shape_math(const kernels::SymTensor& out, const std::string& node_name);

@@ -154,6 +154,46 @@ TEST(SymExprEval, OverflowFailsInsteadOfWrapping) {
   EXPECT_EQ(bad, 3u);
 }
 
+TEST(SymExprPool, ArithmeticPastInt64SaturatesAndIsRemembered) {
+  // Regression (fuzz_onnx, UBSan): the pool multiplied coefficients and constants unchecked;
+  // shape constants come from files. Each way out of int64 now saturates and sets the flag.
+  const int64_t big = int64_t{1} << 40;
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  {
+    ExprPool p;
+    ExprId n = p.dim(p.add_dim({"n", 1, 8, 1}));
+    ExprId x = p.mul(p.constant(big), n);
+    EXPECT_FALSE(p.overflowed());
+    EXPECT_EQ(p.to_string(x), "1099511627776*n");
+    p.mul(p.constant(big), x);  // 2^80*n: the coefficient leaves int64
+    EXPECT_TRUE(p.overflowed());
+  }
+  {
+    ExprPool p;
+    ExprId c = p.mul(p.constant(big), p.constant(big));
+    EXPECT_TRUE(p.overflowed());
+    EXPECT_GT(p.const_value(c), int64_t{1} << 60);  // saturated upwards, not wrapped
+  }
+  {
+    ExprPool p;
+    ExprId n = p.dim(p.add_dim({"n", 1, 8, 1}));
+    p.add(p.add(n, p.constant(kMax)), p.constant(1));
+    EXPECT_TRUE(p.overflowed());
+  }
+  {
+    ExprPool p;
+    ExprId n = p.dim(p.add_dim({"n", 1, 8, 1}));
+    p.sub(n, p.mul(p.constant(kMin), n));  // negating INT64_MIN
+    EXPECT_TRUE(p.overflowed());
+  }
+  {
+    ExprPool p;  // in range: untouched
+    ExprId n = p.dim(p.add_dim({"n", 1, 8, 1}));
+    EXPECT_EQ(p.to_string(p.sub(p.mul(p.constant(kMax / 2), n), n)), "4611686018427387902*n");
+    EXPECT_FALSE(p.overflowed());
+  }
+}
+
 }  // namespace
 }  // namespace kiln::core
 

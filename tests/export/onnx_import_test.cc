@@ -93,6 +93,16 @@ TEST(OnnxImport, HostileSizesAreErrorsNotOverflows) {
   w->add_dims(int64_t{1} << 30);
   r = exporter::export_onnx(m.save("claimed_init.onnx"), {}, &d);
   EXPECT_EQ(r.status().message(), "initializer 'w' holds 1 values or bytes but its shape needs 1073741824 elements");
+  // Regression (fuzz_onnx, UBSan): shape arithmetic on a Reshape's constants multiplied past
+  // int64 (undefined) instead of refusing the model.
+  OnnxModel big;
+  big.input("x", {"n", "4"}).output("y");
+  big.ints("s", {3}, {int64_t{1} << 40, int64_t{1} << 40, -1});
+  big.node("Reshape", "reshape", {"x", "s"}, {"y"});
+  r = exporter::export_onnx(big.save("overflow_reshape.onnx"), dims({"n=1..8"}), &d);
+  EXPECT_EQ(r.status().message(),
+            "node 'reshape' (Reshape): its shape arithmetic leaves int64 (a size, product or coefficient beyond "
+            "9223372036854775807); the model's shape constants are out of range");
   // Regression: a negative or 16-digit dim_value was taken for a dim name.
   OnnxModel n;
   n.input("x", {"2", "3"}).output("y");
