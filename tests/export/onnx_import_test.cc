@@ -155,6 +155,18 @@ TEST(OnnxImport, MalformedNodesAreRefusedNotMatched) {
   auto r = exporter::export_onnx(m.save("erf_no_input.onnx"), dims({}), &d);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("(Erf): expects 1 inputs, got 0"), std::string::npos) << r.status().message();
+  // The ops the importer handles itself (fuzz_onnx: a Constant with no output aborted in protobuf).
+  for (const char* op : {"Constant", "Identity", "Dropout", "If", "NonZero"}) {
+    OnnxModel bad;
+    bad.input("x", {"4"}).output("y");
+    bad.node(op, "own", {}, {});
+    bad.node("Relu", "relu", {"x"}, {"y"});
+    r = exporter::export_onnx(bad.save("own_no_operands.onnx"), dims({}), &d);
+    ASSERT_FALSE(r.ok()) << op;
+    const int ins = std::string(op) == "Constant" ? 0 : 1;
+    EXPECT_EQ(r.status().message(), "node 'own' (" + std::string(op) + "): expects at least " + std::to_string(ins) +
+                                        " inputs and 1 outputs, got 0 and 0");
+  }
 }
 
 // Constant indices at the ends of int64 (found by fuzz_onnx: negating INT64_MIN overflowed).

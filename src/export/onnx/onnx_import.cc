@@ -347,6 +347,18 @@ class Importer {
   Status import_node(const onnx::NodeProto& n, const std::string& name) {
     const std::string& op = n.op_type();
     for (const std::string& out : n.output()) producers_[out] = &n;
+    // The ops imported here read their operands by position (the rest: each kernel's shape
+    // function counts them); found by fuzz_onnx: a Constant with no output.
+    struct Arity {
+      const char* op;
+      int inputs, outputs;
+    };
+    static const Arity kOwn[] = {{"Constant", 0, 1}, {"Identity", 1, 1}, {"Dropout", 1, 1}, {"If", 1, 1}, {"NonZero", 1, 1}};
+    for (const Arity& a : kOwn)
+      if (op == a.op && (n.input_size() < a.inputs || n.output_size() < a.outputs))
+        return invalid_argument("node '" + name + "' (" + op + "): expects at least " + std::to_string(a.inputs) +
+                                " inputs and " + std::to_string(a.outputs) + " outputs, got " +
+                                std::to_string(n.input_size()) + " and " + std::to_string(n.output_size()));
     if (op == "Constant") return import_constant(n, name);
     if (op == "Identity" || op == "Dropout") {
       KILN_ASSIGN_OR_RETURN(int in, lookup(n.input(0), name));
@@ -388,7 +400,8 @@ class Importer {
         "NonZero of a ConstantOfShape over one axis with a non-zero value (torch's arange before opset 11) "
         "is supported";
     auto it = producers_.find(n.input(0));
-    if (it == producers_.end() || it->second->op_type() != "ConstantOfShape") return unimplemented(unsupported);
+    if (it == producers_.end() || it->second->op_type() != "ConstantOfShape" || it->second->input_size() < 1)
+      return unimplemented(unsupported);
     const onnx::NodeProto& fill = *it->second;
     bool nonzero = false;  // ConstantOfShape's default value is 0
     for (const onnx::AttributeProto& a : fill.attribute()) {
