@@ -3,6 +3,8 @@
 // symbolic output sizes run below the bound.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 #include "bound_slot_util.h"
@@ -272,6 +274,11 @@ TEST(Resize, Errors) {
                        "size 0 must be at least 1 (output size of axis 2 for input [1, 1, 2, 2])"));
   EXPECT_TRUE(has_text(status({x, absent(), s2}, AttrStore().set_int("antialias", 1)),
                        "attribute 'antialias' is not supported"));
+  // Regression (fuzz_onnx, UBSan): a huge or infinite scale was converted to an integer size.
+  for (float huge : {1e30f, std::numeric_limits<float>::infinity()}) {
+    EXPECT_TRUE(has_text(status({x, absent(), f32s({1, 1, huge, 1})}),
+                         "on axis 2 (size 2) makes the output size 2^62 or more"));
+  }
 }
 
 class ResizeSymbolic : public ::testing::Test {

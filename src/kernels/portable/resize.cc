@@ -14,6 +14,7 @@
 // Upsample, and Resize from opset 10 (the importer sets its attributes), is asymmetric with
 // nearest_mode simple: floor, or ceil on a shrinking axis. roi is ignored (tf_crop_and_resize and
 // antialias are refused).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -102,6 +103,11 @@ constexpr int64_t kMaxDenominator = 100;
 Result<ExprId> scaled_size(ShapeCtx& c, ExprId in, float s, size_t axis) {
   core::ExprPool& p = c.pool;
   if (s == 1.f) return in;
+  // Scales come from files: a size at or past 2^62 (or an infinite scale) is refused before
+  // any conversion to an integer (found by fuzz_onnx: a scale of 1e30 cast out of range).
+  if (!(static_cast<double>(s) * static_cast<double>(std::max<int64_t>(1, p.range(in).hi)) < 0x1p62))
+    return c.error("scale " + std::to_string(s) + " on axis " + std::to_string(axis) + " (size " + p.to_string(in) +
+                   ") makes the output size 2^62 or more");
   for (int64_t q = 1; q <= kMaxDenominator; ++q) {
     const int64_t num = std::llround(static_cast<double>(s) * q);
     if (num >= 1 && std::abs(static_cast<double>(num) / q - s) < 1e-6) {
@@ -200,6 +206,9 @@ void linear_taps(const Axis& a, const Params& p, int64_t x, int64_t* i0, int64_t
 void cubic_taps(const Axis& a, const Params& p, int64_t x, int64_t idx[4], double w[4]) {
   const double xo = original_coord(a, p.coord, x);
   const double f = std::ceil(xo) - 1, t = xo - f, A = p.cubic_a;
+  // Far outside the input every tap clamps to an edge (or is excluded) alike; bounding f keeps
+  // the integer conversion defined for any coordinate (and NaN) a hostile roi or scale makes.
+  const double f_index = f > -8.0 ? std::min(f, static_cast<double>(a.in) + 8.0) : -8.0;
   auto outer = [A](double d) { return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 <= d <= 2
   auto inner = [A](double d) { return ((A + 2) * d - (A + 3)) * d * d + 1; };        // 0 <= d <= 1
   w[0] = outer(t + 1);
@@ -208,7 +217,7 @@ void cubic_taps(const Axis& a, const Params& p, int64_t x, int64_t idx[4], doubl
   w[3] = outer(2 - t);
   double kept = 0;
   for (int i = 0; i < 4; ++i) {
-    const auto j = static_cast<int64_t>(f) - 1 + i;
+    const auto j = static_cast<int64_t>(f_index) - 1 + i;
     if (p.exclude_outside && (j < 0 || j >= a.in)) w[i] = 0;
     kept += w[i];
     idx[i] = clamp_index(j, a.in);
