@@ -209,8 +209,9 @@ def export(module, example_inputs, dynamic_shapes=None, path=None, *, opset: int
 
 
 def _compare_ranges(result: ExportResult) -> None:
-    """Notes where torch's recorded range of a dim differs from the bounds Kiln declared, and
-    the guards Kiln recorded on each dim (constraints torch did not state)."""
+    """Notes where torch's recorded range of a dim differs from the bounds Kiln declared, where
+    the model's guards narrowed a dim, and the guards Kiln kept on each dim (constraints torch
+    did not state)."""
     from . import load
 
     method = load(result.path).methods["forward"] if result.path else None
@@ -220,6 +221,10 @@ def _compare_ranges(result: ExportResult) -> None:
             result.notes.append(f"{d.name}: torch recorded [{torch_range[0]}, {torch_range[1]}], Kiln declared "
                                 f"[{d.min}, {d.max}]")
         if method is not None:
+            for pd in method.dims:
+                if pd.name == d.name and (pd.min, pd.max, pd.step) != (d.min, d.max, d.step):
+                    result.notes.append(f"{d.name}: declared {d!r}, Kiln's contract admits {pd!r} (narrowed by the "
+                                        f"model's guards; the summary says which node needs what)")
             for g in method.guards:
                 if re.search(rf"\b{re.escape(d.name)}\b", g):
                     result.notes.append(f"{d.name}: Kiln guards '{g}' (checked at bind)")

@@ -118,8 +118,8 @@ def test_torch_ranges_agree_with_kiln(tmp_path):
 
 def test_kiln_bounds_tighter_than_declared(tmp_path):
     """H in [1, 64] declared: the unpadded conv needs H >= 5. torch.export refuses the range
-    and suggests Dim('H', min=5, max=64); the TorchScript path exports, and Kiln's guard (its
-    real range is tighter than the declared one) refuses H < 5 at bind with a ContractError."""
+    and suggests Dim('H', min=5, max=64); the TorchScript path exports, Kiln narrows H to the
+    range its guards admit, [5, 64], and refuses H < 5 at bind with a ContractError."""
     dim = torch_dim("H", 1, 64)
     if "dynamo" in EXPORTERS:
         with pytest.raises(kiln.ExportError, match=r"Dim\('H', min=5, max=64\)"):
@@ -127,7 +127,8 @@ def test_kiln_bounds_tighter_than_declared(tmp_path):
                         path=tmp_path / "d.kiln", exporter="dynamo")
     r = kiln.export(SmallCnn(), (torch.randn(1, 3, 32, 32),), dynamic_shapes=({2: dim},), path=tmp_path / "t.kiln",
                     exporter="torchscript")
-    assert any("Kiln guards" in n and "H" in n for n in r.notes), r.notes
+    assert any(n.startswith("H: declared Dim('H', min=1, max=64), Kiln's contract admits Dim('H', min=5, max=64)")
+               for n in r.notes), r.notes
     m = kiln.load(tmp_path / "t.kiln").methods["forward"]
     m.check([(1, 3, 5, 32)])
     with pytest.raises(kiln.ContractError):

@@ -123,6 +123,15 @@ int ExprPool::add_dim(const DimInfo& dim) {
   return static_cast<int>(dims_.size()) - 1;
 }
 
+void ExprPool::narrow_dim(int index, int64_t min, int64_t max, int64_t step) {
+  DimInfo& d = dims_[static_cast<size_t>(index)];
+  d.min = min;
+  d.max = max;
+  d.step = step;
+  for (size_t i = 0; i < nodes_.size(); ++i)  // operands precede their users
+    ranges_[i] = compute_range(nodes_[i].op, nodes_[i].a, nodes_[i].b, nodes_[i].value);
+}
+
 int ExprPool::find_dim(const std::string& name) const {
   for (size_t i = 0; i < dims_.size(); ++i)
     if (dims_[i].name == name) return static_cast<int>(i);
@@ -605,6 +614,7 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
     if (holds) {
       ++c.satisfied;
       c.last_solution = assign;
+      if (assign.size() == 1) c.solutions.push_back(assign[0]);
     }
     for (size_t k = 0; k < assign.size(); ++k) {  // odometer over the dims' admissible values
       const DimInfo& d = dims_[c.dims[k]];

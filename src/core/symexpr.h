@@ -75,6 +75,9 @@ class ExprPool {
  public:
   /// Registers a dim; names must be unique (returns the existing index for a known name).
   int add_dim(const DimInfo& dim);
+  /// Narrows dim `index` to [min, max] at `step` (admitting no value it did not admit before)
+  /// and recomputes every node's range from it.
+  void narrow_dim(int index, int64_t min, int64_t max, int64_t step);
   int find_dim(const std::string& name) const;
   const std::vector<DimInfo>& dims() const { return dims_; }
   std::vector<std::string> dim_names() const;
@@ -122,6 +125,7 @@ class ExprPool {
     int64_t satisfied = 0;
     std::vector<int> dims;     ///< the dims the relation reads
     std::vector<int64_t> last_solution;  ///< one satisfying assignment (values of `dims`)
+    std::vector<int64_t> solutions;      ///< every satisfying value, ascending, when it reads one dim
   };
   Census census(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
   /// True when lhs rel rhs provably holds for every admissible dim value: by the ranges, or

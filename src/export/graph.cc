@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "export/memory_plan.h"
 #include "format/file_header.h"
@@ -310,6 +311,92 @@ Result<uint64_t> GraphBuilder::bound_bytes(const Value& v) const {
     n *= static_cast<uint64_t>(r.hi);
   }
   return n;
+}
+
+namespace {
+std::string range_text(const core::DimInfo& d) {
+  return "[" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" + (d.step > 1 ? " step " + std::to_string(d.step) : "");
+}
+}  // namespace
+
+std::string DimNarrowing::text() const {
+  std::string s = requested.name + ": requested " + range_text(requested) + ", admissible " + range_text(admissible);
+  if (gaps) s += " with gaps the guards still check";
+  std::string why;
+  for (const std::string& b : because) why += (why.empty() ? "" : "; ") + b;
+  return why.empty() ? s : s + " (" + why + ")";
+}
+
+Result<std::vector<DimNarrowing>> GraphBuilder::narrow_dims(int64_t limit) {
+  using Relation = core::ExprPool::Relation;
+  const size_t n_dims = pool_.dims().size();
+  // Per dim: the guards that read it alone and refuse some of its values, with the values each admits.
+  struct OneDimGuard {
+    size_t guard;
+    std::vector<int64_t> admits;  // ascending
+  };
+  std::vector<std::vector<OneDimGuard>> by_dim(n_dims);
+  for (size_t gi = 0; gi < guards_.size(); ++gi) {
+    const kernels::Guard& g = guards_[gi];
+    core::ExprPool::Census c = pool_.census(g.lhs, static_cast<Relation>(g.op), g.rhs, limit);
+    if (!c.complete || c.dims.size() != 1 || c.satisfied == c.assignments) continue;
+    by_dim[static_cast<size_t>(c.dims[0])].push_back({gi, std::move(c.solutions)});
+  }
+  auto guard_text = [&](size_t gi) {
+    const kernels::Guard& g = guards_[gi];
+    return "node '" + g.node_name + "' (" + g.op_type + ") needs " +
+           core::relation_text(pool_.to_string(g.lhs), static_cast<Relation>(g.op), pool_.to_string(g.rhs));
+  };
+  auto admits = [](const OneDimGuard& o, int64_t v) { return std::binary_search(o.admits.begin(), o.admits.end(), v); };
+  std::vector<DimNarrowing> out;
+  std::vector<bool> drop(guards_.size(), false);
+  for (size_t d = 0; d < n_dims; ++d) {
+    if (by_dim[d].empty()) continue;
+    const core::DimInfo requested = pool_.dims()[d];
+    std::vector<int64_t> values;  // the requested values every guard admits
+    for (int64_t v = core::ceil_div(requested.min, requested.step) * requested.step; v <= requested.max; v += requested.step)
+      if (std::all_of(by_dim[d].begin(), by_dim[d].end(), [&](const OneDimGuard& o) { return admits(o, v); }))
+        values.push_back(v);
+    std::string all;
+    for (const OneDimGuard& o : by_dim[d]) all += (all.empty() ? "" : "; ") + guard_text(o.guard);
+    if (values.empty())
+      return invalid_argument("no value of dim '" + requested.name + "' in " + range_text(requested) +
+                              " satisfies what the model needs of it together (" + all + "); widen or move the --dim range");
+    if (values.size() == 1)
+      return invalid_argument("dim '" + requested.name + "' is specialized to " + std::to_string(values[0]) + " by what the model needs of it (" +
+                              all + "); export with --dim " + requested.name + "=" + std::to_string(values[0]) +
+                              " to accept that, or change the model so it does not fix the size");
+    int64_t step = 0;
+    for (int64_t v : values) step = std::gcd(step, v);
+    DimNarrowing n;
+    n.requested = requested;
+    n.admissible = {requested.name, values.front(), values.back(), step};
+    n.gaps = (values.back() - values.front()) / step + 1 != static_cast<int64_t>(values.size());
+    // Cite the guard that refuses the value just outside each new end, and one off the new step.
+    auto cite = [&](int64_t v) {
+      for (const OneDimGuard& o : by_dim[d])
+        if (!admits(o, v)) {
+          std::string t = guard_text(o.guard);
+          if (std::find(n.because.begin(), n.because.end(), t) == n.because.end()) n.because.push_back(t);
+          return;
+        }
+    };
+    if (n.admissible.min > requested.min) cite(n.admissible.min - requested.step);
+    if (n.admissible.max < requested.max) cite(n.admissible.max + requested.step);
+    if (step > requested.step) cite(n.admissible.min + requested.step);
+    pool_.narrow_dim(static_cast<int>(d), n.admissible.min, n.admissible.max, n.admissible.step);
+    for (const OneDimGuard& o : by_dim[d]) {  // a guard that admits every value left is now the contract's
+      bool always = true;
+      for (int64_t v = n.admissible.min; always && v <= n.admissible.max; v += step) always = admits(o, v);
+      drop[o.guard] = always;
+    }
+    out.push_back(std::move(n));
+  }
+  std::vector<kernels::Guard> kept;
+  for (size_t gi = 0; gi < guards_.size(); ++gi)
+    if (!drop[gi]) kept.push_back(std::move(guards_[gi]));
+  guards_ = std::move(kept);
+  return out;
 }
 
 Status GraphBuilder::check_arithmetic(const std::string& where) const {

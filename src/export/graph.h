@@ -35,6 +35,16 @@ struct MethodStats {
   std::string strategy;
 };
 
+/// A dim whose admissible values guards over it alone narrowed (GraphBuilder::narrow_dims).
+struct DimNarrowing {
+  core::DimInfo requested;   ///< as declared (--dim)
+  core::DimInfo admissible;  ///< what the program's contract now states
+  std::vector<std::string> because;  ///< "node 'Conv_0' (Conv) needs ceildiv(height,2) - 1 >= 1"
+  bool gaps = false;  ///< some values in [min, max] at the step are still refused, by guards kept at bind
+  /// "height: requested [1, 224], admissible [9, 224] (node 'MaxPool_2' (MaxPool) needs ...)"
+  std::string text() const;
+};
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(std::string method_name = "forward") : method_name_(std::move(method_name)) {}
@@ -89,6 +99,12 @@ class GraphBuilder {
   /// True for constants and for views of constants.
   bool is_constant(int value) const { return constant_bytes(value) != nullptr; }
   size_t num_values() const { return values_.size(); }
+
+  /// Folds the guards that read one dim into that dim's contract: its min, max and step become
+  /// those of the values every such guard admits, and the guards that then always hold are
+  /// dropped. Checks up to `limit` values per dim (a dim with more is left as declared). An
+  /// error when no value, or only one of several, satisfies them together.
+  Result<std::vector<DimNarrowing>> narrow_dims(int64_t limit = 100000);
 
   /// Plans memory at the bound and appends this method (and its constants) to `program`.
   Result<MethodStats> emit(format::ProgramDesc* program) const;

@@ -406,15 +406,100 @@ TEST(OnnxImport, DivisibilityGuardSuggestsAStep) {
   format::ProgramDesc d;
   auto r = exporter::export_onnx(m.save("guard_step.onnx"), dims({"batch=1", "length=3..50"}), &d);
   ASSERT_TRUE(r.ok()) << r.status().message();
+  // The guard reads one dim: export folds it into the dim's step and range.
+  EXPECT_TRUE(r->guards.empty());
+  EXPECT_EQ(r->narrowed, std::vector<std::string>{"length: requested [3, 50], admissible [4, 48] step 4 (node 'split4' "
+                                                  "(Reshape) needs length % 4 == 0)"});
+  EXPECT_EQ(d.methods[0].dims[0].step, 4);
+  // Beyond the census (more than 100,000 values) it stays a guard, with the step to write.
+  format::ProgramDesc wide;
+  r = exporter::export_onnx(m.save("guard_step.onnx"), dims({"batch=1", "length=3..500000"}), &wide);
+  ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->guards.size(), 1u);
   EXPECT_EQ(r->guards[0],
             "length % 4 == 0  (node 'split4' (Reshape) to reshape [1, length] into [4, -1]); to state it in the "
-            "contract instead: --dim length=4..48:4");
+            "contract instead: --dim length=4..500000:4");
   // With that step the guard is proven and disappears.
   format::ProgramDesc stepped;
   r = exporter::export_onnx(m.save("guard_step.onnx"), dims({"batch=1", "length=4..48:4"}), &stepped);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->guards.empty());
+}
+
+// SqueezeNet-style: each downsampling node needs its output at least 1, which --dim 1..224
+// does not say; export states the true minimum in the contract and drops the guards.
+TEST(OnnxImport, GuardsOnOneDimNarrowItsRange) {
+  OnnxModel m;
+  m.input("x", {"1", "3", "height", "width"}).output("y");
+  m.floats("w", {4, 3, 3, 3}, std::vector<float>(4 * 3 * 3 * 3, 0.5f));
+  onnx::NodeProto& conv = m.node("Conv", "Conv_0", {"x", "w"}, {"c"});
+  OnnxModel::attr_ints(conv, "kernel_shape", {3, 3});
+  OnnxModel::attr_ints(conv, "strides", {2, 2});
+  for (const char* name : {"MaxPool_1", "MaxPool_2"}) {
+    const std::string in = name[8] == '1' ? "c" : "p", out = name[8] == '1' ? "p" : "y";
+    onnx::NodeProto& pool = m.node("MaxPool", name, {in}, {out});
+    OnnxModel::attr_ints(pool, "kernel_shape", {3, 3});
+    OnnxModel::attr_ints(pool, "strides", {2, 2});
+    OnnxModel::attr_int(pool, "ceil_mode", 1);
+  }
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("squeeze_like.onnx"), dims({"height=1..224", "width=16..224:8"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->narrowed, std::vector<std::string>{"height: requested [1, 224], admissible [9, 224] (node 'MaxPool_2' "
+                                                  "(MaxPool) needs ceildiv(height,8) - 1 >= 1)"});
+  EXPECT_TRUE(r->guards.empty());  // width's requested range already satisfied them: proven, not recorded
+  EXPECT_EQ(r->dims, (std::vector<std::string>{"height in [9, 224]", "width in [16, 224] step 8"}));
+  auto l = load(d);
+  EXPECT_EQ(l->method->bind_shapes({{1, 3, 8, 16}}).message(),
+            "bind: input 'x' (#0) dim 2 ('height') is 8, outside its range [9, 224]");
+  ASSERT_TRUE(l->method->bind_shapes({{1, 3, 9, 16}}).ok());
+  ASSERT_TRUE(l->method->execute().ok());
+  EXPECT_EQ(l->method->output(0).dims[2], 1);
+}
+
+// Guards whose admissible values have gaps narrow the ends and stay; guards that together
+// admit one value or none are errors.
+TEST(OnnxImport, NarrowingWithGapsAndConflicts) {
+  // Reshape [H] to [H - (H%4)*(H%4 - 3)]: H % 4 must be 0 or 3.
+  OnnxModel m;
+  m.input("x", {"H"}).output("y");
+  m.ints("four", {1}, {4});
+  m.ints("three", {1}, {3});
+  m.node("Shape", "shape", {"x"}, {"s"});
+  m.node("Mod", "mod", {"s", "four"}, {"r"});
+  m.node("Sub", "sub3", {"r", "three"}, {"r3"});
+  m.node("Mul", "mul", {"r", "r3"}, {"p"});
+  m.node("Sub", "sub", {"s", "p"}, {"t"});
+  m.node("Reshape", "reshape", {"x", "t"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("gaps.onnx"), dims({"H=1..22"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->narrowed.size(), 1u);
+  EXPECT_EQ(r->narrowed[0].substr(0, 81), "H: requested [1, 22], admissible [3, 20] with gaps the guards still check (node '");
+  EXPECT_EQ(r->guards.size(), 1u);
+  auto l = load(d);
+  EXPECT_TRUE(l->method->bind_shapes({{4}}).ok());
+  EXPECT_NE(l->method->bind_shapes({{5}}).message().find("guard "), std::string::npos);
+
+  // length % 6 == 0 and length % 10 == 0: each admits several values of [1, 59], together only 30.
+  OnnxModel both;
+  both.input("x", {"length"}).output("y6").output("y10");
+  both.ints("by6", {2}, {6, -1});
+  both.ints("by10", {2}, {10, -1});
+  both.node("Reshape", "split6", {"x", "by6"}, {"y6"});
+  both.node("Reshape", "split10", {"x", "by10"}, {"y10"});
+  r = exporter::export_onnx(both.save("two_steps.onnx"), dims({"length=1..59"}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "dim 'length' is specialized to 30 by what the model needs of it (node 'split6' (Reshape) needs length % 6 == 0; "
+            "node 'split10' (Reshape) needs length % 10 == 0); export with --dim length=30 to accept that, or change the "
+            "model so it does not fix the size");
+  // Over [1, 29], no value at all.
+  r = exporter::export_onnx(both.save("two_steps.onnx"), dims({"length=1..29"}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "no value of dim 'length' in [1, 29] satisfies what the model needs of it together (node 'split6' (Reshape) "
+            "needs length % 6 == 0; node 'split10' (Reshape) needs length % 10 == 0); widen or move the --dim range");
 }
 
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {

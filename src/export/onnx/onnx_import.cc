@@ -113,6 +113,8 @@ class Importer {
       KILN_TRY(g_.mark_output(it->second, o.name()));
     }
     KILN_TRY(check_specializations());
+    KILN_ASSIGN_OR_RETURN(std::vector<DimNarrowing> narrowed, g_.narrow_dims());
+    for (const DimNarrowing& n : narrowed) report_->narrowed.push_back(n.text());
     return ok_status();
   }
 
@@ -688,6 +690,10 @@ std::string format_report(const ExportReport& r) {
   if (!r.dims.empty()) {
     o << "  dims:\n";
     for (const auto& s : r.dims) o << "    " << s << "\n";
+  }
+  if (!r.narrowed.empty()) {
+    o << "  narrowed by the model's guards (the contract states these ranges):\n";
+    for (const auto& s : r.narrowed) o << "    " << s << "\n";
   }
   o << "  outputs:\n";
   for (const auto& s : r.outputs) o << "    " << s << "\n";
