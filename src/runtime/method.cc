@@ -1,5 +1,6 @@
 #include "kiln/method.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,7 @@ struct Method::Impl {
   std::vector<int64_t> expr_values;
   std::vector<int64_t> dim_values;
   std::vector<int32_t> dim_origin;  // during bind: flat (input << 8 | axis) that set the dim
+  std::vector<int64_t> provisional;  // during bind: each dim's first valid value among all inputs, or -1
   std::vector<TensorView> views;
   std::vector<int32_t> inputs, outputs;
   std::vector<Instr> instrs;
@@ -77,12 +79,107 @@ struct Method::Impl {
 
   std::string input_label(size_t i) const { return "'" + meta.inputs[i].name + "' (#" + std::to_string(i) + ")"; }
   std::string dims_of_expr(int32_t id) const;
+  /// used[d] for each dim d that expression `id` reads.
+  std::vector<bool> dims_read(int32_t id) const;
   Status check_input(size_t i, const TensorView& t);
   Status apply_shapes();
+  // Ways out for bind's errors (they allocate; bind may when it fails).
+  /// Every shape defined (no division by zero, overflow or negative size) and every guard
+  /// holding with `dims` as the dims' values, except the guards and sizes that read a dim
+  /// not `known`.
+  bool admits(const std::vector<int64_t>& dims, const std::vector<bool>& known) const;
+  /// The value of dim `d` nearest to `got` (on its grid, in its range; a tie goes up, to
+  /// padding) that admits() with the other dims at their provisional values (the inputs'
+  /// valid sizes); -1 when none is within 4096 grid points either way.
+  /// Dims tied to `d` (itself included) is by guards `a == b` between two bare dims: a way
+  /// out moves them together.
+  std::vector<int> tied_dims(int d) const;
+  int64_t nearest_admissible(int d, int64_t got) const;
+  /// "; pad on the host to 12" or "; crop or resize on the host to 224"; "" when none.
+  std::string way_out(int d, int64_t got) const;
 };
 
-std::string Method::Impl::dims_of_expr(int32_t id) const {
-  // Lists "H = 100, W = 64" for the dims an expression reads.
+bool Method::Impl::admits(const std::vector<int64_t>& dims, const std::vector<bool>& known) const {
+  std::vector<int64_t> v(exprs.size());
+  if (!core::eval_exprs(exprs.data(), exprs.size(), dims.data(), v.data(), nullptr)) return false;
+  auto decided = [&](int32_t e) {  // reads only known dims
+    const std::vector<bool> used = dims_read(e);
+    for (size_t k = 0; k < used.size(); ++k)
+      if (used[k] && !known[k]) return false;
+    return true;
+  };
+  if (m->guards())
+    for (const fb::Guard* g : *m->guards()) {
+      const int64_t l = v[g->lhs()], r = v[g->rhs()];
+      const bool pass = g->op() == fb::GuardOp::Eq ? l == r : g->op() == fb::GuardOp::Ge ? l >= r : (r != 0 && l % r == 0);
+      if (!pass && decided(g->lhs()) && decided(g->rhs())) return false;
+    }
+  for (const fb::Value* value : *m->values())
+    for (int32_t e : *value->shape())
+      if (v[e] < 0 && decided(e)) return false;
+  return true;
+}
+
+std::vector<int> Method::Impl::tied_dims(int d) const {
+  std::vector<int> tied = {d};
+  for (bool grew = true; grew && m->guards();) {
+    grew = false;
+    for (const fb::Guard* g : *m->guards()) {
+      const core::ExprNode &l = exprs[g->lhs()], &r = exprs[g->rhs()];
+      if (g->op() != fb::GuardOp::Eq || l.op != core::ExprOp::kDim || r.op != core::ExprOp::kDim) continue;
+      const bool has_l = std::find(tied.begin(), tied.end(), l.a) != tied.end();
+      const bool has_r = std::find(tied.begin(), tied.end(), r.a) != tied.end();
+      if (has_l != has_r) {
+        tied.push_back(has_l ? r.a : l.a);
+        grew = true;
+      }
+    }
+  }
+  return tied;
+}
+
+int64_t Method::Impl::nearest_admissible(int d, int64_t got) const {
+  constexpr int kTries = 4096;
+  const DimSpec& s = meta.dims[static_cast<size_t>(d)];
+  std::vector<int64_t> dims(provisional.size());
+  std::vector<bool> known(provisional.size());
+  const std::vector<int> tied = tied_dims(d);
+  for (size_t k = 0; k < dims.size(); ++k) {
+    known[k] = provisional[k] >= 0 || std::find(tied.begin(), tied.end(), static_cast<int>(k)) != tied.end();
+    dims[k] = provisional[k] >= 0 ? provisional[k] : meta.dims[k].min;
+  }
+  auto ok = [&](int64_t v) {
+    for (int t : tied) dims[static_cast<size_t>(t)] = v;
+    return admits(dims, known);
+  };
+  int64_t up = -1, down = -1;  // bounds are on the step's grid (export checks), so are these
+  if (got <= s.max) {
+    int64_t v = got < s.min ? s.min : core::ceil_div(got, s.step) * s.step;
+    for (int k = 0; k < kTries && v <= s.max && up < 0; ++k, v += s.step)
+      if (ok(v)) up = v;
+  }
+  if (got > s.min) {
+    int64_t v = got > s.max ? s.max : core::floor_div(got - 1, s.step) * s.step;
+    for (int k = 0; k < kTries && v >= s.min && down < 0; ++k, v -= s.step)
+      if (ok(v)) down = v;
+  }
+  if (up < 0) return down;
+  if (down < 0) return up;
+  // Compared as distances from got, which lies between them (no overflow: both are in range).
+  return up - got <= got - down ? up : down;
+}
+
+std::string Method::Impl::way_out(int d, int64_t got) const {
+  const int64_t v = nearest_admissible(d, got);
+  if (v < 0) return "";
+  std::string also;  // tied dims the inputs give another size
+  for (int t : tied_dims(d))
+    if (t != d && provisional[t] >= 0 && provisional[t] != v) also += (also.empty() ? "" : ", ") + dim_names[t];
+  return (v > got ? "; pad on the host to " : "; crop or resize on the host to ") + std::to_string(v) +
+         (also.empty() ? "" : " (and " + also + " to " + std::to_string(v) + ", which must equal it)");
+}
+
+std::vector<bool> Method::Impl::dims_read(int32_t id) const {
   std::vector<bool> used(dim_values.size(), false), seen(exprs.size(), false);
   std::vector<int32_t> stack = {id};
   while (!stack.empty()) {
@@ -97,6 +194,12 @@ std::string Method::Impl::dims_of_expr(int32_t id) const {
       stack.push_back(exprs[e].b);
     }
   }
+  return used;
+}
+
+std::string Method::Impl::dims_of_expr(int32_t id) const {
+  // Lists "H = 100, W = 64" for the dims an expression reads.
+  const std::vector<bool> used = dims_read(id);
   std::string s;
   for (size_t d = 0; d < used.size(); ++d)
     if (used[d]) s += (s.empty() ? "" : ", ") + dim_names[d] + " = " + std::to_string(dim_values[d]);
@@ -129,11 +232,11 @@ Status Method::Impl::check_input(size_t i, const TensorView& t) {
     const DimSpec& d = meta.dims[e.a];
     if (got < d.min || got > d.max)
       return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", outside its range [" +
-                          std::to_string(d.min) + ", " + std::to_string(d.max) + "]");
+                          std::to_string(d.min) + ", " + std::to_string(d.max) + "]" + way_out(e.a, got));
     if (got % d.step != 0)
       return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", not a multiple of its step " +
                           std::to_string(d.step) + " (range [" + std::to_string(d.min) + ", " + std::to_string(d.max) +
-                          "]); pad on the host to " + std::to_string((got + d.step - 1) / d.step * d.step));
+                          "])" + way_out(e.a, got));
     if (dim_origin[e.a] >= 0) {
       if (dim_values[e.a] != got) {
         size_t oi = static_cast<size_t>(dim_origin[e.a] >> 8);
@@ -166,8 +269,37 @@ Status Method::Impl::apply_shapes() {
       std::string origin = g->node_name() ? g->node_name()->str() : "";
       std::string op = g->op_type() ? g->op_type()->str() : "";
       std::string ctx = g->context() && g->context()->size() ? " " + g->context()->str() : "";
+      // The way out: for each dim the guard reads, its nearest value that the others admit.
+      std::vector<int32_t> read;
+      for (int32_t root : {g->lhs(), g->rhs()}) {
+        std::vector<int32_t> stack = {root};
+        while (!stack.empty()) {
+          const int32_t x = stack.back();
+          stack.pop_back();
+          if (exprs[x].op == core::ExprOp::kDim) {
+            if (std::find(read.begin(), read.end(), exprs[x].a) == read.end()) read.push_back(exprs[x].a);
+          } else if (exprs[x].op != core::ExprOp::kConst) {
+            stack.push_back(exprs[x].a);
+            stack.push_back(exprs[x].b);
+          }
+        }
+      }
+      std::sort(read.begin(), read.end());
+      std::vector<std::string> options;
+      for (int32_t d : read) {
+        const int64_t v = nearest_admissible(d, dim_values[d]);
+        if (v < 0) continue;
+        std::vector<int> tied = tied_dims(d);  // they move together: "seq = W = 4"
+        std::sort(tied.begin(), tied.end());
+        std::string option;
+        for (int t : tied) option += dim_names[t] + " = ";
+        option += std::to_string(v);
+        if (std::find(options.begin(), options.end(), option) == options.end()) options.push_back(option);
+      }
+      std::string nearby;
+      for (const std::string& o : options) nearby += (nearby.empty() ? "; the nearest admissible: " : " or ") + o;
       return invalid_argument("guard " + runtime::guard_text(g, exprs, dim_names) + " failed for " + vars +
-                              " (needed by node '" + origin + "' (" + op + ")" + ctx + ")");
+                              " (needed by node '" + origin + "' (" + op + ")" + ctx + ")" + nearby);
     }
   }
   for (size_t i = 0; i < views.size(); ++i) {
@@ -230,6 +362,7 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
   s.expr_values.assign(s.exprs.size(), 0);
   s.dim_values.assign(s.dim_names.size(), 0);
   s.dim_origin.assign(s.dim_names.size(), -1);
+  s.provisional.assign(s.dim_names.size(), -1);
   size_t nv = m->values()->size();
   s.views.resize(nv);
   for (size_t i = 0; i < nv; ++i) {
@@ -363,6 +496,19 @@ Status Method::bind(const TensorView* inputs, size_t n) {
     return invalid_argument("bind: method '" + s.meta.name + "' takes " + std::to_string(s.inputs.size()) +
                             " inputs, got " + std::to_string(n));
   std::fill(s.dim_origin.begin(), s.dim_origin.end(), -1);
+  // Each dim's first valid size among all inputs: what an error's way out keeps the other dims at.
+  std::fill(s.provisional.begin(), s.provisional.end(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    const flatbuffers::Vector<int32_t>* shape = s.m->values()->Get(s.inputs[i])->shape();
+    if (inputs[i].rank != static_cast<int32_t>(shape->size())) continue;
+    for (int k = 0; k < inputs[i].rank; ++k) {
+      const core::ExprNode& e = s.exprs[shape->Get(k)];
+      const int64_t got = inputs[i].dims[k];
+      if (e.op != core::ExprOp::kDim || s.provisional[e.a] >= 0) continue;
+      const DimSpec& d = s.meta.dims[e.a];
+      if (got >= d.min && got <= d.max && got % d.step == 0) s.provisional[e.a] = got;
+    }
+  }
   for (size_t i = 0; i < n; ++i) KILN_TRY(s.check_input(i, inputs[i]).with_prefix("bind: "));
   KILN_TRY(s.apply_shapes().with_prefix("bind: "));
   if (s.delegate) KILN_TRY(s.delegate->setup().with_prefix("bind: "));

@@ -110,14 +110,15 @@ TEST_F(MethodTest, StaticMismatchNamesTheExampleShapeAndTheFix) {
 
 TEST_F(MethodTest, AboveMaxAndBelowMin) {
   EXPECT_EQ(bind_error({{2, 600}, {2, 600}, {1, 3, 4}, {600}}),
-            "bind: input 'ids' (#0) dim 1 ('seq') is 600, outside its range [1, 64]");
+            "bind: input 'ids' (#0) dim 1 ('seq') is 600, outside its range [1, 64]; crop or resize on the host to 64");
   EXPECT_EQ(bind_error({{0, 4}, {0, 4}, {1, 3, 4}, {4}}),
-            "bind: input 'ids' (#0) dim 0 ('batch') is 0, outside its range [1, 8]");
+            "bind: input 'ids' (#0) dim 0 ('batch') is 0, outside its range [1, 8]; pad on the host to 1");
 }
 
 TEST_F(MethodTest, OffStep) {
   EXPECT_EQ(bind_error({{2, 5}, {2, 5}, {1, 3, 4}, {5}}),
-            "bind: input 'bias' (#3) dim 0 ('W') is 5, not a multiple of its step 2 (range [2, 64]); pad on the host to 6");
+            "bind: input 'bias' (#3) dim 0 ('W') is 5, not a multiple of its step 2 (range [2, 64]); pad on the host to 6 "
+            "(and seq to 6, which must equal it)");
 }
 
 TEST_F(MethodTest, SharedDimsMustBeEqual) {
@@ -128,7 +129,7 @@ TEST_F(MethodTest, SharedDimsMustBeEqual) {
 TEST_F(MethodTest, FailedGuardNamesItsOrigin) {
   EXPECT_EQ(bind_error({{2, 4}, {2, 4}, {1, 3, 4}, {6}}),
             "bind: guard seq == W failed for seq = 4, W = 6 (needed by node 'Add_57' (Add) to broadcast [batch, seq] "
-            "with [W])");
+            "with [W]); the nearest admissible: seq = W = 4 or seq = W = 6");
 }
 
 TEST_F(MethodTest, WrongRankAndDtypeAndCount) {
