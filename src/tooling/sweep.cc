@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "kiln/method.h"
@@ -140,6 +143,28 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
   return s;
 }
 
+// The admissible dim values nearest `start`, moving dims one grid step at a time toward the
+// other end (dir +1 from the minimum, -1 from the maximum), fewest steps first; empty when
+// none is found within `budget` binds.
+std::vector<int64_t> nearest_corner(Method& m, const std::vector<int64_t>& start, int dir, int budget,
+                                    const std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)>& shapes_for) {
+  const std::vector<DimSpec>& dims = m.meta().dims;
+  std::deque<std::vector<int64_t>> queue = {start};
+  std::set<std::vector<int64_t>> seen = {start};
+  for (int binds = 0; !queue.empty() && binds < budget; ++binds) {
+    std::vector<int64_t> v = std::move(queue.front());
+    queue.pop_front();
+    if (m.bind_shapes(shapes_for(v)).ok()) return v;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      std::vector<int64_t> next = v;
+      next[d] += dir * dims[d].step;
+      if (next[d] < dims[d].min || next[d] > dims[d].max || !seen.insert(next).second) continue;
+      queue.push_back(std::move(next));
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
@@ -179,6 +204,16 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
     }
     draws.push_back(v);
   }
+  for (size_t k = 0; k < 2; ++k) {  // corners: the nearest admissible shape inward
+    if (m->bind_shapes(shapes_for(draws[k])).ok()) continue;
+    std::vector<int64_t> moved = nearest_corner(*m, draws[k], k == 0 ? 1 : -1, 4096, shapes_for);
+    if (moved.empty()) continue;  // skipped and counted below
+    std::string from, to;
+    for (const auto& s : shapes_for(draws[k])) from += (from.empty() ? "" : ",") + shape_string(s);
+    for (const auto& s : shapes_for(moved)) to += (to.empty() ? "" : ",") + shape_string(s);
+    result.corners_moved.push_back(std::string(k == 0 ? "all-min " : "all-max ") + from + " -> " + to);
+    draws[k] = moved;
+  }
   for (size_t k = 0; k < draws.size(); ++k) {
     std::vector<std::vector<int64_t>> shapes = shapes_for(draws[k]);
     Status contract = m->bind_shapes(shapes);
@@ -210,11 +245,13 @@ nlohmann::json sweep_json(const SweepResult& r) {
     j["samples"].push_back({{"input_shapes", s.shapes}, {"ok", s.ok}, {"problem", s.problem}, {"note", s.note}, {"ms", s.ms}});
   j["failures"] = r.failures();
   j["skipped_by_guards"] = r.skipped_by_guards;
+  j["corners_moved"] = r.corners_moved;
   return j;
 }
 
 std::string sweep_text(const SweepResult& r) {
   std::ostringstream o;
+  for (const std::string& c : r.corners_moved) o << "corner " << c << " (the nearest shape the contract admits)\n";
   for (const SweepSample& s : r.samples) {
     o << (s.ok ? "ok    " : "FAIL  ") << s.shapes;
     if (s.ok) o << "  " << s.ms << " ms" << (s.note.empty() ? "" : "  note: " + s.note);

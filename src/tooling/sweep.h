@@ -33,6 +33,8 @@ struct SweepSample {
 struct SweepResult {
   std::vector<SweepSample> samples;
   int skipped_by_guards = 0;  ///< random draws that failed a guard (not admissible)
+  /// Corners a guard refused, and the admissible shape run instead: "all-min 1x5,... -> 1x6,..."
+  std::vector<std::string> corners_moved;
   int failures() const {
     int n = 0;
     for (const auto& s : samples) n += s.ok ? 0 : 1;
@@ -41,7 +43,9 @@ struct SweepResult {
 };
 
 /// Samples admissible shapes (every dim at its min, at its max, then random values on its
-/// step grid, redrawing those that fail a guard) and runs each one.
+/// step grid, redrawing those that fail a guard) and runs each one. A corner a guard (or an
+/// empty size) refuses moves to the nearest admissible shape inward, fewest steps first: the
+/// contract's real minimum and maximum.
 Result<SweepResult> sweep(const Program& program, const SweepOptions& opts);
 nlohmann::json sweep_json(const SweepResult& r);
 std::string sweep_text(const SweepResult& r);

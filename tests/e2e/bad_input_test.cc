@@ -129,3 +129,32 @@ TEST(SweepNotes, ANaNTheModelComputesIsNotBlamedOnMemory) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// `kiln sweep` runs the contract's real corners: here a guard seq == W (broadcasting) refuses
+// the all-min shape seq = 1, W = 2, and the sweep runs the nearest admissible one instead.
+TEST(SweepCorners, AGuardedCornerMovesToTheNearestAdmissibleShape) {
+  exporter::GraphBuilder g("forward");
+  ASSERT_TRUE(g.add_dim("seq", 1, 16).ok());
+  ASSERT_TRUE(g.add_dim("W", 2, 16, 2).ok());
+  int a = *g.add_input("a", DType::kF32, {"seq"});
+  int b = *g.add_input("b", DType::kF32, {"W"});
+  int y = *g.add("Add", "Add_57", {a, b});
+  ASSERT_TRUE(g.mark_output(y, "y").ok());
+  ASSERT_EQ(g.guards().size(), 1u);
+  format::ProgramDesc d;
+  ASSERT_TRUE(g.emit(&d).ok());
+  const std::string path = scratch_dir() + "/guarded_corner.kiln";
+  ASSERT_TRUE(tooling::write_program_file(d, path).ok());
+  CommandResult r = run_command(bin("kiln") + " sweep " + path + " --samples=2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("corner all-min 1,2 -> 2,2 (the nearest shape the contract admits)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("ok    2,2 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ok    16,16 "), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kiln::testing
