@@ -28,7 +28,7 @@ int kiln_main(int argc, char** argv) {
   CLI::App* exp = app.add_subcommand("export", "ONNX model -> .kiln program under a stated shape contract");
   exp->add_option("model", model, "ONNX model")->required();
   exp->add_option("-o,--output", out, "program to write")->required();
-  exp->add_option("--input", input_args, "NAME=D0,D1,... (integers static, names dynamic)");
+  exp->add_option("--input", input_args, "NAME=D0,D1,... or NAME=D0xD1x... (integers static, names dynamic)");
   exp->add_option("--dim", dim_args, "NAME=MIN..MAX[:STEP] bounds a dim, NAME=V pins it");
   exp->add_option("--const", const_args, "NAME=VALUE pins a scalar input as a constant");
   exp->add_option("--method_name", method, "method name")->capture_default_str();
@@ -47,7 +47,7 @@ int kiln_main(int argc, char** argv) {
   inspect->add_flag("--instructions", list_instructions, "list every instruction with its outputs' symbolic shapes");
   CLI::App* check = app.add_subcommand("check", "do these input shapes satisfy the contract? (exit 0 yes, 1 no)");
   check->add_option("file", path, "program")->required();
-  check->add_option("--input_shapes", shapes, "e.g. 1x3x256x256,1x4")->required();
+  check->add_option("--input_shapes", shapes, "e.g. 1x3x256x256,1x4 or 1,3,256,256;1,4")->required();
   check->add_option("--method_name", method, "method")->capture_default_str();
   kiln::tooling::SweepOptions sweep_opts;
   CLI::App* sweep = app.add_subcommand("sweep", "run at many shapes inside the contract (min, max, random), twice each over "
@@ -107,7 +107,8 @@ int kiln_main(int argc, char** argv) {
     else std::cout << kiln::tooling::sweep_text(*r);
     return r->failures() == 0 ? 0 : 1;
   }
-  auto parsed = kiln::tooling::parse_shapes(shapes);
+  auto meta = (*program)->method_meta(method);
+  auto parsed = kiln::tooling::parse_shapes(shapes, meta.ok() ? meta->inputs.size() : 0);
   if (!parsed.ok()) {
     std::cerr << "error: " << parsed.status().message() << "\n";
     return 1;

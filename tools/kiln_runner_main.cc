@@ -15,7 +15,7 @@ int runner_main(int argc, char** argv) {
   app.add_option("--model_path", o.model_path, "program to run")->required();
   app.add_option("--method_name", o.method_name, "method to run")->capture_default_str();
   app.add_option("--inputs", inputs, "comma-separated .npy or raw .bin files, one per input (default: ones)");
-  app.add_option("--input_shapes", o.input_shapes, "shapes to run at, e.g. 1x144x200,1x256x98 (default: the bound)");
+  app.add_option("--input_shapes", o.input_shapes, "shapes to run at, e.g. 1x144x200,1x256x98 or 1,144,200;1,256,98 (default: the bound)");
   app.add_option("--output_file", o.output_file, "write outputs to PREFIX-<i>.bin or .npy");
   app.add_option("--output_format", o.output_format, "bin or npy")->capture_default_str();
   app.add_option("--print_output", o.print_output, "none, summary or all")->capture_default_str();

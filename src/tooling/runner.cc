@@ -21,25 +21,53 @@
 
 namespace kiln::tooling {
 
-Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text) {
+Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text, size_t num_inputs) {
+  const std::string how =
+      "write sizes joined by 'x' and shapes separated by ',' (1x3x224x224,1x4), or sizes joined by ',' and shapes "
+      "separated by ';' or in brackets (1,3,224,224;1,4 or [1,3,224,224],[1,4])";
+  // Shapes as token lists: [..] groups, or ';'-separated, or ','-separated 'x' shapes.
+  std::vector<std::string> groups;
+  char dim_sep = 'x';
+  if (text.find('[') != std::string::npos) {
+    dim_sep = ',';
+    size_t at = 0;
+    while (at < text.size()) {
+      const size_t open = text.find('[', at), close = text.find(']', at);
+      if (open != at || close == std::string::npos) return invalid_argument("cannot parse shapes '" + text + "': " + how);
+      groups.push_back(text.substr(open + 1, close - open - 1));
+      at = close + 1;
+      if (at < text.size() && text[at] == ',') ++at;
+      if (at == text.size() && text.back() == ',') return invalid_argument("cannot parse shapes '" + text + "': " + how);
+    }
+  } else {
+    const bool semis = text.find(';') != std::string::npos;
+    // Only digits and commas: one shape of several sizes when the method takes one input and
+    // the count of sizes is not the count of inputs; otherwise a rank-1 shape per input.
+    const bool commas_are_dims = semis || (text.find('x') == std::string::npos && num_inputs == 1 &&
+                                           text.find(',') != std::string::npos && text.find("scalar") == std::string::npos);
+    dim_sep = commas_are_dims ? ',' : 'x';
+    const char shape_sep = semis ? ';' : commas_are_dims ? '\0' : ',';
+    if (text.empty() || text.back() == shape_sep || text.back() == dim_sep)
+      return invalid_argument("cannot parse shapes '" + text + "': " + how);
+    if (shape_sep == '\0') {
+      groups.push_back(text);
+    } else {
+      std::stringstream ss(text);
+      std::string tok;
+      while (std::getline(ss, tok, shape_sep)) groups.push_back(tok);
+    }
+  }
   std::vector<std::vector<int64_t>> shapes;
-  if (text.empty() || text.back() == ',' || text.back() == 'x')
-    return invalid_argument("cannot parse shapes '" + text + "': write sizes joined by 'x' and shapes separated by ',' "
-                            "(e.g. 1x3x224x224,1x4)");
-  std::stringstream ss(text);
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    if (tok.empty() || tok.back() == 'x')
-      return invalid_argument("cannot parse shape '" + tok + "' in '" + text +
-                              "': write sizes joined by 'x' and shapes separated by ',' (e.g. 1x3x224x224,1x4)");
+  for (const std::string& tok : groups) {
+    if (tok.empty() || tok.back() == dim_sep)
+      return invalid_argument("cannot parse shape '" + tok + "' in '" + text + "': " + how);
     std::vector<int64_t> shape;
     if (tok != "scalar") {
       std::stringstream ds(tok);
       std::string d;
-      while (std::getline(ds, d, 'x')) {
+      while (std::getline(ds, d, dim_sep)) {
         if (d.empty() || d.size() > 15 || d.find_first_not_of("0123456789") != std::string::npos)
-          return invalid_argument("cannot parse shape '" + tok + "' in '" + text +
-                                  "': write sizes joined by 'x' and shapes separated by ',' (e.g. 1x3x224x224,1x4)");
+          return invalid_argument("cannot parse shape '" + tok + "' in '" + text + "': " + how);
         shape.push_back(std::stoll(d));
       }
     }
@@ -207,7 +235,7 @@ class Runner {
     const MethodMeta& meta = method_->meta();
     std::vector<std::vector<int64_t>> shapes;
     if (!shapes_text.empty()) {
-      KILN_ASSIGN_OR_RETURN(shapes, parse_shapes(shapes_text));
+      KILN_ASSIGN_OR_RETURN(shapes, parse_shapes(shapes_text, meta.inputs.size()));
       if (shapes.size() != meta.inputs.size())
         return invalid_argument("--input_shapes gives " + std::to_string(shapes.size()) + " shapes but method '" + meta.name +
                                 "' takes " + std::to_string(meta.inputs.size()) + " inputs");

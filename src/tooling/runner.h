@@ -11,8 +11,10 @@
 
 namespace kiln::tooling {
 
-/// "1x3x224x224,1x4" -> {{1,3,224,224},{1,4}}; "scalar" stands for a rank-0 shape.
-Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text);
+/// "1x3x224x224,1x4", "1,3,224,224;1,4" and "[1,3,224,224],[1,4]" -> {{1,3,224,224},{1,4}};
+/// "scalar" stands for a rank-0 shape. Digits and commas alone ("1,3,224,224") are one shape
+/// when `num_inputs` is 1, else one rank-1 shape per input.
+Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text, size_t num_inputs = 0);
 /// {1,3,224,224} -> "1x3x224x224"
 std::string shape_string(const std::vector<int64_t>& shape);
 

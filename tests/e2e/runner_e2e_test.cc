@@ -14,6 +14,7 @@
 
 #include "e2e_util.h"
 #include "tooling/file_io.h"
+#include "tooling/runner.h"
 #include "tooling/examples.h"
 #include "tooling/npy.h"
 #include "tooling/runner.h"
@@ -267,6 +268,33 @@ TEST_F(MlpE2E, ContractErrorsExitNonZero) {
   r = run_command(bin("kiln_runner") + " --model_path=/nonexistent.kiln");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("cannot open program '/nonexistent.kiln'"), std::string::npos) << r.output;
+}
+
+// Both shape syntaxes everywhere: sizes joined by 'x' (shapes by ','), or by ',' (shapes by
+// ';' or in brackets); a one-input method reads "2,16" as one shape.
+TEST_F(MlpE2E, BothShapeSyntaxesAreAccepted) {
+  for (const char* shapes : {"2x16", "2,16", "[2,16]", "2,16;"}) {
+    CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --input_shapes='" + shapes + "'");
+    if (std::string(shapes) == "2,16;") {  // a trailing separator is refused
+      EXPECT_NE(r.output.find("error: cannot parse shapes '2,16;'"), std::string::npos) << r.output;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 0) << shapes << ": " << r.output;
+    EXPECT_NE(r.output.find("Output 0 'probs': f32 2x10"), std::string::npos) << shapes << ": " << r.output;
+    r = run_command(bin("kiln") + " check " + path_ + " --input_shapes='" + shapes + "'");
+    EXPECT_EQ(r.exit_code, 0) << shapes << ": " << r.output;
+  }
+  auto two = tooling::parse_shapes("1,3,224,224;1,4", 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, (std::vector<std::vector<int64_t>>{{1, 3, 224, 224}, {1, 4}}));
+  two = tooling::parse_shapes("[1,3,224,224],[1,4]");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, (std::vector<std::vector<int64_t>>{{1, 3, 224, 224}, {1, 4}}));
+  auto ranks1 = tooling::parse_shapes("5,7", 2);  // two inputs: one rank-1 shape each
+  ASSERT_TRUE(ranks1.ok());
+  EXPECT_EQ(*ranks1, (std::vector<std::vector<int64_t>>{{5}, {7}}));
+  EXPECT_FALSE(tooling::parse_shapes("[1,2]x").ok());
+  EXPECT_FALSE(tooling::parse_shapes("[1,2],").ok());
 }
 
 TEST_F(MlpE2E, ServerModeKeepsServingAfterABadRequest) {

@@ -60,6 +60,29 @@ TEST(OnnxImport, ParsesDimAndInputArguments) {
   EXPECT_EQ(i->second, (std::vector<std::string>{"1", "3", "H", "W"}));
 }
 
+TEST(OnnxImport, InputShapesTakeTheRuntimesSyntaxToo) {
+  // --input x=batchx4xmax_len reads as batch,4,max_len: each part is a size or a --dim.
+  OnnxModel m;
+  m.input("x", {"a", "4", "b"}).output("y");
+  m.node("Relu", "relu", {"x"}, {"y"});
+  format::ProgramDesc d;
+  ExportOptions o = dims({"batch=1..8", "max_len=2..16"});
+  o.inputs.push_back(*exporter::parse_input_arg("x=batchx4xmax_len"));
+  auto r = exporter::export_onnx(m.save("x_syntax.onnx"), o, &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->inputs, std::vector<std::string>{"'x' f32 [batch, 4, max_len]"});
+  // A dim whose name has an 'x' in it stays one name.
+  OnnxModel one;
+  one.input("x", {"a"}).output("y");
+  one.node("Relu", "relu", {"x"}, {"y"});
+  ExportOptions p = dims({"max_len=2..16"});
+  p.inputs.push_back(*exporter::parse_input_arg("x=max_len"));
+  format::ProgramDesc d2;
+  r = exporter::export_onnx(one.save("x_name.onnx"), p, &d2);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->inputs, std::vector<std::string>{"'x' f32 [max_len]"});
+}
+
 TEST(OnnxImport, RejectsTrailingCommasAndRepeatedDims) {
   // Regression: a trailing comma was dropped silently and a repeated --dim overrode the first.
   EXPECT_EQ(exporter::parse_input_arg("x=1,3,").status().message(), "cannot parse --input 'x=1,3,': empty axis");

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -150,6 +151,23 @@ class Importer {
       const auto& shape = in.type().tensor_type().shape();
       if (given != opts_.inputs.end()) {
         spec = given->second;
+        // "1x3xHxW", the runtime's syntax, reads as "1,3,H,W" when each part is a size or a --dim.
+        if (spec.size() == 1 && !dim_args.count(spec[0]) && spec[0].find('x') != std::string::npos) {
+          // At which 'x's to split: names may hold an 'x' themselves ("max_len"), so try each.
+          std::function<bool(const std::string&, std::vector<std::string>*)> split = [&](const std::string& t, auto* out) {
+            auto valid = [&](const std::string& x) { return is_integer(x) || dim_args.count(x) > 0; };
+            if (valid(t)) return out->push_back(t), true;
+            for (size_t at = t.find('x'); at != std::string::npos; at = t.find('x', at + 1)) {
+              if (!valid(t.substr(0, at))) continue;
+              out->push_back(t.substr(0, at));
+              if (split(t.substr(at + 1), out)) return true;
+              out->pop_back();
+            }
+            return false;
+          };
+          std::vector<std::string> parts;
+          if (split(spec[0], &parts)) spec = parts;
+        }
         if (in.type().tensor_type().has_shape() && shape.dim_size() != static_cast<int>(spec.size()))
           errors.push_back("--input " + in.name() + " gives " + std::to_string(spec.size()) + " axes but the model declares rank " +
                            std::to_string(shape.dim_size()));
