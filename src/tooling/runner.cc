@@ -271,6 +271,15 @@ class Runner {
                                 std::to_string(need) + " (or the bound shape " + shape_string(h.shape) + " " +
                                 std::to_string(bound_bytes) + "); give an exactly sized or bound-sized file");
       if (need) std::memcpy(dst.data, h.bytes.data(), need);
+      // Say what runs: the shape, and where the data came from.
+      std::string from;
+      if (h.source == "ones") {
+        from = shapes.empty() ? "ones, at the bound: no --input_shapes given" : "ones, at --input_shapes";
+      } else {
+        from = "from '" + h.source + "'" + (!h.has_own_shape && h.bytes.size() != need ? ", its leading bytes" : "");
+      }
+      out_ << "Input " << i << " '" << meta.inputs[i].name << "': " << dtype_name(dst.dtype) << " "
+           << shape_string(std::vector<int64_t>(dst.dims, dst.dims + dst.rank)) << " (" << from << ")\n";
     }
     return ok_status();
   }

@@ -172,6 +172,7 @@ TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + bound_path +
                                 " --input_shapes=5x16 --output_file=" + out + " --print_output=none");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Input 0 'x': f32 5x16 (from '" + bound_path + "', its leading bytes)"), std::string::npos) << r.output;
   std::vector<float> lead(bound.begin(), bound.begin() + 5 * 16);
   expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "bound-sized bin");
   // Exactly sized file.
@@ -180,6 +181,7 @@ TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path +
                   " --input_shapes=5x16 --output_file=" + out + " --print_output=none");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Input 0 'x': f32 5x16 (from '" + exact_path + "')"), std::string::npos) << r.output;
   expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "exact bin");
   // Too small a file is a clear error.
   r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path + " --input_shapes=6x16");
@@ -247,6 +249,10 @@ TEST_F(MlpE2E, NoInputShapesMeansTheBound) {
   auto strip = [](std::string s) { return s.substr(s.find("Output 0")); };
   EXPECT_EQ(strip(a.output), strip(b.output));
   EXPECT_NE(a.output.find("64x10"), std::string::npos);
+  // The runner says what it runs: the bound, and that nobody asked for another shape.
+  EXPECT_NE(a.output.find("Input 0 'x': f32 64x16 (ones, at the bound: no --input_shapes given)"), std::string::npos)
+      << a.output;
+  EXPECT_NE(b.output.find("Input 0 'x': f32 64x16 (ones, at --input_shapes)"), std::string::npos) << b.output;
 }
 
 TEST_F(MlpE2E, ContractErrorsExitNonZero) {
