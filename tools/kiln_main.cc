@@ -40,8 +40,9 @@ int kiln_main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   bool no_fusion = false;
   exp->add_flag("--no-fusion", no_fusion, "keep LayerNorm and GELU chains as the model wrote them (no fused instructions)");
-  CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops");
-  inspect->add_option("file", path, "program")->required();
+  CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops; of an ONNX "
+                                                    "model, its inputs, dim names and the --dim flags to write");
+  inspect->add_option("file", path, "program (.kiln) or model (.onnx)")->required();
   inspect->add_flag("--json", json, "machine-readable output");
   bool list_instructions = false;
   inspect->add_flag("--instructions", list_instructions, "list every instruction with its outputs' symbolic shapes");
@@ -88,6 +89,13 @@ int kiln_main(int argc, char** argv) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "exported " << model << " -> " << out << " (method '" << method << "', " << ms << " ms)\n"
               << kiln::exporter::format_report(*report);
+    return 0;
+  }
+  // An ONNX model: what to know before writing kiln export's flags.
+  if (inspect->parsed() && path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) {
+    auto text = kiln::exporter::describe_onnx(path);
+    if (!text.ok()) return std::cerr << "error: " << text.status().message() << "\n", 1;
+    std::cout << *text;
     return 0;
   }
   auto program = kiln::Program::load(path);

@@ -451,8 +451,7 @@ TEST(OnnxImport, DivisibilityGuardSuggestsAStep) {
 
 // SqueezeNet-style: each downsampling node needs its output at least 1, which --dim 1..224
 // does not say; export states the true minimum in the contract and drops the guards.
-TEST(OnnxImport, GuardsOnOneDimNarrowItsRange) {
-  OnnxModel m;
+void squeeze_like(OnnxModel& m) {
   m.input("x", {"1", "3", "height", "width"}).output("y");
   m.floats("w", {4, 3, 3, 3}, std::vector<float>(4 * 3 * 3 * 3, 0.5f));
   onnx::NodeProto& conv = m.node("Conv", "Conv_0", {"x", "w"}, {"c"});
@@ -465,6 +464,11 @@ TEST(OnnxImport, GuardsOnOneDimNarrowItsRange) {
     OnnxModel::attr_ints(pool, "strides", {2, 2});
     OnnxModel::attr_int(pool, "ceil_mode", 1);
   }
+}
+
+TEST(OnnxImport, GuardsOnOneDimNarrowItsRange) {
+  OnnxModel m;
+  squeeze_like(m);
   format::ProgramDesc d;
   auto r = exporter::export_onnx(m.save("squeeze_like.onnx"), dims({"height=1..224", "width=16..224:8"}), &d);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -478,6 +482,34 @@ TEST(OnnxImport, GuardsOnOneDimNarrowItsRange) {
   ASSERT_TRUE(l->method->bind_shapes({{1, 3, 9, 16}}).ok());
   ASSERT_TRUE(l->method->execute().ok());
   EXPECT_EQ(l->method->output(0).dims[2], 1);
+}
+
+// kiln inspect MODEL.onnx: inputs, dim names, what a trial export finds the model needs of
+// them, and the export command to start from.
+TEST(OnnxImport, DescribeListsDimsAndTheFlagsToWrite) {
+  OnnxModel m;
+  squeeze_like(m);
+  const std::string path = m.save("describe.onnx");
+  auto text = exporter::describe_onnx(path);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  for (const std::string& line :
+       {std::string("inputs (as declared):\n  'x' f32 [1, 3, height, width]\n"),
+        std::string("  'y' f32 [1, 4, ceildiv(height,8) - 1, ceildiv(width,8) - 1]\n"),
+        std::string("  height: input 'x' axis 2\n  width: input 'x' axis 3\n"),
+        std::string("  height: requested [1, 4096], admissible [9, 4096] (node 'MaxPool_2' (MaxPool) needs "
+                    "ceildiv(height,8) - 1 >= 1)\n"),
+        "  kiln export " + path + " -o OUT.kiln --dim height=9..MAX --dim width=9..MAX\n"})
+    EXPECT_NE(text->find(line), std::string::npos) << line << "\nnot in:\n" << *text;
+  // An axis with neither a size nor a name: the --input to write instead.
+  OnnxModel bare;
+  bare.input("x", {"2", "?"}).output("y");
+  bare.node("Relu", "relu", {"x"}, {"y"});
+  text = exporter::describe_onnx(bare.save("bare.onnx"));
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_NE(text->find("input 'x' has an axis with neither a size nor a name: give its shape with --input x=D0,D1,..."),
+            std::string::npos) << *text;
+  EXPECT_EQ(exporter::describe_onnx("/nonexistent.onnx").status().message(),
+            "cannot open model '/nonexistent.onnx': no such file");
 }
 
 // Guards whose admissible values have gaps narrow the ends and stay; guards that together

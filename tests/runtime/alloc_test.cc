@@ -254,8 +254,9 @@ TEST(Allocations, EveryAllocationInLoadAndCreateMayFail) {
       }
       // With a pool (2 threads), its threads' own allocator state comes and goes with timing:
       // the heap is compared on one thread only (LeakSanitizer covers both exactly).
-      if (threads == 1)
+      if (threads == 1) {
         EXPECT_LE(heap_in_use(), heap_before + 512) << which << ": the failed loads and creates leaked";
+      }
       EXPECT_GT(fallbacks, 0) << which << ": no XNNPACK allocation was failed";
       RecordProperty(std::string(which) + "_threads" + std::to_string(threads),
                      std::to_string(total) + " allocations: " + std::to_string(errors) + " errors, " +

@@ -607,7 +607,7 @@ Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& mo
                                   format::ProgramDesc* program);
 }  // namespace
 
-Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
+Status read_model_file(const std::string& model_path, onnx::ModelProto* model) {
   std::error_code ec;
   const auto status = std::filesystem::status(model_path, ec);
   if (ec || !std::filesystem::exists(status)) return io_error("cannot open model '" + model_path + "': no such file");
@@ -616,8 +616,13 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
   if (std::filesystem::file_size(model_path, ec) == 0) return data_loss("'" + model_path + "' is empty, not an ONNX model");
   std::ifstream f(model_path, std::ios::binary);
   if (!f) return io_error("cannot open model '" + model_path + "'");
+  if (!model->ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  return ok_status();
+}
+
+Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  KILN_TRY(read_model_file(model_path, &model));
   return export_model(model, model_path, opts, program);
 }
 
@@ -671,6 +676,7 @@ Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& mo
   report.lower_bound_bytes = stats.lower_bound_bytes;
   report.constant_bytes = stats.constant_bytes;
   const core::ExprPool& pool = g.pool();
+  report.contract_dims = pool.dims();
   for (const core::DimInfo& d : pool.dims())
     report.dims.push_back(d.name + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" +
                           (d.step > 1 ? " step " + std::to_string(d.step) : ""));

@@ -50,6 +50,7 @@ struct ExportReport {
   std::vector<std::string> dims;     ///< "H in [32, 224] step 32"
   /// Dims the model's guards narrowed: "height: requested [1, 224], admissible [9, 224] (...)"
   std::vector<std::string> narrowed;
+  std::vector<core::DimInfo> contract_dims;  ///< the program's dims (after narrowing)
   std::vector<std::string> guards;   ///< "H % 32 == 0 (node 'Add_57' (Add) ...)"
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
@@ -76,5 +77,10 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
 Result<ExportReport> export_onnx_bytes(const void* data, size_t size, const ExportOptions& opts, format::ProgramDesc* program);
 /// Human-readable summary of a report.
 std::string format_report(const ExportReport& r);
+
+/// `kiln inspect MODEL.onnx`: the model's inputs and outputs as declared, its dim names (where
+/// each is used), what a trial export with every dim in [1, 4096] finds the model needs of
+/// them, and the `kiln export` command line to start from.
+Result<std::string> describe_onnx(const std::string& model_path);
 
 }  // namespace kiln::exporter

@@ -30,5 +30,7 @@ Result<core::AttrStore> attrs_from_node(const onnx::NodeProto& node);
 /// How many times each value is read: node inputs (subgraphs' outer-scope reads included)
 /// and graph outputs.
 void count_uses(const onnx::GraphProto& g, std::map<std::string, int>* uses);
+/// Parses the ONNX model at `path`; errors name a missing, empty, unreadable or non-ONNX file.
+Status read_model_file(const std::string& path, onnx::ModelProto* model);
 
 }  // namespace kiln::exporter

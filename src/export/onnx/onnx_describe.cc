@@ -1,0 +1,129 @@
+// `kiln inspect MODEL.onnx`: what to know before writing `kiln export`'s flags. The inputs
+// and outputs as the model declares them, the dim names and where each is used, and what a
+// trial export with every dim in [1, 4096] finds the model needs of them (a minimum from a
+// chain of downsampling nodes, a step from a reshape, a dim the model fixes to one value).
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "export/onnx/onnx_import.h"
+#include "export/onnx/onnx_proto.h"
+
+namespace kiln::exporter {
+
+namespace {
+
+constexpr int64_t kTrialMax = 4096;
+
+struct Axis {
+  std::string text;  // "3", "height", or "?" (neither a size nor a name)
+  bool named = false;
+};
+
+std::vector<Axis> axes_of(const onnx::ValueInfoProto& v, bool* has_shape) {
+  std::vector<Axis> axes;
+  *has_shape = v.type().has_tensor_type() && v.type().tensor_type().has_shape();
+  if (!*has_shape) return axes;
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
+    if (d.has_dim_value()) axes.push_back({std::to_string(d.dim_value()), false});
+    else if (d.has_dim_param() && !d.dim_param().empty()) axes.push_back({d.dim_param(), true});
+    else axes.push_back({"?", false});
+  }
+  return axes;
+}
+
+std::string type_text(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type()) return "(not a tensor)";
+  DType t;
+  return onnx_dtype(v.type().tensor_type().elem_type(), &t) ? dtype_name(t)
+                                                           : "(element type " + std::to_string(v.type().tensor_type().elem_type()) + ")";
+}
+
+std::string shape_text(const std::vector<Axis>& axes, bool has_shape) {
+  if (!has_shape) return "(no declared shape)";
+  std::string s = "[";
+  for (size_t k = 0; k < axes.size(); ++k) s += (k ? ", " : "") + axes[k].text;
+  return s + "]";
+}
+
+}  // namespace
+
+Result<std::string> describe_onnx(const std::string& model_path) {
+  onnx::ModelProto model;
+  KILN_TRY(read_model_file(model_path, &model));
+  if (!model.has_graph()) return data_loss("'" + model_path + "' has no graph: not an ONNX model, or an empty one");
+  const onnx::GraphProto& g = model.graph();
+  int64_t opset = 0;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  std::set<std::string> inits;
+  for (const auto& t : g.initializer()) inits.insert(t.name());
+
+  std::ostringstream o;
+  o << "model '" << model_path << "': ONNX opset " << opset << ", " << g.node_size() << " nodes\n";
+  o << "inputs (as declared):\n";
+  std::vector<std::string> dim_names;                 // in order of first use
+  std::map<std::string, std::vector<std::string>> uses;  // dim -> "input 'x' axis 2"
+  std::vector<std::string> unnamed;                   // inputs with an axis of neither size nor name
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (inits.count(in.name())) continue;
+    bool has_shape = false;
+    const std::vector<Axis> axes = axes_of(in, &has_shape);
+    o << "  '" << in.name() << "' " << type_text(in) << " " << shape_text(axes, has_shape) << "\n";
+    if (!has_shape) unnamed.push_back(in.name());
+    for (size_t k = 0; k < axes.size(); ++k) {
+      if (axes[k].text == "?" && (unnamed.empty() || unnamed.back() != in.name())) unnamed.push_back(in.name());
+      if (!axes[k].named) continue;
+      if (!uses.count(axes[k].text)) dim_names.push_back(axes[k].text);
+      uses[axes[k].text].push_back("input '" + in.name() + "' axis " + std::to_string(k));
+    }
+  }
+
+  // A trial export: every named dim in [1, 4096]; its contract says what the model needs.
+  ExportOptions trial;
+  for (const std::string& d : dim_names) trial.dims.push_back({d, 1, kTrialMax, 1, false});
+  format::ProgramDesc scratch;
+  Result<ExportReport> report = unnamed.empty() ? export_onnx(model_path, trial, &scratch)
+                                                : Result<ExportReport>(invalid_argument("some input axes have neither a size nor a name"));
+  o << "outputs" << (report.ok() ? " (shapes from a trial export)" : " (as declared)") << ":\n";
+  if (report.ok()) {
+    for (const std::string& out : report->outputs) o << "  " << out << "\n";
+  } else {
+    for (const onnx::ValueInfoProto& out : g.output()) {
+      bool has_shape = false;
+      const std::vector<Axis> axes = axes_of(out, &has_shape);
+      o << "  '" << out.name() << "' " << type_text(out) << " " << shape_text(axes, has_shape) << "\n";
+    }
+  }
+  if (dim_names.empty()) {
+    o << "dims: none (every axis has a size: the program will be static)\n";
+  } else {
+    o << "dims (each needs --dim NAME=MIN..MAX[:STEP], or --dim NAME=V to pin it):\n";
+    for (const std::string& d : dim_names) {
+      o << "  " << d << ": ";
+      for (size_t k = 0; k < uses[d].size(); ++k) o << (k ? ", " : "") << uses[d][k];
+      if (uses[d].size() > 1) o << " (equal at run time: one name)";
+      o << "\n";
+    }
+  }
+  for (const std::string& name : unnamed)
+    o << "input '" << name << "' has an axis with neither a size nor a name: give its shape with --input " << name
+      << "=D0,D1,... (sizes, or dim names for the dynamic axes)\n";
+  if (!report.ok()) {
+    if (unnamed.empty())
+      o << "a trial export with every dim in [1, " << kTrialMax << "] fails: " << report.status().message() << "\n";
+    return o.str();
+  }
+  if (!report->narrowed.empty()) {
+    o << "what the model needs of its dims (a trial export with each in [1, " << kTrialMax << "]):\n";
+    for (const std::string& n : report->narrowed) o << "  " << n << "\n";
+  }
+  o << "start from (choose each MAX; the arena is planned at it):\n  kiln export " << model_path << " -o OUT.kiln";
+  for (const core::DimInfo& d : report->contract_dims)
+    o << " --dim " << d.name << "=" << d.min << ".." << (d.max < kTrialMax ? std::to_string(d.max) : std::string("MAX"))
+      << (d.step > 1 ? ":" + std::to_string(d.step) : "");
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace kiln::exporter
