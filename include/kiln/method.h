@@ -97,6 +97,11 @@ class Method {
   uint64_t delegate_packed_bytes() const;
   /// Arena bytes in use (the plan this Method runs).
   uint64_t planned_arena_bytes() const;
+  /// Arena bytes the values take at the bound-to shapes (before any bind: at the bound).
+  /// Programs whose plan places by shape pack their values for the shapes of each bind, so
+  /// this follows the shape; the rest of the arena is never touched (and, for an arena the
+  /// Method allocated, costs no resident memory until it is).
+  uint64_t arena_bytes_in_use() const;
 
   /// Times every step of execute from now on (two clock reads per step; no allocation),
   /// or stops timing. Turning it on clears what was measured.

@@ -114,6 +114,12 @@ class Method:
         self._meta = self._impl.meta()
 
     @property
+    def arena_bytes_in_use(self) -> int:
+        """Arena bytes the values take at the shapes of the last call, bind or check (before
+        any: at the bound). Follows the shape; `arena_bytes` is what was allocated."""
+        return self._impl.arena_bytes_in_use()
+
+    @property
     def coverage(self) -> dict:
         """Delegated coverage: backend, instructions and FLOPs delegated (at the bound), what
         the delegate declined and why, and whether it runs (with its warning when it does not)."""

@@ -98,6 +98,7 @@ class PyMethod {
   int cpu_threads() const { return options_.cpu_threads; }
   void set_cpu_threads(int n) { recreate(n, options_.use_delegate); }
   bool use_delegate() const { return options_.use_delegate; }
+  uint64_t arena_bytes_in_use() const { return method_->arena_bytes_in_use(); }
 
   nb::dict meta() const {
     const MethodMeta& m = method_->meta();
@@ -282,6 +283,7 @@ NB_MODULE(_kiln, m) {
            nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true)
       .def("meta", &PyMethod::meta)
       .def("check", &PyMethod::check)
+      .def("arena_bytes_in_use", &PyMethod::arena_bytes_in_use)
       .def("run", &PyMethod::run)
       .def("bind", &PyMethod::bind)
       .def("execute", &PyMethod::execute)

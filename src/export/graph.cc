@@ -491,6 +491,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     }
   MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment);
   for (size_t b = 0; b < buffers.size(); ++b) m.values[buffer_value[b]].offset = plan.offsets[b];
+  m.placement = placement_of(plan, buffer_value, m.values.size());
   m.arena_bytes = plan.arena_bytes;
   m.lower_bound_bytes = plan.lower_bound_bytes;
   m.plan_strategy = plan.strategy;

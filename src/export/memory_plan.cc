@@ -38,6 +38,28 @@ std::vector<uint64_t> place_best_fit(const std::vector<Buffer>& bufs, const std:
   return off;
 }
 
+// The `below` lists of MemoryPlan: the full relation (j alive with i and under it), then
+// without the edges a kept one implies (j under k under i): sizes are never negative.
+std::vector<std::vector<uint32_t>> placement_order(const std::vector<Buffer>& bufs, const std::vector<uint64_t>& off) {
+  const size_t n = bufs.size();
+  auto under = [&](size_t j, size_t i) {  // strictly before in (offset, index) order, and not overlapping
+    return off[j] + bufs[j].size <= off[i] && (off[j] < off[i] || j < i);
+  };
+  std::vector<std::vector<uint32_t>> full(n), kept(n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < n; ++j)
+      if (j != i && overlap(bufs[i], bufs[j]) && under(j, i)) full[i].push_back(static_cast<uint32_t>(j));
+  std::vector<bool> implied(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::fill(implied.begin(), implied.end(), false);
+    for (uint32_t k : full[i])
+      for (uint32_t j : full[k]) implied[j] = true;
+    for (uint32_t j : full[i])
+      if (!implied[j]) kept[i].push_back(j);
+  }
+  return kept;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment) {
@@ -96,7 +118,27 @@ MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment) {
     }
   }
   if (bufs.empty()) plan.arena_bytes = 0;
+  plan.below = placement_order(bufs, plan.offsets);
   return plan;
+}
+
+format::PlacementDesc placement_of(const MemoryPlan& plan, const std::vector<int32_t>& value_of, size_t n_values) {
+  format::PlacementDesc p;
+  std::vector<std::vector<int32_t>> below(n_values);
+  for (size_t b = 0; b < plan.below.size(); ++b)
+    for (uint32_t j : plan.below[b]) below[static_cast<size_t>(value_of[b])].push_back(value_of[j]);
+  p.below_start.push_back(0);
+  for (size_t v = 0; v < n_values; ++v) {
+    p.below.insert(p.below.end(), below[v].begin(), below[v].end());
+    p.below_start.push_back(static_cast<uint32_t>(p.below.size()));
+  }
+  std::vector<size_t> order(value_of.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plan.offsets[a] != plan.offsets[b] ? plan.offsets[a] < plan.offsets[b] : a < b;
+  });
+  for (size_t b : order) p.order.push_back(value_of[b]);
+  return p;
 }
 
 }  // namespace kiln::exporter

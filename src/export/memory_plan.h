@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "format/program_desc.h"
+
 namespace kiln::exporter {
 
 /// A planned buffer: `size` bytes alive from step `first` through step `last` inclusive.
@@ -19,10 +21,19 @@ struct MemoryPlan {
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;  ///< max over steps of the live bytes
   std::string strategy;            ///< the strategy that produced `offsets`
+  /// Per buffer, the buffers it must sit above at any shape: alive at the same time and
+  /// lower in `offsets` (ties by index), minus those another listed one already implies.
+  /// Placing each buffer, in order of (offset, index), just above the top of its list's
+  /// buffers at their actual sizes never overlaps two live buffers, and at the bound's sizes
+  /// reproduces at most `arena_bytes`.
+  std::vector<std::vector<uint32_t>> below;
 };
 
 /// Sizes are rounded up to `alignment`. Runs every strategy (greedy by size and greedy
 /// by first use, both with best-fit offsets) and keeps the smallest arena.
 MemoryPlan plan_memory(const std::vector<Buffer>& buffers, uint64_t alignment = 64);
+
+/// The plan's placement over a method's `n_values` values, buffer b being value value_of[b].
+format::PlacementDesc placement_of(const MemoryPlan& plan, const std::vector<int32_t>& value_of, size_t n_values);
 
 }  // namespace kiln::exporter

@@ -293,6 +293,10 @@ void Partitioner::plan_arena() {
   MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment);
   d.offsets.assign(n_values, 0);
   for (size_t b = 0; b < buffers.size(); ++b) d.offsets[which[b]] = plan.offsets[b];
+  d.placement = placement_of(plan, which, n_values);
+  // The portable plan's placement covers the values before the twins: they have empty lists.
+  format::PlacementDesc& pp = m_.placement;
+  while (!pp.below_start.empty() && pp.below_start.size() < n_values + 1) pp.below_start.push_back(pp.below_start.back());
   d.arena_bytes = plan.arena_bytes;
   d.lower_bound_bytes = plan.lower_bound_bytes;
   d.plan_strategy = plan.strategy;

@@ -55,6 +55,14 @@ struct DeclinedDesc {
   int32_t instruction = 0;
   std::string reason;
 };
+/// A plan's placement at any shape (see MemoryPlan in schema/program.fbs): per value, the
+/// values it sits above. Empty: the plan's offsets are fixed.
+struct PlacementDesc {
+  std::vector<uint32_t> below_start;  ///< values + 1 entries
+  std::vector<int32_t> below;
+  std::vector<int32_t> order;  ///< the planned values, in (bound offset, index) order
+};
+
 struct DelegateDesc {
   std::string backend;  ///< empty: the method has no delegate
   std::vector<DelegateRegionDesc> regions;
@@ -62,6 +70,7 @@ struct DelegateDesc {
   uint64_t lower_bound_bytes = 0;
   std::string plan_strategy;
   std::vector<uint64_t> offsets;  ///< per value
+  PlacementDesc placement;
   std::vector<DeclinedDesc> declined;
   uint64_t flops = 0;
   uint64_t delegated_flops = 0;
@@ -80,6 +89,7 @@ struct MethodDesc {
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   std::string plan_strategy;
+  PlacementDesc placement;
   DelegateDesc delegate;
 };
 

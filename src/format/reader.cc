@@ -67,6 +67,9 @@ std::vector<int32_t> roots(const fb::Method* m) {
   return r;
 }
 
+Status check_placement(const fb::Method* m, const fb::MemoryPlan* plan, const std::vector<int32_t>& slots,
+                       const std::string& name);
+
 Status check_method(const fb::Method* m, uint64_t constants_size) {
   if (!m->values() || !m->exprs() || !m->inputs() || !m->outputs() || !m->instructions())
     return bad("method '" + m->name()->str() + "' lacks a required table");
@@ -259,6 +262,40 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
                    [&](int32_t v) { return m->values()->Get(v)->nbytes(); }, life, &a, &b))
     return bad(where(m, "value", static_cast<size_t>(a)) + " and value #" + std::to_string(b) +
                " share arena bytes while both are alive");
+  return check_placement(m, m->plan(), slots, "method '" + m->name()->str() + "'");
+}
+
+// A plan's placement at any shape (optional): `order` lists exactly the plan's slots, once
+// each, and every value's `below` list names slots placed before it, so bind's one pass over
+// `order` reads only offsets it has computed. (Whether two slots alive together are kept apart
+// at every shape is the exporter's promise; bind keeps every slot inside the arena regardless.)
+Status check_placement(const fb::Method* m, const fb::MemoryPlan* plan, const std::vector<int32_t>& slots,
+                       const std::string& name) {
+  const auto* start = plan->below_start();
+  const auto *below = plan->below(), *order = plan->order();
+  if (!start && !below && !order) return ok_status();
+  const size_t n_values = m->values()->size();
+  if (!start || !below || !order || start->size() != n_values + 1 || start->Get(0) != 0 ||
+      start->Get(static_cast<flatbuffers::uoffset_t>(n_values)) != below->size() || order->size() != slots.size())
+    return bad(name + "'s placement is malformed");
+  std::vector<int64_t> pos(n_values, -1);
+  for (size_t k = 0; k < order->size(); ++k) {
+    const int32_t v = order->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (v < 0 || static_cast<size_t>(v) >= n_values || pos[v] >= 0 || !std::binary_search(slots.begin(), slots.end(), v))
+      return bad(name + "'s placement order names value #" + std::to_string(v) + ", not one of its slots once");
+    pos[v] = static_cast<int64_t>(k);
+  }
+  for (size_t v = 0; v < n_values; ++v) {
+    const uint32_t lo = start->Get(static_cast<flatbuffers::uoffset_t>(v)), hi = start->Get(static_cast<flatbuffers::uoffset_t>(v + 1));
+    if (hi < lo || hi > below->size()) return bad(name + "'s placement is malformed");
+    if (lo != hi && pos[v] < 0) return bad(name + "'s placement places value #" + std::to_string(v) + ", not one of its slots");
+    for (uint32_t k = lo; k < hi; ++k) {
+      const int32_t j = below->Get(k);
+      if (j < 0 || static_cast<size_t>(j) >= n_values || pos[j] < 0 || pos[j] >= pos[v])
+        return bad(name + "'s placement puts value #" + std::to_string(v) + " above value #" + std::to_string(j) +
+                   ", which is not placed before it");
+    }
+  }
   return ok_status();
 }
 
@@ -407,7 +444,7 @@ Status check_delegate(const fb::Method* m) {
                    [&](int32_t v) { return m->values()->Get(v)->nbytes(); }, life, &a, &b))
     return bad(name + " places values #" + std::to_string(a) + " and #" + std::to_string(b) +
                " in the same bytes while both are alive");
-  return ok_status();
+  return check_placement(m, d->plan(), slots, name);
 }
 
 // Runs every instruction's shape function again, over the method's own expression table

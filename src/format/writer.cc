@@ -37,6 +37,17 @@ Offset<fb::Attribute> write_attr(FlatBufferBuilder& b, const core::AttrStore::Ow
   return fb::CreateAttribute(b, name, static_cast<fb::AttrKind>(a.kind), a.i, a.f, ints, floats, s);
 }
 
+Offset<flatbuffers::Vector<uint32_t>> placement_start(FlatBufferBuilder& b, const PlacementDesc& p) {
+  return p.below_start.empty() ? 0 : b.CreateVector(p.below_start);
+}
+Offset<flatbuffers::Vector<int32_t>> placement_below(FlatBufferBuilder& b, const PlacementDesc& p) {
+  return p.below_start.empty() ? 0 : b.CreateVector(p.below);
+}
+
+Offset<flatbuffers::Vector<int32_t>> placement_order(FlatBufferBuilder& b, const PlacementDesc& p) {
+  return p.below_start.empty() ? 0 : b.CreateVector(p.order);
+}
+
 Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d) {
   if (d.backend.empty()) return 0;
   std::vector<Offset<fb::DelegateRegion>> regions;
@@ -50,7 +61,8 @@ Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d)
   std::vector<Offset<fb::Declined>> declined;
   for (const DeclinedDesc& x : d.declined) declined.push_back(fb::CreateDeclined(b, x.instruction, b.CreateString(x.reason)));
   auto plan = fb::CreateMemoryPlan(b, d.arena_bytes, d.lower_bound_bytes, b.CreateString(d.plan_strategy),
-                                   static_cast<uint32_t>(kSegmentAlignment));
+                                   static_cast<uint32_t>(kSegmentAlignment), placement_start(b, d.placement),
+                                   placement_below(b, d.placement), placement_order(b, d.placement));
   return fb::CreateDelegate(b, b.CreateString(d.backend), b.CreateVector(regions), plan, b.CreateVector(d.offsets),
                             b.CreateVector(declined), d.flops, d.delegated_flops, d.layout_changes);
 }
@@ -83,7 +95,8 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
                                            in.fused_from.empty() ? 0 : b.CreateVectorOfStrings(in.fused_from)));
   }
   auto plan = fb::CreateMemoryPlan(b, m.arena_bytes, m.lower_bound_bytes, b.CreateString(m.plan_strategy),
-                                   static_cast<uint32_t>(kSegmentAlignment));
+                                   static_cast<uint32_t>(kSegmentAlignment), placement_start(b, m.placement),
+                                   placement_below(b, m.placement), placement_order(b, m.placement));
   return fb::CreateMethod(b, b.CreateString(m.name), b.CreateVector(dims), b.CreateVectorOfStructs(exprs),
                           b.CreateVector(guards), b.CreateVector(values), b.CreateVector(m.inputs),
                           b.CreateVector(m.outputs), b.CreateVector(instrs), plan, write_delegate(b, m.delegate));

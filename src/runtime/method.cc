@@ -47,6 +47,11 @@ struct Method::Impl {
   std::vector<int64_t> dim_values;
   std::vector<int32_t> dim_origin;  // during bind: flat (input << 8 | axis) that set the dim
   std::vector<int64_t> provisional;  // during bind: each dim's first valid value among all inputs, or -1
+  // Placement by shape (plans that carry it): offsets follow the bound-to sizes.
+  const fb::MemoryPlan* placing = nullptr;
+  std::vector<uint64_t> offsets_now;                 // per value, from the last placement
+  std::vector<std::pair<int32_t, int32_t>> aliases;  // (alias, root)
+  uint64_t placed_bytes = 0;                         // arena bytes the last placement uses
   std::vector<TensorView> views;
   std::vector<int32_t> inputs, outputs;
   std::vector<Instr> instrs;
@@ -83,6 +88,9 @@ struct Method::Impl {
   std::vector<bool> dims_read(int32_t id) const;
   Status check_input(size_t i, const TensorView& t);
   Status apply_shapes();
+  /// Places every planned value for the current sizes (`at_bound`: the file's bound sizes)
+  /// and points the views there; never allocates. An error if the arena is too small.
+  Status place(bool at_bound);
   // Ways out for bind's errors (they allocate; bind may when it fails).
   /// Every shape defined (no division by zero, overflow or negative size) and every guard
   /// holding with `dims` as the dims' values, except the guards and sizes that read a dim
@@ -98,6 +106,32 @@ struct Method::Impl {
   /// "; pad on the host to 12" or "; crop or resize on the host to 224"; "" when none.
   std::string way_out(int d, int64_t got) const;
 };
+
+Status Method::Impl::place(bool at_bound) {
+  if (!placing) return ok_status();
+  const auto* start = placing->below_start();
+  const auto* below = placing->below();
+  auto size = [&](int32_t v) {
+    return format::align_up(at_bound ? m->values()->Get(v)->nbytes() : views[v].nbytes(), format::kSegmentAlignment);
+  };
+  uint64_t top = 0;
+  for (int32_t v : *placing->order()) {
+    uint64_t off = 0;
+    for (uint32_t k = start->Get(v); k < start->Get(v + 1); ++k) {
+      const int32_t j = below->Get(k);
+      off = std::max(off, offsets_now[j] + size(j));
+    }
+    offsets_now[v] = off;
+    top = std::max(top, off + size(v));
+  }
+  if (top > arena_bytes)
+    return internal_error("the placement at these shapes needs " + std::to_string(top) + " arena bytes, more than the " +
+                          std::to_string(arena_bytes) + " allocated");
+  for (int32_t v : *placing->order()) views[v].data = arena + offsets_now[v];
+  for (const auto& [a, root] : aliases) views[a].data = views[root].data;
+  placed_bytes = top;
+  return ok_status();
+}
 
 bool Method::Impl::admits(const std::vector<int64_t>& dims, const std::vector<bool>& known) const {
   std::vector<int64_t> v(exprs.size());
@@ -402,7 +436,17 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
   }
   for (size_t i = 0; i < nv; ++i) {
     const fb::Value* v = m->values()->Get(i);
-    if (v->storage() == fb::StorageKind::Alias) s.views[i].data = s.views[v->alias_of()].data;
+    if (v->storage() == fb::StorageKind::Alias) {
+      s.views[i].data = s.views[v->alias_of()].data;
+      s.aliases.emplace_back(static_cast<int32_t>(i), v->alias_of());
+    }
+  }
+  s.placed_bytes = need;
+  const fb::MemoryPlan* plan = del ? del->plan() : m->plan();
+  if (plan->below_start()) {  // offsets follow the shape: start from the placement at the bound
+    s.placing = plan;
+    s.offsets_now.assign(nv, 0);
+    KILN_TRY(s.place(/*at_bound=*/true).with_prefix("create: "));
   }
   if (m->inputs()) s.inputs.assign(m->inputs()->begin(), m->inputs()->end());
   if (m->outputs()) s.outputs.assign(m->outputs()->begin(), m->outputs()->end());
@@ -511,6 +555,7 @@ Status Method::bind(const TensorView* inputs, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) KILN_TRY(s.check_input(i, inputs[i]).with_prefix("bind: "));
   KILN_TRY(s.apply_shapes().with_prefix("bind: "));
+  KILN_TRY(s.place(/*at_bound=*/false).with_prefix("bind: "));
   if (s.delegate) KILN_TRY(s.delegate->setup().with_prefix("bind: "));
   s.bound = true;
   return ok_status();
@@ -629,6 +674,7 @@ bool Method::delegated() const { return impl_->delegate != nullptr; }
 const std::string& Method::delegate_warning() const { return impl_->delegate_warning; }
 uint64_t Method::delegate_packed_bytes() const { return impl_->delegate ? impl_->delegate->packed_bytes() : 0; }
 uint64_t Method::planned_arena_bytes() const { return impl_->arena_bytes; }
+uint64_t Method::arena_bytes_in_use() const { return impl_->placed_bytes; }
 
 int64_t Method::dim_value(const std::string& name) const {
   for (size_t d = 0; d < impl_->dim_names.size(); ++d)

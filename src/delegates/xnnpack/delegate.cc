@@ -740,11 +740,14 @@ Status Delegate::setup() {
     for (std::unique_ptr<Op>& p : ops) {
       Op& op = *p;
       if (op.kind != Op::Kind::kKernel) continue;
-      now.clear();
+      now.clear();  // the operands' shapes and addresses (placement by shape moves values)
       for (const TensorView* t : op.ins)
-        if (t)
+        if (t) {
           for (int k = 0; k < t->rank; ++k) now.push_back(static_cast<size_t>(t->dims[k]));
+          now.push_back(reinterpret_cast<uintptr_t>(t->data));
+        }
       for (int k = 0; k < op.out->rank; ++k) now.push_back(static_cast<size_t>(op.out->dims[k]));
+      now.push_back(reinterpret_cast<uintptr_t>(op.out->data));
       if (now == op.last && !op.last.empty()) continue;
       op.last = now;
       op.skip = numel(*op.out) == 0;  // an empty input with a non-empty output (MatMul, K = 0) still runs
