@@ -25,6 +25,8 @@ int runner_main(int argc, char** argv) {
   app.add_flag("--profile", o.profile, "after the runs, print time per instruction and per op type");
   app.add_option("--profile_json", o.profile_json, "also write the profile as JSON to this file");
   app.add_flag("--server_mode", o.server_mode, "run one inference per stdin line");
+  app.add_option("--max_shapes", o.max_shapes, "tightened bounds: the largest input shapes to admit; the arena is "
+                                                "allocated for them (default: the program's bound)");
   CLI11_PARSE(app, argc, argv);
   // `--input_shapes= --inputs=a.npy` (an empty value) must not take the next flag as a value.
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--model_path", &o.model_path},

@@ -32,6 +32,10 @@ struct MethodOptions {
   /// Threads of the Method's one thread pool (>= 1), shared by the delegate and the kernels
   /// that parallelize.
   int cpu_threads = 1;
+  /// Tightened bounds: the largest shape of each input this Method will be bound to (empty:
+  /// the program's bound). They must satisfy the contract; create then allocates only what
+  /// they need (for a program whose plan places by shape), and bind refuses larger shapes.
+  std::vector<std::vector<int64_t>> max_shapes;
 };
 
 /// Executes one method of a Program. Life cycle: create -> (bind -> write inputs -> execute

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -87,10 +87,12 @@ class Method:
     loaded program alive. One Method must not run on two threads at once; make one per thread
     (program.method(name)), they share the program's weights."""
 
-    def __init__(self, program: "Program", name: str, cpu_threads: int = 1, use_delegate: bool = True):
+    def __init__(self, program: "Program", name: str, cpu_threads: int = 1, use_delegate: bool = True,
+                 max_shapes: Optional[Sequence[Sequence[int]]] = None):
         # The extension's Method holds the program (shared_ptr): no Python reference back to
         # the Program, so program.methods makes no reference cycle.
-        self._impl = _kiln.Method(program._impl, name, cpu_threads, use_delegate)
+        caps = [list(map(int, s)) for s in max_shapes] if max_shapes else []
+        self._impl = _kiln.Method(program._impl, name, cpu_threads, use_delegate, caps)
         self._meta = self._impl.meta()
         self.name = name
         self.inputs = [_tensor(t) for t in self._meta["inputs"]]
@@ -186,9 +188,11 @@ class Program:
             self._methods = {n: Method(self, n) for n in self.method_names}
         return self._methods
 
-    def method(self, name: str = "forward", cpu_threads: int = 1, use_delegate: bool = True) -> Method:
-        """A new Method with its own arena and options."""
-        return Method(self, name, cpu_threads, use_delegate)
+    def method(self, name: str = "forward", cpu_threads: int = 1, use_delegate: bool = True,
+               max_shapes: Optional[Sequence[Sequence[int]]] = None) -> Method:
+        """A new Method with its own arena and options. `max_shapes` (one shape per input)
+        tightens the bounds: the arena is allocated for them and larger shapes are refused."""
+        return Method(self, name, cpu_threads, use_delegate, max_shapes)
 
     def __repr__(self) -> str:
         return f"<kiln.Program {self.path!r} methods={self.method_names}>"

@@ -80,13 +80,15 @@ class PyProgram {
 
 class PyMethod {
  public:
-  PyMethod(std::shared_ptr<PyProgram> program, std::string name, int cpu_threads, bool use_delegate)
+  PyMethod(std::shared_ptr<PyProgram> program, std::string name, int cpu_threads, bool use_delegate,
+           std::vector<std::vector<int64_t>> max_shapes)
       : program_(std::move(program)), name_(std::move(name)) {
+    options_.max_shapes = std::move(max_shapes);
     recreate(cpu_threads, use_delegate);
   }
 
   void recreate(int cpu_threads, bool use_delegate) {
-    MethodOptions o;
+    MethodOptions o = options_;
     o.cpu_threads = cpu_threads;
     o.use_delegate = use_delegate;
     auto m = Method::create(program_->get(), name_, o);
@@ -279,8 +281,9 @@ NB_MODULE(_kiln, m) {
   m.def("load", &load, nb::arg("path"), nb::arg("verify_constants") = true);
   m.def("method_names", &method_names);
   nb::class_<PyMethod>(m, "Method")
-      .def(nb::init<std::shared_ptr<PyProgram>, std::string, int, bool>(), nb::arg("program"), nb::arg("name"),
-           nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true)
+      .def(nb::init<std::shared_ptr<PyProgram>, std::string, int, bool, std::vector<std::vector<int64_t>>>(),
+           nb::arg("program"), nb::arg("name"), nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true,
+           nb::arg("max_shapes") = std::vector<std::vector<int64_t>>{})
       .def("meta", &PyMethod::meta)
       .def("check", &PyMethod::check)
       .def("arena_bytes_in_use", &PyMethod::arena_bytes_in_use)

@@ -148,3 +148,18 @@ def test_program_errors(tmp_path):
         kiln.load(bad)
     with pytest.raises(KeyError):
         kiln.Method(kiln.load(MLP), "nope")
+
+
+def test_memory_follows_the_shape_and_tightened_bounds():
+    p = kiln.load(CNN)  # pixels: [batch, 3, H, W], batch in [1, 4], H and W in [1, 64]
+    full = p.method("forward")
+    assert full.arena_bytes_in_use == full.arena_bytes
+    x = np.ones((1, 3, 16, 16), np.float32)
+    y = full(x)
+    small = full.arena_bytes_in_use
+    assert small * 8 < full.arena_bytes
+    capped = p.method("forward", max_shapes=[(1, 3, 16, 16)])
+    assert capped.arena_bytes == small
+    np.testing.assert_array_equal(capped(x), y)
+    with pytest.raises(kiln.ContractError, match=r"is 17, above 16, the most this Method was created for"):
+        capped(np.ones((1, 3, 17, 16), np.float32))

@@ -52,6 +52,8 @@ struct Method::Impl {
   std::vector<uint64_t> offsets_now;                 // per value, from the last placement
   std::vector<std::pair<int32_t, int32_t>> aliases;  // (alias, root)
   uint64_t placed_bytes = 0;                         // arena bytes the last placement uses
+  std::vector<int64_t> dim_cap;                      // per dim: the most bind admits (max_shapes)
+  std::vector<uint64_t> cap_bytes;                   // per value: its bytes at most, under dim_cap
   std::vector<TensorView> views;
   std::vector<int32_t> inputs, outputs;
   std::vector<Instr> instrs;
@@ -88,9 +90,11 @@ struct Method::Impl {
   std::vector<bool> dims_read(int32_t id) const;
   Status check_input(size_t i, const TensorView& t);
   Status apply_shapes();
-  /// Places every planned value for the current sizes (`at_bound`: the file's bound sizes)
-  /// and points the views there; never allocates. An error if the arena is too small.
-  Status place(bool at_bound);
+  /// Places every planned value for the current sizes (`at_caps`: the largest sizes under
+  /// dim_cap) and points the views there; never allocates. An error if the arena is too small.
+  Status place(bool at_caps);
+  /// dim_cap from `max_shapes` (checked against the contract) and cap_bytes from dim_cap.
+  Status set_caps(const std::vector<std::vector<int64_t>>& max_shapes);
   // Ways out for bind's errors (they allocate; bind may when it fails).
   /// Every shape defined (no division by zero, overflow or negative size) and every guard
   /// holding with `dims` as the dims' values, except the guards and sizes that read a dim
@@ -107,23 +111,76 @@ struct Method::Impl {
   std::string way_out(int d, int64_t got) const;
 };
 
-Status Method::Impl::place(bool at_bound) {
-  if (!placing) return ok_status();
-  const auto* start = placing->below_start();
-  const auto* below = placing->below();
-  auto size = [&](int32_t v) {
-    return format::align_up(at_bound ? m->values()->Get(v)->nbytes() : views[v].nbytes(), format::kSegmentAlignment);
-  };
+namespace {
+// One pass of a plan's placement: each value in `order` just above the values of its list at
+// their sizes. Returns the arena bytes it takes; `offsets` holds one entry per value.
+template <class Size>
+uint64_t place_values(const fb::MemoryPlan* plan, Size size, uint64_t* offsets) {
+  const auto* start = plan->below_start();
+  const auto* below = plan->below();
   uint64_t top = 0;
-  for (int32_t v : *placing->order()) {
+  for (int32_t v : *plan->order()) {
     uint64_t off = 0;
     for (uint32_t k = start->Get(v); k < start->Get(v + 1); ++k) {
       const int32_t j = below->Get(k);
-      off = std::max(off, offsets_now[j] + size(j));
+      off = std::max(off, offsets[j] + format::align_up(size(j), format::kSegmentAlignment));
     }
-    offsets_now[v] = off;
-    top = std::max(top, off + size(v));
+    offsets[v] = off;
+    top = std::max(top, off + format::align_up(size(v), format::kSegmentAlignment));
   }
+  return top;
+}
+}  // namespace
+
+Status Method::Impl::set_caps(const std::vector<std::vector<int64_t>>& max_shapes) {
+  dim_cap.resize(meta.dims.size());
+  for (size_t d = 0; d < dim_cap.size(); ++d) dim_cap[d] = meta.dims[d].max;
+  cap_bytes.resize(m->values()->size());
+  for (size_t v = 0; v < cap_bytes.size(); ++v) cap_bytes[v] = m->values()->Get(v)->nbytes();
+  if (max_shapes.empty()) return ok_status();
+  // The contract's own check of the shapes, then each dim's value is its cap.
+  std::vector<TensorView> t(max_shapes.size());
+  if (max_shapes.size() != inputs.size())
+    return invalid_argument("max_shapes gives " + std::to_string(max_shapes.size()) + " shapes; method '" + meta.name +
+                            "' takes " + std::to_string(inputs.size()) + " inputs");
+  std::fill(dim_origin.begin(), dim_origin.end(), -1);
+  std::fill(provisional.begin(), provisional.end(), -1);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (max_shapes[i].size() > static_cast<size_t>(kMaxRank))
+      return invalid_argument("max_shapes: input #" + std::to_string(i) + " has rank above " + std::to_string(kMaxRank));
+    t[i].dtype = meta.inputs[i].dtype;
+    t[i].rank = static_cast<int32_t>(max_shapes[i].size());
+    for (size_t k = 0; k < max_shapes[i].size(); ++k) t[i].dims[k] = max_shapes[i][k];
+    KILN_TRY(check_input(i, t[i]).with_prefix("max_shapes: "));
+  }
+  for (size_t d = 0; d < dim_cap.size(); ++d)
+    if (dim_origin[d] >= 0) dim_cap[d] = dim_values[d];
+  // Each value's size at most over [min, cap] of every dim (interval arithmetic: sound).
+  std::vector<core::Interval> r(exprs.size());
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const core::ExprNode& e = exprs[i];
+    core::Interval a, b;
+    if (e.op == core::ExprOp::kDim) a = {meta.dims[e.a].min, dim_cap[e.a]};
+    else if (e.op != core::ExprOp::kConst) a = r[e.a], b = r[e.b];
+    r[i] = core::node_range(e.op, a, b, e.value);
+  }
+  for (size_t v = 0; v < cap_bytes.size(); ++v) {
+    const fb::Value* value = m->values()->Get(v);
+    if (value->storage() == fb::StorageKind::Constant) continue;
+    uint64_t n = dtype_size(static_cast<DType>(value->dtype()));
+    for (int32_t e : *value->shape()) {
+      const uint64_t hi = static_cast<uint64_t>(std::max<int64_t>(0, r[e].hi));
+      n = hi != 0 && n > cap_bytes[v] / hi ? cap_bytes[v] : n * hi;  // never above the bound's
+    }
+    cap_bytes[v] = std::min(cap_bytes[v], n);
+  }
+  return ok_status();
+}
+
+Status Method::Impl::place(bool at_caps) {
+  if (!placing) return ok_status();
+  const uint64_t top = at_caps ? place_values(placing, [&](int32_t v) { return cap_bytes[v]; }, offsets_now.data())
+                               : place_values(placing, [&](int32_t v) { return views[v].nbytes(); }, offsets_now.data());
   if (top > arena_bytes)
     return internal_error("the placement at these shapes needs " + std::to_string(top) + " arena bytes, more than the " +
                           std::to_string(arena_bytes) + " allocated");
@@ -186,14 +243,16 @@ int64_t Method::Impl::nearest_admissible(int d, int64_t got) const {
     for (int t : tied) dims[static_cast<size_t>(t)] = v;
     return admits(dims, known);
   };
-  int64_t up = -1, down = -1;  // bounds are on the step's grid (export checks), so are these
-  if (got <= s.max) {
+  // Bounds are on the step's grid (export checks), so are these; a cap (max_shapes) may not be.
+  const int64_t hi = dim_cap.empty() ? s.max : core::floor_div(dim_cap[static_cast<size_t>(d)], s.step) * s.step;
+  int64_t up = -1, down = -1;
+  if (got <= hi) {
     int64_t v = got < s.min ? s.min : core::ceil_div(got, s.step) * s.step;
-    for (int k = 0; k < kTries && v <= s.max && up < 0; ++k, v += s.step)
+    for (int k = 0; k < kTries && v <= hi && up < 0; ++k, v += s.step)
       if (ok(v)) up = v;
   }
   if (got > s.min) {
-    int64_t v = got > s.max ? s.max : core::floor_div(got - 1, s.step) * s.step;
+    int64_t v = got > hi ? hi : core::floor_div(got - 1, s.step) * s.step;
     for (int k = 0; k < kTries && v >= s.min && down < 0; ++k, v -= s.step)
       if (ok(v)) down = v;
   }
@@ -267,6 +326,10 @@ Status Method::Impl::check_input(size_t i, const TensorView& t) {
     if (got < d.min || got > d.max)
       return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", outside its range [" +
                           std::to_string(d.min) + ", " + std::to_string(d.max) + "]" + way_out(e.a, got));
+    if (!dim_cap.empty() && got > dim_cap[e.a])
+      return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", above " +
+                          std::to_string(dim_cap[e.a]) + ", the most this Method was created for (max_shapes; the "
+                          "program admits up to " + std::to_string(d.max) + ")" + way_out(e.a, got));
     if (got % d.step != 0)
       return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", not a multiple of its step " +
                           std::to_string(d.step) + " (range [" + std::to_string(d.min) + ", " + std::to_string(d.max) +
@@ -371,7 +434,21 @@ bool has_regions(const fb::Method* m) {
 Result<uint64_t> Method::arena_bytes(const Program& program, const std::string& name, const MethodOptions& options) {
   const fb::Method* m = program.impl().find_method(name);
   if (!m) return not_found("no method '" + name + "' in the program; it has " + program.impl().method_names());
-  return options.use_delegate && has_regions(m) ? m->delegate()->plan()->arena_bytes() : m->plan()->arena_bytes();
+  const fb::MemoryPlan* plan = options.use_delegate && has_regions(m) ? m->delegate()->plan() : m->plan();
+  if (options.max_shapes.empty() || !plan->below_start()) return plan->arena_bytes();
+  Impl s;  // only what set_caps reads
+  s.program = &program;
+  s.m = m;
+  s.meta = runtime::build_meta(m, program.impl().file);
+  s.exprs = runtime::load_exprs(m);
+  s.dim_names = runtime::load_dim_names(m);
+  s.dim_values.assign(s.dim_names.size(), 0);
+  s.dim_origin.assign(s.dim_names.size(), -1);
+  s.provisional.assign(s.dim_names.size(), -1);
+  if (m->inputs()) s.inputs.assign(m->inputs()->begin(), m->inputs()->end());
+  KILN_TRY(s.set_caps(options.max_shapes));
+  std::vector<uint64_t> offsets(m->values()->size(), 0);
+  return std::min(plan->arena_bytes(), place_values(plan, [&](int32_t v) { return s.cap_bytes[v]; }, offsets.data()));
 }
 
 Result<std::unique_ptr<Method>> Method::create(const Program& program, const std::string& name,
@@ -414,7 +491,15 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
     else s.delegate_warning = "xnnpack delegate unavailable (" + d.status().message() + "); running the portable kernels";
   }
   const fb::Delegate* del = s.delegate ? m->delegate() : nullptr;
-  uint64_t need = del ? del->plan()->arena_bytes() : m->plan()->arena_bytes();
+  const fb::MemoryPlan* plan = del ? del->plan() : m->plan();
+  if (m->inputs()) s.inputs.assign(m->inputs()->begin(), m->inputs()->end());
+  KILN_TRY(s.set_caps(options.max_shapes).with_prefix("create: "));
+  uint64_t need = plan->arena_bytes();
+  if (plan->below_start()) {  // offsets follow the shape: the arena the caps need
+    s.placing = plan;
+    s.offsets_now.assign(nv, 0);
+    need = std::min(need, place_values(plan, [&](int32_t v) { return s.cap_bytes[v]; }, s.offsets_now.data()));
+  }
   s.arena_bytes = need;
   if (arena) {
     if (reinterpret_cast<uintptr_t>(arena) % 16 != 0) return invalid_argument("create: arena must be 16-byte aligned");
@@ -442,13 +527,7 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
     }
   }
   s.placed_bytes = need;
-  const fb::MemoryPlan* plan = del ? del->plan() : m->plan();
-  if (plan->below_start()) {  // offsets follow the shape: start from the placement at the bound
-    s.placing = plan;
-    s.offsets_now.assign(nv, 0);
-    KILN_TRY(s.place(/*at_bound=*/true).with_prefix("create: "));
-  }
-  if (m->inputs()) s.inputs.assign(m->inputs()->begin(), m->inputs()->end());
+  KILN_TRY(s.place(/*at_caps=*/true).with_prefix("create: "));  // before any bind: at the caps
   if (m->outputs()) s.outputs.assign(m->outputs()->begin(), m->outputs()->end());
   // Flatten operands and attributes so execute walks plain arrays.
   if (m->instructions()) {
@@ -555,7 +634,7 @@ Status Method::bind(const TensorView* inputs, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) KILN_TRY(s.check_input(i, inputs[i]).with_prefix("bind: "));
   KILN_TRY(s.apply_shapes().with_prefix("bind: "));
-  KILN_TRY(s.place(/*at_bound=*/false).with_prefix("bind: "));
+  KILN_TRY(s.place(/*at_caps=*/false).with_prefix("bind: "));
   if (s.delegate) KILN_TRY(s.delegate->setup().with_prefix("bind: "));
   s.bound = true;
   return ok_status();

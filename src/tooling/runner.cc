@@ -177,7 +177,13 @@ class Runner {
     MethodOptions mo;
     mo.use_delegate = opts_.delegate != "none";
     mo.cpu_threads = opts_.cpu_threads;
+    if (!opts_.max_shapes.empty()) {
+      KILN_ASSIGN_OR_RETURN(MethodMeta meta, program_->method_meta(opts_.method_name));
+      KILN_ASSIGN_OR_RETURN(mo.max_shapes, parse_shapes(opts_.max_shapes, meta.inputs.size()));
+    }
     KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name, mo));
+    if (!opts_.max_shapes.empty())
+      out_ << "Arena: " << method_->planned_arena_bytes() << " bytes for --max_shapes=" << opts_.max_shapes << "\n";
     return prepare_inputs(opts_.inputs, &host_);
   }
 

@@ -32,6 +32,7 @@ struct RunnerOptions {
   bool profile = false;        ///< print a per-instruction profile after the timed runs
   std::string profile_json;    ///< also write it as JSON here  ///< xnnpack: run the program's delegate regions; none: portable only
   bool server_mode = false;
+  std::string max_shapes;  ///< tightened bounds: the largest shapes to admit (MethodOptions::max_shapes)
 };
 
 /// Runs kiln_runner with `opts`; server mode reads one request per line from `in`.

@@ -7,6 +7,7 @@
 #include "export/graph.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "tooling/examples.h"
 #include "aligned_bytes.h"
 
 namespace kiln {
@@ -177,6 +178,58 @@ TEST_F(MethodTest, CallerProvidedArena) {
   EXPECT_GE(static_cast<uint8_t*>((*ok)->input(0).data), reinterpret_cast<uint8_t*>(arena.data()));
   auto missing = Method::create(*program_, "nope");
   EXPECT_EQ(missing.status().message(), "no method 'nope' in the program; it has 'forward'");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Memory that follows the shape: the arena in use shrinks with the bound-to shape, and a
+// Method created for tightened bounds (max_shapes) allocates only what they need, refuses
+// larger shapes, and computes what the uncapped Method computes.
+TEST(MethodArena, FollowsTheShapeAndTightenedBoundsAllocateLess) {
+  auto model = tooling::make_cnn_example();
+  ASSERT_TRUE(model.ok());
+  testing::AlignedBytes image(*format::serialize_program(model->program));
+  auto program = image.load();
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  auto full = Method::create(**program, "forward");
+  ASSERT_TRUE(full.ok());
+  const uint64_t bound = (*full)->planned_arena_bytes();
+  EXPECT_EQ((*full)->arena_bytes_in_use(), bound);
+  ASSERT_TRUE((*full)->bind_shapes({{1, 3, 16, 16}}).ok());
+  const uint64_t small = (*full)->arena_bytes_in_use();
+  EXPECT_LT(small * 8, bound) << "at 1x3x16x16 of a [4, 3, 64, 64] bound";
+
+  MethodOptions capped;
+  capped.max_shapes = {{1, 3, 16, 16}};
+  auto need = Method::arena_bytes(**program, "forward", capped);
+  ASSERT_TRUE(need.ok()) << need.status().message();
+  EXPECT_EQ(*need, small);  // the caps' arena is the placement at the caps
+  auto m = Method::create(**program, "forward", capped);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->planned_arena_bytes(), small);
+  EXPECT_EQ((*m)->bind_shapes({{1, 3, 17, 16}}).message(),
+            "bind: input 'pixels' (#0) dim 2 ('H') is 17, above 16, the most this Method was created for (max_shapes; "
+            "the program admits up to 64); crop or resize on the host to 16");
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 3, 16, 16}, std::vector<int64_t>{1, 3, 5, 9}}) {
+    ASSERT_TRUE((*m)->bind_shapes({shape}).ok());
+    ASSERT_TRUE((*full)->bind_shapes({shape}).ok());
+    for (Method* x : {m->get(), full->get()}) {
+      TensorView& in = x->input(0);
+      for (int64_t k = 0; k < in.numel(); ++k) in.as<float>()[k] = static_cast<float>(k % 7) - 3.f;
+      ASSERT_TRUE(x->execute().ok());
+    }
+    ASSERT_EQ((*m)->output(0).nbytes(), (*full)->output(0).nbytes());
+    EXPECT_EQ(std::memcmp((*m)->output(0).data, (*full)->output(0).data, (*m)->output(0).nbytes()), 0);
+  }
+  // Caps outside the contract are refused at create, with the contract's message.
+  capped.max_shapes = {{1, 3, 65, 16}};
+  EXPECT_EQ(Method::create(**program, "forward", capped).status().message(),
+            "create: max_shapes: input 'pixels' (#0) dim 2 ('H') is 65, outside its range [1, 64]; crop or resize on "
+            "the host to 64");
 }
 
 }  // namespace
