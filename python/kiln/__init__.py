@@ -122,6 +122,11 @@ class Method:
         return self._impl.arena_bytes_in_use()
 
     @property
+    def live_lower_bound_bytes(self) -> int:
+        """The most bytes alive at one step at the current shapes: no arena can be smaller."""
+        return self._impl.live_lower_bound_bytes()
+
+    @property
     def coverage(self) -> dict:
         """Delegated coverage: backend, instructions and FLOPs delegated (at the bound), what
         the delegate declined and why, and whether it runs (with its warning when it does not)."""

@@ -101,6 +101,7 @@ class PyMethod {
   void set_cpu_threads(int n) { recreate(n, options_.use_delegate); }
   bool use_delegate() const { return options_.use_delegate; }
   uint64_t arena_bytes_in_use() const { return method_->arena_bytes_in_use(); }
+  uint64_t live_lower_bound_bytes() const { return method_->live_lower_bound_bytes(); }
 
   nb::dict meta() const {
     const MethodMeta& m = method_->meta();
@@ -287,6 +288,7 @@ NB_MODULE(_kiln, m) {
       .def("meta", &PyMethod::meta)
       .def("check", &PyMethod::check)
       .def("arena_bytes_in_use", &PyMethod::arena_bytes_in_use)
+      .def("live_lower_bound_bytes", &PyMethod::live_lower_bound_bytes)
       .def("run", &PyMethod::run)
       .def("bind", &PyMethod::bind)
       .def("execute", &PyMethod::execute)

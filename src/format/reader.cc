@@ -70,6 +70,40 @@ std::vector<int32_t> roots(const fb::Method* m) {
 Status check_placement(const fb::Method* m, const fb::MemoryPlan* plan, const std::vector<int32_t>& slots,
                        const std::string& name);
 
+}  // namespace
+
+std::vector<Step> schedule_steps(const fb::Method* m, bool delegated) {
+  std::vector<Step> steps;
+  auto portable_step = [&](size_t k) {
+    const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    Step st;
+    st.reads.assign(in->inputs()->begin(), in->inputs()->end());
+    st.writes.assign(in->outputs()->begin(), in->outputs()->end());
+    if (in->scratch() >= 0) st.writes.push_back(in->scratch());
+    steps.push_back(std::move(st));
+  };
+  const size_t n_instr = m->instructions()->size();
+  size_t next = 0;
+  if (delegated && m->delegate() && m->delegate()->regions()) {
+    for (const fb::DelegateRegion* r : *m->delegate()->regions()) {
+      for (; next < static_cast<size_t>(r->first()); ++next) portable_step(next);
+      for (const fb::DelegateOp* op : *r->ops())
+        steps.push_back(Step{std::vector<int32_t>(op->inputs()->begin(), op->inputs()->end()),
+                             std::vector<int32_t>(op->outputs()->begin(), op->outputs()->end())});
+      next = static_cast<size_t>(r->first() + r->count());
+    }
+  }
+  for (; next < n_instr; ++next) portable_step(next);
+  return steps;
+}
+
+Lifetimes method_lifetimes(const fb::Method* m, bool delegated) {
+  return compute_lifetimes(m->values()->size(), schedule_steps(m, delegated), value_list(m->inputs()),
+                           value_list(m->outputs()), roots(m));
+}
+
+namespace {
+
 Status check_method(const fb::Method* m, uint64_t constants_size) {
   if (!m->values() || !m->exprs() || !m->inputs() || !m->outputs() || !m->instructions())
     return bad("method '" + m->name()->str() + "' lacks a required table");
@@ -243,14 +277,7 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   }
   // Slots alive at the same step must not share bytes, with lifetimes as
   // GraphBuilder::emit gives them. Otherwise a kernel reads what it just wrote.
-  std::vector<Step> steps(m->instructions()->size());
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const fb::Instruction* in = m->instructions()->Get(k);
-    steps[k].reads.assign(in->inputs()->begin(), in->inputs()->end());
-    steps[k].writes.assign(in->outputs()->begin(), in->outputs()->end());
-    if (in->scratch() >= 0) steps[k].writes.push_back(in->scratch());
-  }
-  const Lifetimes life = compute_lifetimes(n_values, steps, value_list(m->inputs()), value_list(m->outputs()), roots(m));
+  const Lifetimes life = method_lifetimes(m, /*delegated=*/false);
   std::vector<int32_t> slots;
   for (size_t i = 0; i < n_values; ++i) {
     auto s = m->values()->Get(i)->storage();
@@ -385,15 +412,6 @@ Status check_delegate(const fb::Method* m) {
     }
   }
   std::vector<int> covered(n_instr, 0);
-  std::vector<Step> steps;
-  auto portable_step = [&](size_t k) {
-    const fb::Instruction* in = m->instructions()->Get(k);
-    Step st;
-    st.reads.assign(in->inputs()->begin(), in->inputs()->end());
-    st.writes.assign(in->outputs()->begin(), in->outputs()->end());
-    if (in->scratch() >= 0) st.writes.push_back(in->scratch());
-    steps.push_back(std::move(st));
-  };
   size_t next = 0;
   for (size_t ri = 0; ri < len(d->regions()); ++ri) {
     const fb::DelegateRegion* r = d->regions()->Get(ri);
@@ -401,18 +419,13 @@ Status check_delegate(const fb::Method* m) {
     if (r->first() < 0 || static_cast<size_t>(r->first()) < next || r->count() < 1 ||
         static_cast<size_t>(r->first()) + static_cast<size_t>(r->count()) > n_instr || len(r->ops()) == 0)
       return bad(rw + " covers no valid run of instructions");
-    for (; next < static_cast<size_t>(r->first()); ++next) portable_step(next);
-    for (size_t k = 0; k < r->ops()->size(); ++k) {
-      const fb::DelegateOp* op = r->ops()->Get(k);
-      KILN_TRY(check_delegate_op(m, r, op, rw + " op #" + std::to_string(k), covered));
-      steps.push_back(Step{std::vector<int32_t>(op->inputs()->begin(), op->inputs()->end()),
-                           std::vector<int32_t>(op->outputs()->begin(), op->outputs()->end())});
-    }
+    for (size_t k = 0; k < r->ops()->size(); ++k)
+      KILN_TRY(check_delegate_op(m, r, r->ops()->Get(k), rw + " op #" + std::to_string(k), covered));
     for (int32_t k = r->first(); k < r->first() + r->count(); ++k)
       if (covered[k] != 1) return bad(rw + " computes instruction #" + std::to_string(k) + " " + std::to_string(covered[k]) + " times");
     next = static_cast<size_t>(r->first() + r->count());
   }
-  for (; next < n_instr; ++next) portable_step(next);
+  const std::vector<Step> steps = schedule_steps(m, /*delegated=*/true);
   const std::vector<int32_t> root = roots(m);
   std::vector<bool> written(n_values, false);
   for (size_t i = 0; i < n_values; ++i) written[i] = m->values()->Get(i)->storage() == fb::StorageKind::Constant;

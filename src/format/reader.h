@@ -9,6 +9,7 @@
 
 #include "core/attrs.h"
 #include "kiln/status.h"
+#include "format/schedule.h"
 #include "program_generated.h"
 
 namespace kiln::format {
@@ -29,6 +30,11 @@ Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_c
 
 /// Checks the constant segment against its checksum (the lazy half of read_program).
 Status verify_constants(const ProgramFile& f);
+/// The steps of a method's portable schedule, or (`delegated`) of its delegated one (regions'
+/// ops in place of the instructions they cover). The method must have passed the reader.
+std::vector<Step> schedule_steps(const fb::Method* m, bool delegated);
+/// Its values' lifetimes over that schedule (export's planning rule).
+Lifetimes method_lifetimes(const fb::Method* m, bool delegated);
 
 /// Every string field of the program is valid UTF-8; the error names the first that is not.
 Status check_strings(const fb::Program* p);

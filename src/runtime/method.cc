@@ -755,6 +755,21 @@ uint64_t Method::delegate_packed_bytes() const { return impl_->delegate ? impl_-
 uint64_t Method::planned_arena_bytes() const { return impl_->arena_bytes; }
 uint64_t Method::arena_bytes_in_use() const { return impl_->placed_bytes; }
 
+uint64_t Method::live_lower_bound_bytes() const {
+  const Impl& s = *impl_;
+  const format::Lifetimes life = format::method_lifetimes(s.m, s.delegate != nullptr);
+  int64_t steps = 0;
+  for (size_t v = 0; v < life.first.size(); ++v) steps = std::max(steps, life.end(static_cast<int32_t>(v)) + 1);
+  std::vector<uint64_t> live(static_cast<size_t>(steps), 0);
+  for (size_t v = 0; v < life.first.size(); ++v) {
+    const auto storage = s.m->values()->Get(v)->storage();
+    if (storage == fb::StorageKind::Constant || storage == fb::StorageKind::Alias || !life.alive(static_cast<int32_t>(v))) continue;
+    const uint64_t bytes = format::align_up(s.views[v].nbytes(), format::kSegmentAlignment);
+    for (int64_t t = std::max<int64_t>(0, life.first[v]); t <= life.end(static_cast<int32_t>(v)); ++t) live[t] += bytes;
+  }
+  return live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+}
+
 int64_t Method::dim_value(const std::string& name) const {
   for (size_t d = 0; d < impl_->dim_names.size(); ++d)
     if (impl_->dim_names[d] == name) return impl_->bound ? impl_->dim_values[d] : -1;
