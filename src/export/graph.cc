@@ -489,7 +489,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
       d.alias_of = remap[values_[v].alias_of];
       KILN_ASSIGN_OR_RETURN(d.nbytes, bound_bytes(values_[v]));
     }
-  MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment);
+  MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment, sample_sizes(m, buffer_value));
   for (size_t b = 0; b < buffers.size(); ++b) m.values[buffer_value[b]].offset = plan.offsets[b];
   m.placement = placement_of(plan, buffer_value, m.values.size());
   m.arena_bytes = plan.arena_bytes;

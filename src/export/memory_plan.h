@@ -31,7 +31,16 @@ struct MemoryPlan {
 
 /// Sizes are rounded up to `alignment`. Runs every strategy (greedy by size and greedy
 /// by first use, both with best-fit offsets) and keeps the smallest arena.
-MemoryPlan plan_memory(const std::vector<Buffer>& buffers, uint64_t alignment = 64);
+/// `samples` (optional) gives every buffer's size at other shapes (one vector per shape, e.g.
+/// every dim at its minimum): the strategy is then the one whose placement at the bound and at
+/// each sample is closest to that shape's live lower bound (the worst ratio; ties: the smaller
+/// arena).
+MemoryPlan plan_memory(const std::vector<Buffer>& buffers, uint64_t alignment = 64,
+                       const std::vector<std::vector<uint64_t>>& samples = {});
+
+/// Each buffer's bytes (buffer b is value value_of[b] of `m`) with every dim at its minimum,
+/// and in the middle of its range: the samples plan_memory weighs its strategies at.
+std::vector<std::vector<uint64_t>> sample_sizes(const format::MethodDesc& m, const std::vector<int32_t>& value_of);
 
 /// The plan's placement over a method's `n_values` values, buffer b being value value_of[b].
 format::PlacementDesc placement_of(const MemoryPlan& plan, const std::vector<int32_t>& value_of, size_t n_values);

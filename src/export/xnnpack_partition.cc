@@ -290,7 +290,7 @@ void Partitioner::plan_arena() {
     buffers.push_back(Buffer{m_.values[v].nbytes, life.first[v], life.end(static_cast<int32_t>(v))});
     which.push_back(static_cast<int32_t>(v));
   }
-  MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment);
+  MemoryPlan plan = plan_memory(buffers, format::kSegmentAlignment, sample_sizes(m_, which));
   d.offsets.assign(n_values, 0);
   for (size_t b = 0; b < buffers.size(); ++b) d.offsets[which[b]] = plan.offsets[b];
   d.placement = placement_of(plan, which, n_values);
