@@ -1,11 +1,13 @@
 // kiln: inspect and check .kiln programs.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <iostream>
 
 #include <chrono>
 
 #include "export/onnx/onnx_import.h"
+#include "kiln/method.h"
 #include "kiln/program.h"
 #include "tooling/file_io.h"
 #include "tooling/inspect.h"
@@ -46,6 +48,10 @@ int kiln_main(int argc, char** argv) {
   inspect->add_flag("--json", json, "machine-readable output");
   bool list_instructions = false;
   inspect->add_flag("--instructions", list_instructions, "list every instruction with its outputs' symbolic shapes");
+  std::string arena_at;
+  inspect->add_option("--arena-at", arena_at, "input shapes: the arena bytes the values take there (each plan), "
+                                              "against the bytes alive at once there");
+  inspect->add_option("--method_name", method, "method (--arena-at)")->capture_default_str();
   CLI::App* check = app.add_subcommand("check", "do these input shapes satisfy the contract? (exit 0 yes, 1 no)");
   check->add_option("file", path, "program")->required();
   check->add_option("--input_shapes", shapes, "e.g. 1x3x256x256,1x4 or 1,3,256,256;1,4")->required();
@@ -102,6 +108,27 @@ int kiln_main(int argc, char** argv) {
   if (!program.ok()) {
     std::cerr << "error: " << program.status().message() << "\n";
     return 1;
+  }
+  if (inspect->parsed() && !arena_at.empty()) {
+    auto meta = (*program)->method_meta(method);
+    if (!meta.ok()) return std::cerr << "error: " << meta.status().message() << "\n", 1;
+    auto shapes = kiln::tooling::parse_shapes(arena_at, meta->inputs.size());
+    if (!shapes.ok()) return std::cerr << "error: " << shapes.status().message() << "\n", 1;
+    for (bool delegated : {false, true}) {
+      kiln::MethodOptions o;
+      o.use_delegate = delegated;
+      auto m = kiln::Method::create(**program, method, o);
+      if (!m.ok()) return std::cerr << "error: " << m.status().message() << "\n", 1;
+      if (delegated && !(*m)->delegated()) continue;
+      kiln::Status b = (*m)->bind_shapes(*shapes);
+      if (!b.ok()) return std::cout << "no: " << b.message() << "\n", 1;
+      const uint64_t used = (*m)->arena_bytes_in_use(), lower = (*m)->live_lower_bound_bytes();
+      std::printf("%-9s at %s: %llu bytes in use, live lower bound %llu (%.3fx); allocated at the bound %llu\n",
+                  delegated ? "delegated" : "portable", arena_at.c_str(), static_cast<unsigned long long>(used),
+                  static_cast<unsigned long long>(lower), lower ? static_cast<double>(used) / static_cast<double>(lower) : 1.0,
+                  static_cast<unsigned long long>((*m)->planned_arena_bytes()));
+    }
+    return 0;
   }
   if (inspect->parsed()) {
     if (json) std::cout << kiln::tooling::inspect_json(**program, path).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

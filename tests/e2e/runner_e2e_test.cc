@@ -410,6 +410,11 @@ TEST(CnnE2E, InspectAndCheck) {
   EXPECT_NE(r.output.find("7 passed, 0 failed"), std::string::npos) << r.output;
   r = run_command(bin("kiln") + " inspect " + path);
   EXPECT_NE(r.output.find("'pixels' f32 [batch, 3, H, W]"), std::string::npos) << r.output;
+  // The arena at a shape: what the values take there against the bytes alive at once.
+  r = run_command(bin("kiln") + " inspect " + path + " --arena-at=1x3x16x16");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("portable  at 1x3x16x16: 7168 bytes in use, live lower bound 7168 (1.000x)"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace
