@@ -7,7 +7,7 @@ BUILD_DIR="${1:-build}"
 
 PACKAGES=(g++ cmake ninja-build libflatbuffers-dev flatbuffers-compiler libcli11-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler
-          libxnnpack-dev libpthreadpool-dev)
+          libxnnpack-dev libpthreadpool-dev libstb-dev)
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
