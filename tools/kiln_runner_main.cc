@@ -25,6 +25,13 @@ int runner_main(int argc, char** argv) {
   app.add_flag("--profile", o.profile, "after the runs, print time per instruction and per op type");
   app.add_option("--profile_json", o.profile_json, "also write the profile as JSON to this file");
   app.add_flag("--server_mode", o.server_mode, "run one inference per stdin line");
+  app.add_option("--image", o.image, "feed input 0 from a PNG, JPEG or BMP image, fitted to its size");
+  app.add_option("--preprocess", o.preprocess, "how --image fits: resize, crop (center) or letterbox (aspect kept)")
+      ->capture_default_str();
+  app.add_option("--mean", o.mean, "--image normalization: (pixel/255 - mean) / std, one value or one per channel")
+      ->capture_default_str();
+  app.add_option("--std", o.std, "see --mean")->capture_default_str();
+  app.add_option("--pad", o.pad, "letterbox fill value (0..255)")->capture_default_str();
   app.add_option("--max_shapes", o.max_shapes, "tightened bounds: the largest input shapes to admit; the arena is "
                                                 "allocated for them (default: the program's bound)");
   CLI11_PARSE(app, argc, argv);

@@ -1,5 +1,7 @@
 #include "tooling/runner.h"
 
+#include "image/image.h"
+
 #include "tooling/file_io.h"
 
 #include <nlohmann/json.hpp>
@@ -184,7 +186,59 @@ class Runner {
     KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name, mo));
     if (!opts_.max_shapes.empty())
       out_ << "Arena: " << method_->planned_arena_bytes() << " bytes for --max_shapes=" << opts_.max_shapes << "\n";
-    return prepare_inputs(opts_.inputs, &host_);
+    KILN_TRY(prepare_inputs(opts_.inputs, &host_));
+    if (!opts_.image.empty()) KILN_TRY(prepare_image(&host_[0]));
+    return ok_status();
+  }
+
+  /// Input 0 from --image: decoded, fitted by --preprocess to the input's height and width
+  /// (at --input_shapes, else its static or bound sizes), normalized, in the input's layout.
+  Status prepare_image(HostInput* h) {
+    const MethodMeta& meta = method_->meta();
+    if (meta.inputs.empty() || meta.inputs[0].dtype != DType::kF32 || meta.inputs[0].axes.size() != 4)
+      return invalid_argument("--image feeds input 0, which must be f32 of rank 4 (NCHW or NHWC); method '" + meta.name +
+                              "' takes " + (meta.inputs.empty() ? std::string("no inputs") : meta.inputs[0].shape_text()));
+    std::vector<int64_t> shape = method_->bound_shapes()[0];
+    if (!opts_.input_shapes.empty()) {
+      KILN_ASSIGN_OR_RETURN(auto shapes, parse_shapes(opts_.input_shapes, meta.inputs.size()));
+      if (!shapes.empty() && shapes[0].size() == 4) shape = shapes[0];
+    }
+    const auto is_channels = [](int64_t c) { return c == 1 || c == 3 || c == 4; };
+    const bool nchw = is_channels(shape[1]) || !is_channels(shape[3]);
+    const int64_t c = nchw ? shape[1] : shape[3], height = nchw ? shape[2] : shape[1], width = nchw ? shape[3] : shape[2];
+    if (!is_channels(c) || shape[0] != 1 || height < 1 || width < 1 || height > 65536 || width > 65536)
+      return invalid_argument("--image needs input 0 as [1, C, H, W] or [1, H, W, C] with C of 1, 3 or 4; it is " +
+                              shape_string(shape));
+    if (opts_.pad < 0 || opts_.pad > 255) return invalid_argument("--pad must be in [0, 255]");
+    KILN_ASSIGN_OR_RETURN(image::Mode mode, image::parse_mode(opts_.preprocess));
+    auto floats = [](const std::string& text, const char* what) -> Result<std::vector<float>> {
+      std::vector<float> v;
+      std::stringstream ss(text);
+      for (std::string tok; std::getline(ss, tok, ',');) {
+        char* end = nullptr;
+        const float x = std::strtof(tok.c_str(), &end);
+        if (tok.empty() || *end) return invalid_argument(std::string("cannot parse --") + what + " '" + text + "': write numbers separated by ','");
+        v.push_back(x);
+      }
+      if (v.empty()) return invalid_argument(std::string("--") + what + " is empty");
+      return v;
+    };
+    KILN_ASSIGN_OR_RETURN(std::vector<float> mean, floats(opts_.mean, "mean"));
+    KILN_ASSIGN_OR_RETURN(std::vector<float> std, floats(opts_.std, "std"));
+    KILN_ASSIGN_OR_RETURN(image::Image img, image::decode_file(opts_.image, static_cast<int>(c)));
+    image::Fit f;
+    const image::Image fitted = image::fit(img, static_cast<int>(width), static_cast<int>(height), mode,
+                                           static_cast<uint8_t>(opts_.pad), &f);
+    h->shape = shape;
+    h->bytes.assign(static_cast<size_t>(c * height * width) * sizeof(float), 0);
+    KILN_TRY(image::to_tensor(fitted, mean, std, nchw, reinterpret_cast<float*>(h->bytes.data())));
+    h->has_own_shape = true;
+    std::ostringstream o;
+    o << "image '" << opts_.image << "' " << img.width << "x" << img.height << ", " << opts_.preprocess << " to " << width
+      << "x" << height << ": source = (pixel - (" << f.offset_x << ", " << f.offset_y << ")) / (" << f.scale_x << ", "
+      << f.scale_y << ")";
+    h->source = o.str();
+    return ok_status();
   }
 
   /// Inputs at the bound: ones, or the files' contents.
@@ -281,6 +335,8 @@ class Runner {
       std::string from;
       if (h.source == "ones") {
         from = shapes.empty() ? "ones, at the bound: no --input_shapes given" : "ones, at --input_shapes";
+      } else if (h.source.rfind("image '", 0) == 0) {
+        from = h.source;
       } else {
         from = "from '" + h.source + "'" + (!h.has_own_shape && h.bytes.size() != need ? ", its leading bytes" : "");
       }

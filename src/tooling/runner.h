@@ -33,6 +33,12 @@ struct RunnerOptions {
   std::string profile_json;    ///< also write it as JSON here  ///< xnnpack: run the program's delegate regions; none: portable only
   bool server_mode = false;
   std::string max_shapes;  ///< tightened bounds: the largest shapes to admit (MethodOptions::max_shapes)
+  // Host normalization: input 0 from an image file, fitted to its size.
+  std::string image;                 ///< PNG, JPEG or BMP
+  std::string preprocess = "resize";  ///< resize | crop | letterbox
+  std::string mean = "0";            ///< one value, or one per channel ("0.485,0.456,0.406")
+  std::string std = "1";
+  int pad = 0;                       ///< letterbox fill (0..255)
 };
 
 /// Runs kiln_runner with `opts`; server mode reads one request per line from `in`.

@@ -2,6 +2,7 @@
 // the bound and far below it, against a double-precision reference written here; .bin
 // inputs bound-sized and exact-sized; .npy; server mode with a bad request in the middle.
 #include <gtest/gtest.h>
+#include <stb/stb_image_write.h>
 
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "e2e_util.h"
+#include "image/image.h"
 #include "tooling/file_io.h"
 #include "tooling/runner.h"
 #include "tooling/examples.h"
@@ -451,6 +453,48 @@ TEST(RunnerProfile, PrintsEveryStepAndWritesJson) {
     }
     EXPECT_EQ(convs, 12u) << "every Conv of resnet_small is one row (" << delegate << ")";
   }
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// --image: input 0 from a PNG on disk, fitted (letterbox) and normalized, gives what the same
+// tensor gives as an .npy; the runner says where the pixels came from; bad uses are errors.
+TEST(RunnerImage, FeedsAnImageFittedToTheInput) {
+  auto m = tooling::make_cnn_example();
+  ASSERT_TRUE(m.ok());
+  const std::string dir = scratch_dir(), path = write_example(*m, "cnn_image.kiln"), png = dir + "/frame.png";
+  image::Image frame{48, 30, 3, std::vector<uint8_t>(48 * 30 * 3)};
+  for (size_t i = 0; i < frame.pixels.size(); ++i) frame.pixels[i] = static_cast<uint8_t>((i * 37) % 251);
+  ASSERT_TRUE(stbi_write_png(png.c_str(), 48, 30, 3, frame.pixels.data(), 48 * 3));
+  CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path + " --image=" + png +
+                                " --preprocess=letterbox --pad=114 --mean=0.5 --std=0.25 --input_shapes=1x3x32x32 "
+                                "--output_file=" + dir + "/img_out --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Input 0 'pixels': f32 1x3x32x32 (image '" + png + "' 48x30, letterbox to 32x32: source = "
+                          "(pixel - (0, 6)) / (0.666667, 0.666667))"),
+            std::string::npos) << r.output;
+  // The same pixels as an .npy.
+  const image::Image fitted = image::fit(frame, 32, 32, image::Mode::kLetterbox, 114);
+  std::vector<float> x(3 * 32 * 32);
+  ASSERT_TRUE(image::to_tensor(fitted, {0.5f}, {0.25f}, true, x.data()).ok());
+  ASSERT_TRUE(tooling::write_npy(dir + "/img_in.npy", DType::kF32, {1, 3, 32, 32}, x.data()).ok());
+  r = run_command(bin("kiln_runner") + " --model_path=" + path + " --inputs=" + dir + "/img_in.npy --output_file=" + dir +
+                  "/npy_out --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_floats(dir + "/img_out-0.bin"), read_floats(dir + "/npy_out-0.bin"));
+  // Errors: a model whose input 0 is no image, an unknown mode, a file that is no image.
+  auto mlp = tooling::make_mlp_example();
+  ASSERT_TRUE(mlp.ok());
+  r = run_command(bin("kiln_runner") + " --model_path=" + write_example(*mlp, "mlp_image.kiln") + " --image=" + png);
+  EXPECT_NE(r.output.find("error: --image feeds input 0, which must be f32 of rank 4 (NCHW or NHWC)"), std::string::npos) << r.output;
+  r = run_command(bin("kiln_runner") + " --model_path=" + path + " --image=" + png + " --preprocess=squash --input_shapes=1x3x8x8");
+  EXPECT_NE(r.output.find("error: unknown preprocessing 'squash'; use resize, crop or letterbox"), std::string::npos) << r.output;
+  r = run_command(bin("kiln_runner") + " --model_path=" + path + " --image=" + path + " --input_shapes=1x3x8x8");
+  EXPECT_NE(r.output.find("(PNG, JPEG and BMP are read)"), std::string::npos) << r.output;
 }
 
 }  // namespace
