@@ -257,3 +257,4 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
 
 
 from .torch_export import ExportResult, export  # noqa: E402  (torch is imported only when called)
+from . import image  # noqa: E402,F401  (kiln.image: host normalization)

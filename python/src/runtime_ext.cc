@@ -268,6 +268,9 @@ std::vector<std::string> method_names(const PyProgram& p) {
 }
 
 }  // namespace
+
+void def_image(nb::module_& m);  // image_ext.cc
+
 }  // namespace kiln::python
 
 NB_MODULE(_kiln, m) {
@@ -277,6 +280,7 @@ NB_MODULE(_kiln, m) {
   // reported by nanobind as leaks; they are not (released, nothing is reported).
   nb::set_leak_warnings(false);
   def_set_error_types(m);
+  def_image(m);
 
   nb::class_<PyProgram>(m, "Program");
   m.def("load", &load, nb::arg("path"), nb::arg("verify_constants") = true);
