@@ -9,6 +9,7 @@
 #include "export/onnx/onnx_import.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "explain.h"
 #include "tooling/file_io.h"
 #include "tooling/inspect.h"
 #include "tooling/runner.h"
@@ -56,6 +57,11 @@ int kiln_main(int argc, char** argv) {
   check->add_option("file", path, "program")->required();
   check->add_option("--input_shapes", shapes, "e.g. 1x3x256x256,1x4 or 1,3,256,256;1,4")->required();
   check->add_option("--method_name", method, "method")->capture_default_str();
+  bool explain = false;
+  std::string explain_model;
+  check->add_flag("--explain", explain, "when refused: the three ways out (host normalization, a bounded dim, buckets) "
+                                        "as commands with their costs");
+  check->add_option("--model", explain_model, "the ONNX model the program came from: --explain measures each way out");
   kiln::tooling::SweepOptions sweep_opts;
   CLI::App* sweep = app.add_subcommand("sweep", "run at many shapes inside the contract (min, max, random), twice each over "
                                                 "differently poisoned arenas; exit 1 on any failure");
@@ -148,6 +154,7 @@ int kiln_main(int argc, char** argv) {
     std::cerr << "error: " << parsed.status().message() << "\n";
     return 1;
   }
+  if (explain) return kiln::tools::explain(**program, path, method, *parsed, explain_model, std::cout);
   kiln::Status s = kiln::tooling::check_shapes(**program, method, *parsed);
   if (!s.ok()) {
     std::cout << "no: " << s.message() << "\n";

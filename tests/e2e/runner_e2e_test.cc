@@ -499,3 +499,34 @@ TEST(RunnerImage, FeedsAnImageFittedToTheInput) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// kiln check --explain: a static 224x224 export asked for 256x320 prints the three ways out as
+// commands, each with its cost from a trial export of the model.
+TEST(CheckExplain, PrintsTheThreeWaysOutWithTheirCosts) {
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/zoo/models/mobilenet_v2.onnx";
+  const std::string path = scratch_dir() + "/mnv2_224.kiln";
+  CommandResult r = run_command(bin("kiln") + " export " + model + " -o " + path + " --dim batch=1 --dim H=224 --dim W=224");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x256x320 --explain --model=" + model);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  for (const std::string& line :
+       {std::string("no: bind: input 'pixels' (#0) dim 2 is 256 but the program fixed it to 224"),
+        "kiln_runner --model_path=" + path + " --image=FRAME --preprocess=letterbox   (20% of the input is padding; the "
+        "frame is scaled by 0.700)",
+        std::string("... --preprocess=crop   (20% of the frame is cut away)"),
+        "kiln export " + model + " -o OUT.kiln --input pixels=1,3,H,W --dim H=224..256 --dim W=224..320",
+        "kiln export " + model + " -o OUT_BUCKET.kiln --input pixels=1,3,256,320",
+        std::string("   2. arena "), std::string("   3. arena ")})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\nnot in:\n" << r.output;
+  // Admitted shapes: nothing to explain; without the model: the commands, and how to get costs.
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x224x224 --explain");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x256x320 --explain");
+  EXPECT_NE(r.output.find("(costs: give --model=MODEL.onnx and each export is tried"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kiln::testing
