@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include <chrono>
 
@@ -41,6 +42,11 @@ int kiln_main(int argc, char** argv) {
       ->capture_default_str();
   exp->add_option("--require-coverage", require_coverage, "fail unless the delegate takes this share of FLOPs (0..1)")
       ->check(CLI::Range(0.0, 1.0));
+  std::string bucket_arg;
+  std::vector<std::string> pad_args;
+  exp->add_option("--bucket", bucket_arg, "DIM=S1,S2,...: one static method per size, dispatched to the smallest that "
+                                          "fits (inputs padded, outputs cut back)");
+  exp->add_option("--pad", pad_args, "INPUT=VALUE: what a bucket pads that input with (default 0)");
   bool no_fusion = false;
   exp->add_flag("--no-fusion", no_fusion, "keep LayerNorm and GELU chains as the model wrote them (no fused instructions)");
   CLI::App* inspect = app.add_subcommand("inspect", "show methods, signatures, dims, guards, memory and ops; of an ONNX "
@@ -92,6 +98,26 @@ int kiln_main(int argc, char** argv) {
       size_t eq = a.find('=');
       if (eq == std::string::npos || eq == 0) return std::cerr << "error: cannot parse --const '" << a << "': write NAME=VALUE\n", 1;
       opts.consts.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+    }
+    if (!bucket_arg.empty()) {
+      const size_t eq = bucket_arg.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == bucket_arg.size())
+        return std::cerr << "error: cannot parse --bucket '" << bucket_arg << "': write DIM=S1,S2,...\n", 1;
+      opts.bucket_dim = bucket_arg.substr(0, eq);
+      std::stringstream ss(bucket_arg.substr(eq + 1));
+      for (std::string tok; std::getline(ss, tok, ',');) {
+        if (tok.empty() || tok.size() > 15 || tok.find_first_not_of("0123456789") != std::string::npos)
+          return std::cerr << "error: cannot parse --bucket '" << bucket_arg << "': sizes are positive integers\n", 1;
+        opts.bucket_sizes.push_back(std::stoll(tok));
+      }
+    }
+    for (const std::string& a : pad_args) {
+      const size_t eq = a.find('=');
+      char* end = nullptr;
+      const double v = eq == std::string::npos ? 0 : std::strtod(a.c_str() + eq + 1, &end);
+      if (eq == std::string::npos || eq == 0 || !end || *end || end == a.c_str() + eq + 1)
+        return std::cerr << "error: cannot parse --pad '" << a << "': write INPUT=VALUE\n", 1;
+      opts.pads[a.substr(0, eq)] = v;
     }
     auto t0 = std::chrono::steady_clock::now();
     kiln::format::ProgramDesc program;

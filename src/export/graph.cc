@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/crc32c.h"
 #include "export/memory_plan.h"
 #include "format/file_header.h"
 
@@ -464,11 +465,21 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     d.shape = val.shape;
     if (val.kind == Kind::kConstant) {
       d.storage = format::Storage::kConstant;
-      d.offset = format::align_up(program->constants.size(), format::kSegmentAlignment);
       d.nbytes = val.bytes.size();
-      program->constants.resize(d.offset, 0);
-      program->constants.insert(program->constants.end(), val.bytes.begin(), val.bytes.end());
-      stats.constant_bytes += d.nbytes;
+      const auto key = std::make_pair(core::crc32c(val.bytes.data(), val.bytes.size()), static_cast<uint64_t>(d.nbytes));
+      auto [lo, hi] = program->constant_index.equal_range(key);
+      auto same = std::find_if(lo, hi, [&](const auto& e) {
+        return d.nbytes == 0 || std::memcmp(program->constants.data() + e.second, val.bytes.data(), d.nbytes) == 0;
+      });
+      if (same != hi) {  // an equal blob is there already: share it
+        d.offset = same->second;
+      } else {
+        d.offset = format::align_up(program->constants.size(), format::kSegmentAlignment);
+        program->constants.resize(d.offset, 0);
+        program->constants.insert(program->constants.end(), val.bytes.begin(), val.bytes.end());
+        program->constant_index.emplace(key, d.offset);
+        stats.constant_bytes += d.nbytes;
+      }
     } else if (val.alias_of >= 0) {
       d.storage = format::Storage::kAlias;
       ++stats.views;

@@ -2,6 +2,7 @@
 // Host-side description of a program, written by export and serialized by the writer.
 // Plain C++ types: nothing here depends on FlatBuffers.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,16 @@ struct DelegateDesc {
   uint32_t layout_changes = 0;
 };
 
+/// See Bucket in schema/program.fbs; empty `of`: not a bucket.
+struct BucketDesc {
+  std::string of;
+  std::string dim;
+  int64_t size = 0;
+  std::vector<int32_t> input_axes;   ///< pairs (input, axis)
+  std::vector<double> pads;          ///< per input
+  std::vector<int32_t> output_axes;  ///< pairs (output, axis)
+};
+
 struct MethodDesc {
   std::string name = "forward";
   std::vector<core::DimInfo> dims;
@@ -91,6 +102,7 @@ struct MethodDesc {
   std::string plan_strategy;
   PlacementDesc placement;
   DelegateDesc delegate;
+  BucketDesc bucket;
 };
 
 struct ProgramDesc {
@@ -98,6 +110,9 @@ struct ProgramDesc {
   /// The constant segment; each ValueDesc with kConstant storage points into it.
   std::vector<uint8_t> constants;
   std::string producer = "kiln";
+  /// Where each constant blob already in `constants` starts, by (checksum, size): emit shares
+  /// equal blobs (tied weights, the same weights in several buckets) instead of copying them.
+  std::multimap<std::pair<uint32_t, uint64_t>, uint64_t> constant_index;
 };
 
 /// Serializes to the .kiln byte layout (header, FlatBuffer, aligned constant segment).

@@ -70,6 +70,33 @@ std::vector<int32_t> roots(const fb::Method* m) {
 Status check_placement(const fb::Method* m, const fb::MemoryPlan* plan, const std::vector<int32_t>& slots,
                        const std::string& name);
 
+// A bucket's axes name real inputs and outputs (pairs), its size is what those input axes
+// hold statically, and it pads every input.
+Status check_bucket(const fb::Method* m) {
+  const fb::Bucket* b = m->bucket();
+  if (!b) return ok_status();
+  const std::string name = "method '" + m->name()->str() + "' bucket";
+  const size_t n_in = len(m->inputs()), n_out = len(m->outputs());
+  if (b->size() < 1 || len(b->pads()) != n_in || len(b->input_axes()) % 2 != 0 || len(b->output_axes()) % 2 != 0 ||
+      len(b->input_axes()) == 0)
+    return bad(name + " is malformed");
+  auto axis_ok = [&](const flatbuffers::Vector<int32_t>* pairs, size_t k, const flatbuffers::Vector<int32_t>* ids, bool input) {
+    const int32_t which = pairs->Get(static_cast<flatbuffers::uoffset_t>(k)), axis = pairs->Get(static_cast<flatbuffers::uoffset_t>(k + 1));
+    if (which < 0 || static_cast<size_t>(which) >= ids->size()) return false;
+    const fb::Value* v = m->values()->Get(ids->Get(static_cast<flatbuffers::uoffset_t>(which)));
+    if (axis < 0 || static_cast<size_t>(axis) >= len(v->shape())) return false;
+    (void)input;
+    const fb::ExprNode* e = m->exprs()->Get(v->shape()->Get(static_cast<flatbuffers::uoffset_t>(axis)));
+    return e->op() == fb::ExprOp::Const && e->value() == b->size();
+  };
+  for (size_t k = 0; k < len(b->input_axes()); k += 2)
+    if (!axis_ok(b->input_axes(), k, m->inputs(), true)) return bad(name + " names an input axis that does not hold its size");
+  for (size_t k = 0; k < len(b->output_axes()); k += 2)
+    if (!axis_ok(b->output_axes(), k, m->outputs(), false)) return bad(name + " names an output axis that does not hold its size");
+  (void)n_out;
+  return ok_status();
+}
+
 }  // namespace
 
 std::vector<Step> schedule_steps(const fb::Method* m, bool delegated) {
@@ -614,6 +641,10 @@ Status check_strings(const fb::Program* p) {
       }
     }
     if (m->plan()) KILN_TRY(check(m->plan()->strategy(), where + "'s plan strategy"));
+    if (const fb::Bucket* bk = m->bucket()) {
+      KILN_TRY(check(bk->of(), where + "'s bucket name"));
+      KILN_TRY(check(bk->dim(), where + "'s bucket dim"));
+    }
     if (const fb::Delegate* d = m->delegate()) {
       KILN_TRY(check(d->backend(), where + "'s delegate backend"));
       if (d->plan()) KILN_TRY(check(d->plan()->strategy(), where + "'s delegate plan strategy"));
@@ -677,6 +708,7 @@ Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_c
     KILN_TRY(check_method(f.program->methods()->Get(i), h.constants_size));
     KILN_TRY(check_instructions(f.program->methods()->Get(i), f.constants));
     KILN_TRY(check_delegate(f.program->methods()->Get(i)));
+    KILN_TRY(check_bucket(f.program->methods()->Get(i)));
   }
   return f;
 }

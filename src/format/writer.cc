@@ -97,9 +97,14 @@ Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
   auto plan = fb::CreateMemoryPlan(b, m.arena_bytes, m.lower_bound_bytes, b.CreateString(m.plan_strategy),
                                    static_cast<uint32_t>(kSegmentAlignment), placement_start(b, m.placement),
                                    placement_below(b, m.placement), placement_order(b, m.placement));
+  Offset<fb::Bucket> bucket = 0;
+  if (!m.bucket.of.empty())
+    bucket = fb::CreateBucket(b, b.CreateString(m.bucket.of), b.CreateString(m.bucket.dim), m.bucket.size,
+                              b.CreateVector(m.bucket.input_axes), b.CreateVector(m.bucket.pads),
+                              b.CreateVector(m.bucket.output_axes));
   return fb::CreateMethod(b, b.CreateString(m.name), b.CreateVector(dims), b.CreateVectorOfStructs(exprs),
                           b.CreateVector(guards), b.CreateVector(values), b.CreateVector(m.inputs),
-                          b.CreateVector(m.outputs), b.CreateVector(instrs), plan, write_delegate(b, m.delegate));
+                          b.CreateVector(m.outputs), b.CreateVector(instrs), plan, write_delegate(b, m.delegate), bucket);
 }
 
 }  // namespace

@@ -559,6 +559,69 @@ TEST(OnnxImport, NarrowingWithGapsAndConflicts) {
             "needs length % 6 == 0; node 'split10' (Reshape) needs length % 10 == 0); widen or move the --dim range");
 }
 
+// --bucket seq=4,8: one static method per size, marked as buckets of 'forward' with the input
+// axes that carry seq, the pads and the output axes to cut back; the weights are stored once;
+// each bucket computes what a static export at its size computes; the reader checks the axes.
+TEST(OnnxImport, BucketsAreStaticMethodsWithDispatchData) {
+  OnnxModel m;
+  m.input("x", {"b", "seq", "4"}).input("mask", {"b", "seq"}).output("y").output("pooled");
+  m.floats("w", {4, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  m.node("MatMul", "mm", {"x", "w"}, {"y"});
+  m.ints("axes", {1}, {1});
+  m.node("ReduceSum", "pool", {"y", "axes"}, {"pooled"});
+  ExportOptions o = dims({"b=1..2"});
+  o.bucket_dim = "seq";
+  o.bucket_sizes = {8, 4};
+  o.pads["mask"] = -1;
+  o.delegate = "none";
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("buckets.onnx"), o, &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(d.methods.size(), 2u);
+  EXPECT_EQ(d.methods[0].name, "forward@seq=4");
+  EXPECT_EQ(d.methods[1].name, "forward@seq=8");
+  const format::BucketDesc& b = d.methods[1].bucket;
+  EXPECT_EQ(b.of, "forward");
+  EXPECT_EQ(b.dim, "seq");
+  EXPECT_EQ(b.size, 8);
+  EXPECT_EQ(b.input_axes, (std::vector<int32_t>{0, 1, 1, 1}));  // x axis 1, mask axis 1
+  EXPECT_EQ(b.output_axes, (std::vector<int32_t>{0, 1}));       // y axis 1 (pooled has none)
+  EXPECT_EQ(b.pads, (std::vector<double>{0, -1}));
+  EXPECT_EQ(d.constants.size(), 64u + 8u) << "the weights (64 bytes) and the axes (8) are stored once for both buckets";
+  EXPECT_EQ(r->notes[0], "buckets of 'forward' over seq: forward@seq=4, forward@seq=8 (the last one's summary above)");
+  // A bucket computes what a static export at its size computes.
+  ExportOptions s = dims({"b=1..2", "seq=8"});
+  s.delegate = "none";
+  format::ProgramDesc st;
+  ASSERT_TRUE(exporter::export_onnx(m.save("buckets.onnx"), s, &st).ok());
+  auto bucketed = load(d);  // the first method: forward@seq=4
+  auto lb = std::make_unique<Loaded>(*format::serialize_program(d));
+  auto pb = lb->buf.load();
+  ASSERT_TRUE(pb.ok()) << pb.status().message();
+  auto m8 = Method::create(**pb, "forward@seq=8");
+  ASSERT_TRUE(m8.ok()) << m8.status().message();
+  auto ls = load(st);
+  for (Method* x : {m8->get(), ls->method.get()}) {
+    ASSERT_TRUE(x->bind_shapes({{2, 8, 4}, {2, 8}}).ok());
+    for (int64_t k = 0; k < x->input(0).numel(); ++k) x->input(0).as<float>()[k] = static_cast<float>(k % 5) - 2.f;
+    for (int64_t k = 0; k < x->input(1).numel(); ++k) x->input(1).as<float>()[k] = 1.f;
+    ASSERT_TRUE(x->execute().ok());
+  }
+  ASSERT_EQ((*m8)->output(0).nbytes(), ls->method->output(0).nbytes());
+  EXPECT_EQ(std::memcmp((*m8)->output(0).data, ls->method->output(0).data, ls->method->output(0).nbytes()), 0);
+  // Damage: a bucket axis that does not hold the bucket's size is refused at load.
+  d.methods[1].bucket.input_axes = {0, 2};
+  auto damaged = std::make_unique<Loaded>(*format::serialize_program(d));
+  EXPECT_EQ(damaged->buf.load().status().message(),
+            "damaged program: method 'forward@seq=8' bucket names an input axis that does not hold its size");
+  // Errors: a dim no input uses, a pad for no input.
+  o.bucket_dim = "nope";
+  format::ProgramDesc e;
+  EXPECT_NE(exporter::export_onnx(m.save("buckets.onnx"), o, &e).status().message().find(
+                "--dim names 'nope', which no input axis uses"),
+            std::string::npos);
+}
+
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   OnnxModel m;
   m.input("x", {"N", "2", "H", "W"}).output("y");

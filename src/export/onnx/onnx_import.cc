@@ -620,9 +620,88 @@ Status read_model_file(const std::string& model_path, onnx::ModelProto* model) {
   return ok_status();
 }
 
+namespace {
+
+// --bucket: a probe export with the dim dynamic over the sizes finds the axes that carry it;
+// then one export per size with the dim pinned, each marked as a bucket.
+Result<ExportReport> export_buckets(const onnx::ModelProto& model, const std::string& model_path, const ExportOptions& opts,
+                                    format::ProgramDesc* program) {
+  std::vector<int64_t> sizes = opts.bucket_sizes;
+  std::sort(sizes.begin(), sizes.end());
+  if (sizes.front() < 1 || std::adjacent_find(sizes.begin(), sizes.end()) != sizes.end())
+    return invalid_argument("--bucket " + opts.bucket_dim + ": sizes must be positive and distinct");
+  auto without_dim = [&](ExportOptions o) {
+    o.bucket_sizes.clear();
+    o.dims.erase(std::remove_if(o.dims.begin(), o.dims.end(), [&](const DimArg& d) { return d.name == opts.bucket_dim; }),
+                 o.dims.end());
+    return o;
+  };
+  ExportOptions probe = without_dim(opts);
+  probe.dims.push_back({opts.bucket_dim, sizes.front(), sizes.back(), 1, false});
+  probe.delegate = "none";
+  format::ProgramDesc scratch;
+  onnx::ModelProto probe_model = model;
+  KILN_TRY(export_model(probe_model, model_path, probe, &scratch).status());
+  const format::MethodDesc& pm = scratch.methods.back();
+  int dim = -1;
+  for (size_t d = 0; d < pm.dims.size(); ++d)
+    if (pm.dims[d].name == opts.bucket_dim) dim = static_cast<int>(d);
+  if (dim < 0) return invalid_argument("--bucket names dim '" + opts.bucket_dim + "', which no input axis uses");
+  format::BucketDesc bucket;
+  bucket.of = opts.method_name;
+  bucket.dim = opts.bucket_dim;
+  auto axes_of = [&](const std::vector<int32_t>& ids, std::vector<int32_t>* out) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const format::ValueDesc& v = pm.values[static_cast<size_t>(ids[i])];
+      for (size_t k = 0; k < v.shape.size(); ++k) {
+        const core::ExprNode& e = pm.exprs[static_cast<size_t>(v.shape[k])];
+        if (e.op == core::ExprOp::kDim && e.a == dim) out->insert(out->end(), {static_cast<int32_t>(i), static_cast<int32_t>(k)});
+      }
+    }
+  };
+  axes_of(pm.inputs, &bucket.input_axes);
+  axes_of(pm.outputs, &bucket.output_axes);
+  std::vector<std::string> padded;
+  for (int32_t id : pm.inputs) {
+    const std::string& name = pm.values[static_cast<size_t>(id)].name;
+    auto it = opts.pads.find(name);
+    bucket.pads.push_back(it == opts.pads.end() ? 0.0 : it->second);
+  }
+  for (const auto& [name, value] : opts.pads)
+    if (std::none_of(pm.inputs.begin(), pm.inputs.end(), [&](int32_t id) { return pm.values[static_cast<size_t>(id)].name == name; }))
+      return invalid_argument("--pad names '" + name + "', which is not an input");
+  ExportReport report;
+  std::string written;
+  for (int64_t size : sizes) {
+    ExportOptions o = without_dim(opts);
+    o.dims.push_back({opts.bucket_dim, size, size, 1, true});
+    o.method_name = opts.method_name + "@" + opts.bucket_dim + "=" + std::to_string(size);
+    onnx::ModelProto copy = model;
+    KILN_ASSIGN_OR_RETURN(report, export_model(copy, model_path, o, program));
+    bucket.size = size;
+    program->methods.back().bucket = bucket;
+    written += (written.empty() ? "" : ", ") + o.method_name;
+  }
+  report.notes.push_back("buckets of '" + opts.method_name + "' over " + opts.bucket_dim + ": " + written +
+                         " (the last one's summary above)");
+  bool masked = false;
+  for (int32_t id : pm.inputs) {
+    std::string n = pm.values[static_cast<size_t>(id)].name;
+    std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    masked = masked || n.find("mask") != std::string::npos;
+  }
+  if (!masked)
+    report.notes.push_back("warning: no input looks like a mask, so padded positions are not masked out: outputs at a "
+                           "padded length may differ from the same input unpadded; compare with a static export");
+  return report;
+}
+
+}  // namespace
+
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
   onnx::ModelProto model;
   KILN_TRY(read_model_file(model_path, &model));
+  if (!opts.bucket_sizes.empty()) return export_buckets(model, model_path, opts, program);
   return export_model(model, model_path, opts, program);
 }
 
@@ -731,6 +810,7 @@ std::string format_report(const ExportReport& r) {
   o << "  ops:";
   for (const auto& [op, n] : r.ops) o << " " << op << " " << n;
   o << "\n";
+  for (const auto& n : r.notes) o << "  " << n << "\n";
   if (r.coverage.empty()) {
     o << "  delegate: none (portable kernels only)\n";
     return o.str();

@@ -35,6 +35,12 @@ struct ExportOptions {
   /// Fuse LayerNorm and GELU chains into one instruction each (fuse_patterns.h); `--no-fusion`
   /// turns it off (the unfused reference).
   bool fuse = true;
+  /// `--bucket DIM=S1,S2,...`: one static method per size ("forward@seq=32"), each marked as a
+  /// bucket of `method_name` with the input axes to pad and the output axes to cut back.
+  std::string bucket_dim;
+  std::vector<int64_t> bucket_sizes;
+  /// `--pad INPUT=VALUE`: what padding fills for a bucket (default 0).
+  std::map<std::string, double> pads;
 };
 
 /// What export did, for its summary and the closing notes.
@@ -62,6 +68,7 @@ struct ExportReport {
   uint64_t delegate_arena_bytes = 0;
   uint64_t delegate_lower_bound_bytes = 0;
   std::vector<std::string> fusions;  ///< "LayerNormalization '/ln1/LayerNormalization' <- 9 nodes"
+  std::vector<std::string> notes;    ///< buckets written, warnings
   size_t fused_nodes = 0;
 };
 
