@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "export/onnx/onnx_import.h"
+#include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "onnx_model_util.h"
@@ -609,6 +610,40 @@ TEST(OnnxImport, BucketsAreStaticMethodsWithDispatchData) {
   }
   ASSERT_EQ((*m8)->output(0).nbytes(), ls->method->output(0).nbytes());
   EXPECT_EQ(std::memcmp((*m8)->output(0).data, ls->method->output(0).data, ls->method->output(0).nbytes()), 0);
+  // The bucketed call: seq = 3 runs the bucket of 4 (x padded with 0, mask with -1), and the
+  // outputs cut back to seq = 3 equal a static export at 3 (MatMul is per position; the padded
+  // rows of x are 0, so the sum over seq is unchanged).
+  auto bm = BucketedMethod::create(**pb, "forward");
+  ASSERT_TRUE(bm.ok()) << bm.status().message();
+  EXPECT_EQ((*bm)->sizes(), (std::vector<int64_t>{4, 8}));
+  ExportOptions s3 = dims({"b=1..2", "seq=3"});
+  s3.delegate = "none";
+  format::ProgramDesc st3;
+  ASSERT_TRUE(exporter::export_onnx(m.save("buckets.onnx"), s3, &st3).ok());
+  auto l3 = load(st3);
+  std::vector<float> x(2 * 3 * 4), mask(2 * 3, 1.f);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k % 7) - 3.f;
+  TensorView in[2];
+  in[0].dtype = in[1].dtype = DType::kF32;
+  in[0].rank = 3, in[0].dims[0] = 2, in[0].dims[1] = 3, in[0].dims[2] = 4, in[0].data = x.data();
+  in[1].rank = 2, in[1].dims[0] = 2, in[1].dims[1] = 3, in[1].data = mask.data();
+  ASSERT_TRUE((*bm)->run(in, 2).ok());
+  EXPECT_EQ((*bm)->last_bucket(), "forward@seq=4");
+  ASSERT_TRUE(l3->method->bind(in, 2).ok());
+  std::memcpy(l3->method->input(0).data, x.data(), x.size() * 4);
+  std::memcpy(l3->method->input(1).data, mask.data(), mask.size() * 4);
+  ASSERT_TRUE(l3->method->execute().ok());
+  for (size_t o = 0; o < 2; ++o) {
+    const TensorView &got = (*bm)->output(o), &want = l3->method->output(o);
+    ASSERT_EQ(got.rank, want.rank);
+    for (int k = 0; k < got.rank; ++k) EXPECT_EQ(got.dims[k], want.dims[k]) << "output " << o << " axis " << k;
+    EXPECT_EQ(std::memcmp(got.data, want.data, want.nbytes()), 0) << "output " << o;
+  }
+  in[0].dims[1] = in[1].dims[1] = 9;
+  EXPECT_EQ((*bm)->run(in, 2).message(),
+            "'seq' is 9, above the largest bucket 8 (buckets: 4, 8); truncate on the host or export a larger bucket");
+  in[1].dims[1] = 5;
+  EXPECT_EQ((*bm)->run(in, 2).message(), "inputs disagree on 'seq': 9 and 5");
   // Damage: a bucket axis that does not hold the bucket's size is refused at load.
   d.methods[1].bucket.input_axes = {0, 2};
   auto damaged = std::make_unique<Loaded>(*format::serialize_program(d));
