@@ -17,6 +17,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "tooling/npy.h"
@@ -172,7 +173,9 @@ class Runner {
  public:
   Runner(const RunnerOptions& o, std::ostream& out) : opts_(o), out_(out) {}
 
-  const Method& method() const { return *method_; }
+  /// The method whose metadata describes the inputs and outputs: the one that runs, or the
+  /// largest bucket of a bucketed method.
+  const Method& method() const { return *meta_method_; }
 
   Status init() {
     KILN_ASSIGN_OR_RETURN(program_, Program::load(opts_.model_path));
@@ -183,7 +186,16 @@ class Runner {
       KILN_ASSIGN_OR_RETURN(MethodMeta meta, program_->method_meta(opts_.method_name));
       KILN_ASSIGN_OR_RETURN(mo.max_shapes, parse_shapes(opts_.max_shapes, meta.inputs.size()));
     }
-    KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name, mo));
+    if (!program_->method_meta(opts_.method_name).ok() && BucketedMethod::has_buckets(*program_, opts_.method_name)) {
+      if (opts_.profile || !opts_.max_shapes.empty() || opts_.server_mode)
+        return invalid_argument("method '" + opts_.method_name + "' is bucketed: --profile, --max_shapes and --server_mode "
+                                "take one bucket (--method_name=" + opts_.method_name + "@...)");
+      KILN_ASSIGN_OR_RETURN(bucketed_, BucketedMethod::create(*program_, opts_.method_name, mo));
+      meta_method_ = &bucketed_->bucket(bucketed_->sizes().size() - 1);
+    } else {
+      KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name, mo));
+      meta_method_ = method_.get();
+    }
     if (!opts_.max_shapes.empty())
       out_ << "Arena: " << method_->planned_arena_bytes() << " bytes for --max_shapes=" << opts_.max_shapes << "\n";
     KILN_TRY(prepare_inputs(opts_.inputs, &host_));
@@ -194,11 +206,11 @@ class Runner {
   /// Input 0 from --image: decoded, fitted by --preprocess to the input's height and width
   /// (at --input_shapes, else its static or bound sizes), normalized, in the input's layout.
   Status prepare_image(HostInput* h) {
-    const MethodMeta& meta = method_->meta();
+    const MethodMeta& meta = meta_method_->meta();
     if (meta.inputs.empty() || meta.inputs[0].dtype != DType::kF32 || meta.inputs[0].axes.size() != 4)
       return invalid_argument("--image feeds input 0, which must be f32 of rank 4 (NCHW or NHWC); method '" + meta.name +
                               "' takes " + (meta.inputs.empty() ? std::string("no inputs") : meta.inputs[0].shape_text()));
-    std::vector<int64_t> shape = method_->bound_shapes()[0];
+    std::vector<int64_t> shape = meta_method_->bound_shapes()[0];
     if (!opts_.input_shapes.empty()) {
       KILN_ASSIGN_OR_RETURN(auto shapes, parse_shapes(opts_.input_shapes, meta.inputs.size()));
       if (!shapes.empty() && shapes[0].size() == 4) shape = shapes[0];
@@ -243,11 +255,11 @@ class Runner {
 
   /// Inputs at the bound: ones, or the files' contents.
   Status prepare_inputs(const std::vector<std::string>& files, std::vector<HostInput>* host) const {
-    const MethodMeta& meta = method_->meta();
+    const MethodMeta& meta = meta_method_->meta();
     if (files.size() > meta.inputs.size())
       return invalid_argument(std::to_string(files.size()) + " input files given but method '" + meta.name + "' takes " +
                               std::to_string(meta.inputs.size()) + " inputs");
-    std::vector<std::vector<int64_t>> bound = method_->bound_shapes();
+    std::vector<std::vector<int64_t>> bound = meta_method_->bound_shapes();
     host->assign(meta.inputs.size(), HostInput{});
     for (size_t i = 0; i < meta.inputs.size(); ++i) {
       HostInput& h = (*host)[i];
@@ -292,7 +304,7 @@ class Runner {
   /// the contract and copies the leading bytes into the method. Both the normal and the
   /// server path call this.
   Status resize_inputs(const std::vector<HostInput>& host, const std::string& shapes_text) {
-    const MethodMeta& meta = method_->meta();
+    const MethodMeta& meta = meta_method_->meta();
     std::vector<std::vector<int64_t>> shapes;
     if (!shapes_text.empty()) {
       KILN_ASSIGN_OR_RETURN(shapes, parse_shapes(shapes_text, meta.inputs.size()));
@@ -313,6 +325,33 @@ class Runner {
       views[i].dtype = h.dtype;
       views[i].rank = static_cast<int32_t>(shape.size());
       for (size_t k = 0; k < shape.size(); ++k) views[i].dims[k] = shape[k];
+    }
+    if (bucketed_) {  // the bucketed call pads and copies at each run: the views point at the host's bytes
+      bucket_ones_.assign(host.size(), {});
+      for (size_t i = 0; i < host.size(); ++i) {
+        const size_t need = views[i].nbytes();
+        if (host[i].source == "ones" && host[i].bytes.size() < need) {  // beyond every bucket: the call says so
+          HostInput& ones = bucket_ones_[i];
+          ones.dtype = host[i].dtype;
+          ones.bytes.assign(need, 0);
+          fill_ones(&ones);
+          views[i].data = ones.bytes.data();
+          continue;
+        }
+        if (host[i].bytes.size() < need)
+          return invalid_argument("input '" + meta.inputs[i].name + "' (#" + std::to_string(i) + "): '" + host[i].source +
+                                  "' has " + std::to_string(host[i].bytes.size()) + " bytes but shape " +
+                                  shape_string(std::vector<int64_t>(views[i].dims, views[i].dims + views[i].rank)) + " needs " +
+                                  std::to_string(need));
+        views[i].data = const_cast<uint8_t*>(host[i].bytes.data());
+      }
+      for (size_t i = 0; i < host.size(); ++i) {
+        out_ << "Input " << i << " '" << meta.inputs[i].name << "': " << dtype_name(views[i].dtype) << " "
+             << shape_string(std::vector<int64_t>(views[i].dims, views[i].dims + views[i].rank)) << " (" << host[i].source
+             << ", bucketed over '" << bucketed_->dim() << "')\n";
+      }
+      bucket_views_ = std::move(views);
+      return ok_status();
     }
     // The contract first (its message is the one a user can act on), then the bytes.
     KILN_TRY(method_->bind(views.data(), views.size()));
@@ -359,7 +398,8 @@ class Runner {
     for (int it = 0; it < n; ++it) {
       if (opts_.profile && it == std::min(1, n - 1)) method_->set_profiling(true);  // the first run warms up
       auto t0 = std::chrono::steady_clock::now();
-      KILN_TRY(method_->execute());
+      KILN_TRY(bucketed_ ? bucketed_->run(bucket_views_.data(), bucket_views_.size()) : method_->execute());
+      if (bucketed_ && it == 0) out_ << "Bucket: " << bucketed_->last_bucket() << "\n";
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       times.push_back(ms);
       out_ << "Iteration " << (it + 1) << " of " << n << ": " << std::fixed << std::setprecision(4) << ms << " ms\n";
@@ -383,8 +423,8 @@ class Runner {
 
   Status write_outputs(const std::string& prefix) const {
     if (prefix.empty()) return ok_status();
-    for (size_t i = 0; i < method_->num_outputs(); ++i) {
-      const TensorView& t = method_->output(i);
+    for (size_t i = 0; i < num_outputs(); ++i) {
+      const TensorView& t = output(i);
       std::vector<int64_t> shape(t.dims, t.dims + t.rank);
       if (opts_.output_format == "npy") {
         KILN_TRY(write_npy(prefix + "-" + std::to_string(i) + ".npy", t.dtype, shape, t.data));
@@ -407,9 +447,9 @@ class Runner {
 
   void print_outputs(const std::string& mode) const {
     if (mode == "none") return;
-    const MethodMeta& meta = method_->meta();
-    for (size_t i = 0; i < method_->num_outputs(); ++i) {
-      const TensorView& t = method_->output(i);
+    const MethodMeta& meta = meta_method_->meta();
+    for (size_t i = 0; i < num_outputs(); ++i) {
+      const TensorView& t = output(i);
       std::vector<int64_t> shape(t.dims, t.dims + t.rank);
       int64_t n = t.numel();
       out_ << "Output " << i << " '" << meta.outputs[i].name << "': " << dtype_name(t.dtype) << " " << shape_string(shape);
@@ -431,12 +471,18 @@ class Runner {
   }
 
   const std::vector<HostInput>& host() const { return host_; }
+  size_t num_outputs() const { return bucketed_ ? bucketed_->num_outputs() : method_->num_outputs(); }
+  const TensorView& output(size_t i) const { return bucketed_ ? bucketed_->output(i) : method_->output(i); }
 
  private:
   const RunnerOptions& opts_;
   std::ostream& out_;
   std::unique_ptr<Program> program_;
   std::unique_ptr<Method> method_;
+  std::unique_ptr<BucketedMethod> bucketed_;  // instead of method_, for a bucketed method
+  const Method* meta_method_ = nullptr;
+  std::vector<TensorView> bucket_views_;      // the inputs of the bucketed call
+  std::vector<HostInput> bucket_ones_;        // ones for shapes beyond the largest bucket
   std::vector<HostInput> host_;
 };
 

@@ -13,6 +13,7 @@
 #include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "e2e/e2e_util.h"
 #include "onnx_model_util.h"
 #include "aligned_bytes.h"
 
@@ -655,6 +656,26 @@ TEST(OnnxImport, BucketsAreStaticMethodsWithDispatchData) {
   EXPECT_NE(exporter::export_onnx(m.save("buckets.onnx"), o, &e).status().message().find(
                 "--dim names 'nope', which no input axis uses"),
             std::string::npos);
+}
+
+// The command line: kiln export --bucket, then kiln_runner calls 'forward' as the buckets.
+TEST(OnnxImport, RunnerCallsBucketsAsOneMethod) {
+  OnnxModel m;
+  m.input("x", {"b", "seq", "4"}).input("mask", {"b", "seq"}).output("y");
+  m.floats("w", {4, 4}, std::vector<float>(16, 0.5f));
+  m.node("MatMul", "mm", {"x", "w"}, {"y"});
+  const std::string onnx = m.save("runner_buckets.onnx"), out = scratch_dir() + "/runner_buckets.kiln";
+  CommandResult r = run_command(bin("kiln") + " export " + onnx + " -o " + out + " --dim b=1..2 --bucket seq=4,8 --pad mask=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("buckets of 'forward' over seq: forward@seq=4, forward@seq=8"), std::string::npos) << r.output;
+  r = run_command(bin("kiln_runner") + " --model_path=" + out + " --input_shapes=2x3x4,2x3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"Input 0 'x': f32 2x3x4 (ones, bucketed over 'seq')", "Bucket: forward@seq=4",
+                           "Output 0 'y': f32 2x3x4 min 2 max 2 mean 2"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << " not in\n" << r.output;
+  r = run_command(bin("kiln_runner") + " --model_path=" + out + " --input_shapes=2x9x4,2x9");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("'seq' is 9, above the largest bucket 8 (buckets: 4, 8)"), std::string::npos) << r.output;
 }
 
 TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
