@@ -140,20 +140,7 @@ class Method:
 
     def run(self, *arrays) -> list:
         """Runs at the arrays' shapes; returns every output as a new numpy array."""
-        prepared = []
-        for i, a in enumerate(arrays):
-            want = self.inputs[i].dtype if i < len(self.inputs) else None
-            a = np.asarray(a)
-            if want is not None and a.dtype != want:
-                # float64 -> float32 is converted (numpy's default float); integers only when
-                # no value can change; anything else is refused.
-                floats = a.dtype.kind == "f" and want.kind == "f"
-                if floats or np.can_cast(a.dtype, want, casting="safe"):
-                    a = a.astype(want)
-                else:
-                    raise ContractError(f"input '{self.inputs[i].name}' must be {want}, got {a.dtype}")
-            prepared.append(np.ascontiguousarray(a))  # no copy when already C-contiguous
-        return self._impl.run(prepared)
+        return self._impl.run(_prepare([(t.name, t.dtype) for t in self.inputs], arrays))
 
     def bind(self, *shapes) -> list:
         """Binds to `shapes` (checking the contract, as check() does) and returns each input as a
@@ -194,13 +181,62 @@ class Program:
         return self._methods
 
     def method(self, name: str = "forward", cpu_threads: int = 1, use_delegate: bool = True,
-               max_shapes: Optional[Sequence[Sequence[int]]] = None) -> Method:
+               max_shapes: Optional[Sequence[Sequence[int]]] = None):
         """A new Method with its own arena and options. `max_shapes` (one shape per input)
-        tightens the bounds: the arena is allocated for them and larger shapes are refused."""
+        tightens the bounds: the arena is allocated for them and larger shapes are refused.
+        For a bucketed name (kiln export --bucket), a BucketedMethod."""
+        if name not in self.method_names and _kiln.has_buckets(self._impl, name):
+            return BucketedMethod(self, name, cpu_threads, use_delegate)
         return Method(self, name, cpu_threads, use_delegate, max_shapes)
 
     def __repr__(self) -> str:
         return f"<kiln.Program {self.path!r} methods={self.method_names}>"
+
+
+def _prepare(inputs, arrays) -> list:
+    """The arrays as the inputs' dtypes ((name, dtype) pairs), C-contiguous: float64 -> float32 is
+    converted (numpy's default float), integers only when no value can change; anything else
+    is refused."""
+    prepared = []
+    for i, a in enumerate(arrays):
+        a = np.asarray(a)
+        if i < len(inputs) and a.dtype != inputs[i][1]:
+            name, want = inputs[i]
+            if (a.dtype.kind == "f" and want.kind == "f") or np.can_cast(a.dtype, want, casting="safe"):
+                a = a.astype(want)
+            else:
+                raise ContractError(f"input '{name}' must be {want}, got {a.dtype}")
+        prepared.append(np.ascontiguousarray(a))  # no copy when already C-contiguous
+    return prepared
+
+
+class BucketedMethod:
+    """The buckets of a method (kiln export --bucket DIM=S1,S2,...) called as one: the smallest
+    bucket that fits runs, inputs padded along the axes that carry the dim, outputs cut back."""
+
+    def __init__(self, program: "Program", name: str, cpu_threads: int = 1, use_delegate: bool = True):
+        self._impl = _kiln.Bucketed(program._impl, name, cpu_threads, use_delegate)
+        self.name = name
+        self.dim = self._impl.dim()
+        self.sizes = list(self._impl.sizes())
+        self.buckets = list(self._impl.bucket_names())
+        self._inputs = [(n, np.dtype(t)) for n, t in self._impl.inputs()]
+
+    @property
+    def last_bucket(self) -> str:
+        """The bucket the last call ran."""
+        return self._impl.last_bucket()
+
+    def run(self, *arrays) -> list:
+        """Runs the bucket that fits; returns every output, cut back, as a new numpy array."""
+        return self._impl.run(_prepare(self._inputs, arrays))
+
+    def __call__(self, *arrays):
+        out = self.run(*arrays)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def __repr__(self) -> str:
+        return f"<kiln.BucketedMethod {self.name} over {self.dim} in {self.sizes}>"
 
 
 def load(path: Union[str, os.PathLike], verify_constants: bool = True) -> Program:

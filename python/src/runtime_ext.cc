@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "errors.h"
@@ -149,7 +150,21 @@ class PyMethod {
   // Binds to the arrays' shapes, copies them into the arena, executes with the GIL released,
   // and returns each output as a new numpy array (its own memory).
   nb::list run(const std::vector<Array>& arrays) {
-    const MethodMeta& meta = method_->meta();
+    std::vector<TensorView> views = views_of(method_->meta(), arrays);
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = method_->set_inputs(views.data(), views.size());
+      if (s.ok()) s = method_->execute();
+    }
+    if (!s.ok()) raise(s, /*contract=*/s.message().rfind("bind: ", 0) == 0);
+    nb::list out;
+    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(copy_out(method_->output(o)));
+    return out;
+  }
+
+  // The arrays as views of `meta`'s inputs (count, rank and dtype checked; ContractError).
+  static std::vector<TensorView> views_of(const MethodMeta& meta, const std::vector<Array>& arrays) {
     if (arrays.size() != meta.inputs.size())
       raise(Error::kContract, "method '" + meta.name + "' takes " + std::to_string(meta.inputs.size()) + " inputs (" +
                           input_list(meta) + "), got " + std::to_string(arrays.size()));
@@ -167,16 +182,7 @@ class PyMethod {
       for (size_t k = 0; k < a.ndim(); ++k) views[i].dims[k] = static_cast<int64_t>(a.shape(k));
       views[i].data = const_cast<void*>(a.data());
     }
-    Status s;
-    {
-      nb::gil_scoped_release release;
-      s = method_->set_inputs(views.data(), views.size());
-      if (s.ok()) s = method_->execute();
-    }
-    if (!s.ok()) raise(s, /*contract=*/s.message().rfind("bind: ", 0) == 0);
-    nb::list out;
-    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(copy_out(method_->output(o)));
-    return out;
+    return views;
   }
 
   // Binds to `shapes` and returns each input as a writable numpy view into the arena: what
@@ -218,13 +224,7 @@ class PyMethod {
     return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / iterations;
   }
 
- private:
-  static std::string input_list(const MethodMeta& meta) {
-    std::string s;
-    for (const TensorSpec& t : meta.inputs) s += (s.empty() ? "'" : ", '") + t.name + "' " + t.shape_text();
-    return s;
-  }
-
+ public:
   static nb::object copy_out(const TensorView& t) {
     std::vector<size_t> shape(static_cast<size_t>(t.rank));
     for (int k = 0; k < t.rank; ++k) shape[static_cast<size_t>(k)] = static_cast<size_t>(t.dims[k]);
@@ -234,6 +234,14 @@ class PyMethod {
     nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
     return nb::cast(nb::ndarray<nb::numpy>(buf, shape.size(), shape.data(), owner, nullptr, dlpack_dtype(t.dtype)));
   }
+
+ private:
+  static std::string input_list(const MethodMeta& meta) {
+    std::string s;
+    for (const TensorSpec& t : meta.inputs) s += (s.empty() ? "'" : ", '") + t.name + "' " + t.shape_text();
+    return s;
+  }
+
 
   static nb::dlpack::dtype dlpack_dtype(DType t) {
     switch (t) {
@@ -252,6 +260,51 @@ class PyMethod {
   // alive even after cpu_threads re-creates it here.
   std::shared_ptr<Method> method_;
 };
+
+// The buckets of a method called as one (kiln::BucketedMethod): outputs are copies.
+class PyBucketed {
+ public:
+  PyBucketed(std::shared_ptr<PyProgram> program, const std::string& name, int cpu_threads, bool use_delegate)
+      : program_(std::move(program)) {
+    MethodOptions o;
+    o.cpu_threads = cpu_threads;
+    o.use_delegate = use_delegate;
+    auto m = BucketedMethod::create(program_->get(), name, o);
+    if (!m.ok()) raise(m.status());
+    method_ = std::move(*m);
+  }
+  nb::list run(const std::vector<Array>& arrays) {
+    std::vector<TensorView> views = PyMethod::views_of(method_->bucket(0).meta(), arrays);
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = method_->run(views.data(), views.size());
+    }
+    if (!s.ok()) raise(s, /*contract=*/true);
+    nb::list out;
+    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(PyMethod::copy_out(method_->output(o)));
+    return out;
+  }
+  std::vector<std::pair<std::string, std::string>> inputs() const {  // (name, numpy dtype)
+    std::vector<std::pair<std::string, std::string>> r;
+    for (const TensorSpec& t : method_->bucket(0).meta().inputs) r.emplace_back(t.name, numpy_dtype(t.dtype));
+    return r;
+  }
+  std::string dim() const { return method_->dim(); }
+  std::vector<int64_t> sizes() const { return method_->sizes(); }
+  std::string last_bucket() const { return method_->last_bucket(); }
+  std::vector<std::string> bucket_names() const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < method_->sizes().size(); ++i) names.push_back(method_->bucket(i).meta().name);
+    return names;
+  }
+
+ private:
+  std::shared_ptr<PyProgram> program_;  // declared first: outlives the method
+  std::unique_ptr<BucketedMethod> method_;
+};
+
+bool has_buckets(const PyProgram& p, const std::string& name) { return BucketedMethod::has_buckets(p.get(), name); }
 
 std::shared_ptr<PyProgram> load(const std::string& path, bool verify_constants) {
   LoadOptions o;
@@ -285,6 +338,16 @@ NB_MODULE(_kiln, m) {
   nb::class_<PyProgram>(m, "Program");
   m.def("load", &load, nb::arg("path"), nb::arg("verify_constants") = true);
   m.def("method_names", &method_names);
+  m.def("has_buckets", &has_buckets);
+  nb::class_<PyBucketed>(m, "Bucketed")
+      .def(nb::init<std::shared_ptr<PyProgram>, std::string, int, bool>(), nb::arg("program"), nb::arg("name"),
+           nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true)
+      .def("run", &PyBucketed::run)
+      .def("dim", &PyBucketed::dim)
+      .def("inputs", &PyBucketed::inputs)
+      .def("sizes", &PyBucketed::sizes)
+      .def("last_bucket", &PyBucketed::last_bucket)
+      .def("bucket_names", &PyBucketed::bucket_names);
   nb::class_<PyMethod>(m, "Method")
       .def(nb::init<std::shared_ptr<PyProgram>, std::string, int, bool, std::vector<std::vector<int64_t>>>(),
            nb::arg("program"), nb::arg("name"), nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true,

@@ -74,3 +74,25 @@ def test_diagnosis_loop(tmp_path, capsys):
     assert "kiln.ContractError:" in out and "256" in out
     assert "logits at 256x256: (1, 10)" in out
     assert "delegated: " in out
+
+
+def test_buckets_called_as_one_method(tmp_path):
+    """kiln export --bucket N=4,8: program.method("forward") is a BucketedMethod; N = 3 runs the
+    bucket of 4 and the output, cut back to 3 rows, equals the dynamic program's."""
+    import subprocess
+    build = os.environ.get("KILN_BUILD_DIR", os.path.join(HERE, "..", "..", "build"))
+    src = tmp_path / "shared.onnx"
+    onnx.save(two_inputs_sharing_a_dim(), str(src))
+    bucketed, dynamic = tmp_path / "b.kiln", tmp_path / "d.kiln"
+    r = subprocess.run([os.path.join(build, "kiln"), "export", str(src), "-o", str(bucketed), "--bucket", "N=4,8"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    kiln.export_onnx(str(src), dynamic, dims={"N": (1, 8)})
+    m = kiln.load(bucketed).method("forward")
+    assert isinstance(m, kiln.BucketedMethod) and m.sizes == [4, 8] and m.dim == "N"
+    x, z = np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((3, 4), np.float32)
+    y = m(x, z)
+    assert y.shape == (3, 4) and m.last_bucket == "forward@N=4"
+    np.testing.assert_array_equal(y, kiln.load(dynamic).methods["forward"](x, z))
+    with pytest.raises(kiln.ContractError, match="'N' is 9, above the largest bucket 8"):
+        m(np.ones((9, 4), np.float32), np.ones((9, 4), np.float32))
