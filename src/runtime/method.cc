@@ -755,6 +755,11 @@ uint64_t Method::delegate_packed_bytes() const { return impl_->delegate ? impl_-
 uint64_t Method::planned_arena_bytes() const { return impl_->arena_bytes; }
 uint64_t Method::arena_bytes_in_use() const { return impl_->placed_bytes; }
 
+Result<uint64_t> Method::arena_bytes_for(const std::vector<std::vector<int64_t>>& shapes) {
+  KILN_TRY(bind_shapes(shapes));
+  return arena_bytes_in_use();
+}
+
 uint64_t Method::live_lower_bound_bytes() const {
   const Impl& s = *impl_;
   const format::Lifetimes life = format::method_lifetimes(s.m, s.delegate != nullptr);

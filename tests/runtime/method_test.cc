@@ -199,8 +199,10 @@ TEST(MethodArena, FollowsTheShapeAndTightenedBoundsAllocateLess) {
   ASSERT_TRUE(full.ok());
   const uint64_t bound = (*full)->planned_arena_bytes();
   EXPECT_EQ((*full)->arena_bytes_in_use(), bound);
-  ASSERT_TRUE((*full)->bind_shapes({{1, 3, 16, 16}}).ok());
+  auto at = (*full)->arena_bytes_for({{1, 3, 16, 16}});
+  ASSERT_TRUE(at.ok()) << at.status().message();
   const uint64_t small = (*full)->arena_bytes_in_use();
+  EXPECT_EQ(*at, small);
   EXPECT_LT(small * 8, bound) << "at 1x3x16x16 of a [4, 3, 64, 64] bound";
   // No arena beats the bytes alive at one step; this one is within 10% of them.
   const uint64_t lower = (*full)->live_lower_bound_bytes();
