@@ -59,10 +59,7 @@ def main():
              "| model | point | input shapes | plan | allocated | in use | live lower bound | in use / lower |",
              "|---|---|---|---|---:|---:|---:|---:|", *rows, "",
              f"Worst: {worst[0]:.3f}x ({worst[1]})."]
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    oc.write_report(a.out, lines)
 
 
 if __name__ == "__main__":

@@ -86,10 +86,7 @@ def main():
              "|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
              f"File sizes: dynamic {sizes[0]:,} bytes; buckets {sizes[1]:,} (weights stored once); a static file per "
              f"length, {len(LENGTHS)} lengths: {sizes[2]:,} in all."]
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    oc.write_report(a.out, lines)
 
 
 if __name__ == "__main__":

@@ -492,6 +492,14 @@ def cpu_model():
     return "unknown"
 
 
+def write_report(path, lines):
+    """Writes a markdown report (creating its folder) and prints it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def git_commit():
     try:
         head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
