@@ -667,9 +667,9 @@ Result<ExportReport> export_buckets(const onnx::ModelProto& model, const std::st
     auto it = opts.pads.find(name);
     bucket.pads.push_back(it == opts.pads.end() ? 0.0 : it->second);
   }
-  for (const auto& [name, value] : opts.pads)
-    if (std::none_of(pm.inputs.begin(), pm.inputs.end(), [&](int32_t id) { return pm.values[static_cast<size_t>(id)].name == name; }))
-      return invalid_argument("--pad names '" + name + "', which is not an input");
+  for (const auto& pad : opts.pads)
+    if (std::none_of(pm.inputs.begin(), pm.inputs.end(), [&](int32_t id) { return pm.values[static_cast<size_t>(id)].name == pad.first; }))
+      return invalid_argument("--pad names '" + pad.first + "', which is not an input");
   ExportReport report;
   std::string written;
   for (int64_t size : sizes) {
