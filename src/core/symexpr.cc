@@ -615,6 +615,9 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
       ++c.satisfied;
       c.last_solution = assign;
       if (assign.size() == 1) c.solutions.push_back(assign[0]);
+    } else if (c.satisfied + 1 == c.assignments) {  // the first failure
+      c.first_failure = assign;
+      c.failure_lhs = l;
     }
     for (size_t k = 0; k < assign.size(); ++k) {  // odometer over the dims' admissible values
       const DimInfo& d = dims_[c.dims[k]];
@@ -624,6 +627,13 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
   }
   c.complete = true;
   return c;
+}
+
+std::string ExprPool::assignment_text(const std::vector<int>& dims, const std::vector<int64_t>& values) const {
+  std::string s;
+  for (size_t k = 0; k < dims.size() && k < values.size(); ++k)
+    s += (k ? ", " : "") + dims_[dims[k]].name + " = " + std::to_string(values[k]);
+  return s;
 }
 
 ExprId ExprPool::min(ExprId a, ExprId b) {

@@ -126,11 +126,15 @@ class ExprPool {
     std::vector<int> dims;     ///< the dims the relation reads
     std::vector<int64_t> last_solution;  ///< one satisfying assignment (values of `dims`)
     std::vector<int64_t> solutions;      ///< every satisfying value, ascending, when it reads one dim
+    std::vector<int64_t> first_failure;  ///< the first assignment (values of `dims`) where it fails
+    int64_t failure_lhs = 0;             ///< lhs there (meaningless when evaluation overflowed)
   };
   Census census(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
   /// True when lhs rel rhs provably holds for every admissible dim value: by the ranges, or
   /// by the census when there are at most `limit` assignments. False means "not proven".
   bool always(ExprId lhs, Relation rel, ExprId rhs, int64_t limit = 20000) const;
+  /// "L = 3, B = 1": an assignment of `dims` (as in Census::dims) in words.
+  std::string assignment_text(const std::vector<int>& dims, const std::vector<int64_t>& values) const;
 
   /// True once any arithmetic on this pool's constants or coefficients left int64 (shape
   /// constants come from files: a reshape to [2^40, 2^40] multiplies past it). The result

@@ -294,7 +294,25 @@ Result<int> GraphBuilder::add(const std::string& op_type, const std::string& nod
 
 Status GraphBuilder::mark_output(int value, const std::string& name) {
   if (value < 0 || static_cast<size_t>(value) >= values_.size()) return invalid_argument("mark_output: no such value");
-  if (!name.empty()) values_[value].name = name;
+  // The signature names each input and output after the graph: an output that is also an
+  // input, a constant or another output gets a view of its own under its own name (an
+  // input passed through Identity keeps its name; two outputs of one value keep both).
+  const Value& v = values_[value];
+  const bool shared = v.kind == Kind::kInput || v.kind == Kind::kConstant ||
+                      std::find(outputs_.begin(), outputs_.end(), value) != outputs_.end();
+  if (shared && !name.empty() && name != v.name) {
+    Value view;
+    view.name = name;
+    view.dtype = v.dtype;
+    view.shape = v.shape;
+    view.sym_values = v.sym_values;
+    view.kind = Kind::kView;
+    view.alias_of = v.alias_of >= 0 ? v.alias_of : value;
+    values_.push_back(std::move(view));
+    value = static_cast<int>(values_.size()) - 1;
+  } else if (!name.empty()) {
+    values_[value].name = name;
+  }
   outputs_.push_back(value);
   return ok_status();
 }

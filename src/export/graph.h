@@ -74,7 +74,8 @@ class GraphBuilder {
   /// add_op with one output.
   Result<int> add(const std::string& op_type, const std::string& node_name, const std::vector<int>& inputs,
                   const core::AttrStore& attrs = {});
-  /// Marks a value as a method output, optionally renaming it.
+  /// Marks a value as a method output named `name` (the graph's name for it). An input, a
+  /// constant or a value already an output is not renamed: the output is a view of it.
   Status mark_output(int value, const std::string& name = "");
 
   /// Folding (on by default): a node whose inputs are all constants runs at export and

@@ -62,6 +62,20 @@ Status ShapeCtx::add_guard(Guard::Op op, ExprId a, ExprId b, const std::string& 
   return ok_status();
 }
 
+Status ShapeCtx::require_at_least(ExprId v, int64_t lo, const std::string& what) {
+  if (pool.range(v).lo >= lo) return ok_status();
+  const std::string below = lo == 0 ? "negative" : lo == 1 ? "0 or negative" : "below " + std::to_string(lo);
+  if (pool.is_const(v)) return error(what + " (" + pool.to_string(v) + ") is " + below);
+  const ExprId bound = pool.constant(lo);
+  core::ExprPool::Census c = pool.census(v, core::ExprPool::Relation::kGe, bound, 100000);
+  if (c.complete && c.satisfied == c.assignments) return ok_status();
+  if (c.complete)
+    return error(what + " (" + pool.to_string(v) + ") may be " + below + ": at " +
+                 pool.assignment_text(c.dims, c.first_failure) + " it is " + std::to_string(c.failure_lhs));
+  guards.push_back(Guard{Guard::Op::kGe, v, bound, node_name, op_type, "for " + what + " to be at least " + std::to_string(lo)});
+  return ok_status();
+}
+
 Status ShapeCtx::require_eq(ExprId a, ExprId b, const std::string& why) {
   if (a == b) return ok_status();
   ExprId diff = pool.sub(a, b);

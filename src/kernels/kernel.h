@@ -94,6 +94,11 @@ class ShapeCtx {
   Status require_divisible(ExprId a, int64_t k, const std::string& why);
   /// Requires a >= b.
   Status require_ge(ExprId a, ExprId b, const std::string& why);
+  /// Requires size `v` >= lo (0: "negative", 1: "0 or negative") for every admissible dim
+  /// value: proven by its range or, failing that, by the exact prover over every assignment;
+  /// refused with a concrete assignment where it fails ("<what> (<v>) may be negative: at
+  /// L = 3 it is -5"); beyond the prover's reach, a guard checked at bind.
+  Status require_at_least(ExprId v, int64_t lo, const std::string& what);
   /// Records guard `a op b` unless checking every admissible dim value proves it (then
   /// nothing is recorded) or refutes it (then it is an error).
   Status add_guard(Guard::Op op, ExprId a, ExprId b, const std::string& why);

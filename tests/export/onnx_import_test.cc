@@ -791,3 +791,47 @@ TEST(OnnxImport, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST(OnnxImport, SignatureKeepsTheGraphsNames) {
+  // lengths passes through Identity to output_lengths; x is also an output itself; y and y2
+  // are one value; a constant is an output. Every name is the graph's own.
+  OnnxModel m;
+  m.input("x", {"n", "3"}).input("lengths", {"n"}, onnx::TensorProto::INT64);
+  m.output("y").output("output_lengths", onnx::TensorProto::INT64).output("x").output("y2").output("k");
+  m.floats("k", {2}, {1.5f, -2.f});
+  m.node("Relu", "relu", {"x"}, {"y"});
+  m.node("Identity", "pass", {"lengths"}, {"output_lengths"});
+  m.node("Identity", "again", {"y"}, {"y2"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("names.onnx"), dims({"n=1..8"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto l = load(d);
+  auto meta = l->program->method_meta(d.methods[0].name);
+  ASSERT_TRUE(meta.ok());
+  std::vector<std::string> ins, outs;
+  for (const TensorSpec& t : meta->inputs) ins.push_back(t.name);
+  for (const TensorSpec& t : meta->outputs) outs.push_back(t.name);
+  EXPECT_EQ(ins, (std::vector<std::string>{"x", "lengths"}));
+  EXPECT_EQ(outs, (std::vector<std::string>{"y", "output_lengths", "x", "y2", "k"}));
+  for (int64_t n : {8, 2}) {
+    ASSERT_TRUE(l->method->bind_shapes({{n, 3}, {n}}).ok());
+    for (int64_t i = 0; i < 3 * n; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i) - 4.f;
+    for (int64_t i = 0; i < n; ++i) l->method->input(1).as<int64_t>()[i] = 10 + i;
+    ASSERT_TRUE(l->method->execute().ok());
+    ASSERT_EQ(l->method->output(1).numel(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(l->method->output(1).as<int64_t>()[i], 10 + i);
+    for (int64_t i = 0; i < 3 * n; ++i) {
+      EXPECT_EQ(l->method->output(0).as<float>()[i], std::max(0.f, static_cast<float>(i) - 4.f));
+      EXPECT_EQ(l->method->output(3).as<float>()[i], l->method->output(0).as<float>()[i]);
+      EXPECT_EQ(l->method->output(2).as<float>()[i], static_cast<float>(i) - 4.f);
+    }
+    ASSERT_EQ(l->method->output(4).numel(), 2);
+    EXPECT_EQ(l->method->output(4).as<float>()[1], -2.f);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::testing

@@ -84,12 +84,8 @@ Status constant_of_shape_shape(ShapeCtx& c) {
   if (shape.size() > static_cast<size_t>(kMaxRank))
     return c.error("shape " + p.shape_to_string(shape) + " has rank " + std::to_string(shape.size()) +
                    ", above the limit " + std::to_string(kMaxRank));
-  for (size_t k = 0; k < shape.size(); ++k) {
-    core::Interval r = p.range(shape[k]);
-    if (r.lo < 0)
-      return c.error("shape " + p.shape_to_string(shape) + " element " + std::to_string(k) + " (" +
-                     p.to_string(shape[k]) + ") " + (p.is_const(shape[k]) ? "is negative" : "may be negative"));
-  }
+  for (size_t k = 0; k < shape.size(); ++k)
+    KILN_TRY(c.require_at_least(shape[k], 0, "shape " + p.shape_to_string(shape) + " element " + std::to_string(k)));
   c.out(0).dtype = fill.dtype;
   c.out(0).shape = std::move(shape);
   std::vector<int64_t> dims;

@@ -45,9 +45,7 @@ Status expand_shape(ShapeCtx& c) {
   if (!known_ints(c, 1, &shape))
     return c.error("shape input #1 is not known at export; it must be a constant or computed from input shapes");
   for (size_t k = 0; k < shape.size(); ++k)
-    if (p.range(shape[k]).lo < 0)
-      return c.error("shape " + p.shape_to_string(shape) + " element " + std::to_string(k) + " (" +
-                     p.to_string(shape[k]) + ") " + (p.is_const(shape[k]) ? "is negative" : "may be negative"));
+    KILN_TRY(c.require_at_least(shape[k], 0, "shape " + p.shape_to_string(shape) + " element " + std::to_string(k)));
   KILN_ASSIGN_OR_RETURN(std::vector<ExprId> out, c.broadcast(c.in(0).shape, shape));
   if (out.size() > static_cast<size_t>(kMaxRank))
     return c.error("output rank " + std::to_string(out.size()) + " is above the limit " + std::to_string(kMaxRank));

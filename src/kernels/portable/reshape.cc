@@ -50,9 +50,13 @@ Status reshape_shape(ShapeCtx& c) {
                           p.always(p.mul(p.sub(one, p.min(v, one)), x.shape[k]), Rel::kEq, zero));
       if (!known) {
         const core::Interval r = p.range(v);
+        core::ExprPool::Census at = p.census(v, Rel::kGe, allow_zero ? zero : one, 100000);
+        const std::string example = at.complete && !at.first_failure.empty()
+                                        ? ": at " + p.assignment_text(at.dims, at.first_failure) + " it is " +
+                                              std::to_string(at.failure_lhs)
+                                        : " (range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "])";
         return c.error(where + " (" + p.to_string(v) + ") may be " + (allow_zero ? "negative" : "0 or negative") +
-                       " (range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) +
-                       "]), so its meaning is unknown at export");
+                       example + ", so its meaning is unknown at export");
       }
       out[k] = v;
       continue;

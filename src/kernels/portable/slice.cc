@@ -62,10 +62,18 @@ Result<ExprId> from_end(ShapeCtx& c, ExprId v, ExprId d, const char* what) {
     negative = p.const_value(v) < 0;
   } else {
     core::Interval r = p.range(v);
-    if (r.lo < 0 && r.hi >= 0)
-      return c.error(std::string(what) + " " + p.to_string(v) + " may be negative or not (range [" +
-                     std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]); its meaning is unknown at export");
     negative = r.hi < 0;
+    if (r.lo < 0 && r.hi >= 0) {  // the range cannot tell; the exact prover may
+      core::ExprPool::Census at = p.census(v, core::ExprPool::Relation::kGe, p.constant(0), 100000);
+      if (at.complete && at.satisfied == 0) negative = true;
+      else if (!at.complete || at.satisfied != at.assignments)
+        return c.error(std::string(what) + " " + p.to_string(v) + " may be negative or not (" +
+                       (at.complete ? "at " + p.assignment_text(at.dims, at.first_failure) + " it is " +
+                                          std::to_string(at.failure_lhs) + ", at " +
+                                          p.assignment_text(at.dims, at.last_solution) + " it is not"
+                                    : "range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]") +
+                       "); its meaning is unknown at export");
+    }
   }
   return negative ? p.add(v, d) : v;
 }

@@ -51,9 +51,7 @@ Status tile_shape(ShapeCtx& c) {
                    "; there must be one per axis");
   std::vector<ExprId> out(in.size());
   for (size_t k = 0; k < in.size(); ++k) {
-    if (p.range(repeats[k]).lo < 0)
-      return c.error("repeats " + p.shape_to_string(repeats) + " element " + std::to_string(k) + " (" +
-                     p.to_string(repeats[k]) + ") " + (p.is_const(repeats[k]) ? "is negative" : "may be negative"));
+    KILN_TRY(c.require_at_least(repeats[k], 0, "repeats " + p.shape_to_string(repeats) + " element " + std::to_string(k)));
     out[k] = p.mul(in[k], repeats[k]);
   }
   c.out(0).dtype = c.in(0).dtype;
