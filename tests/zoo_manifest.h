@@ -16,10 +16,20 @@ inline const std::string& zoo_dir() {
   return dir;
 }
 
-/// The parsed manifest; a discarded json when it cannot be read.
-inline nlohmann::json zoo_manifest() {
-  std::ifstream f(zoo_dir() + "/manifest.json");
+/// The parsed manifest (`file` relative to zoo/: the model zoo's, or "ops/manifest.json",
+/// the op zoo's); a discarded json when it cannot be read.
+inline nlohmann::json zoo_manifest(const std::string& file = "manifest.json") {
+  std::ifstream f(zoo_dir() + "/" + file);
   return nlohmann::json::parse(f, nullptr, false);
+}
+
+/// Names of the op zoo's models (zoo/ops/make_ops.py), in manifest order.
+inline std::vector<std::string> op_zoo_names() {
+  std::vector<std::string> names;
+  nlohmann::json m = zoo_manifest("ops/manifest.json");
+  if (m.is_discarded()) return names;
+  for (const auto& x : m["models"]) names.push_back(x["name"]);
+  return names;
 }
 
 /// Names of the zoo's models, in manifest order.

@@ -14,7 +14,7 @@ namespace kiln::exporter {
 Status GraphBuilder::add_dim(const std::string& name, int64_t min, int64_t max, int64_t step) {
   std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
   if (name.empty()) return invalid_argument("a dim needs a name");
-  if (min < 1) return invalid_argument("dim '" + name + "' has min " + std::to_string(min) + "; dims are at least 1");
+  if (min < 0) return invalid_argument("dim '" + name + "' has min " + std::to_string(min) + "; dims are at least 0");
   if (min > max) return invalid_argument("dim '" + name + "' has min above max " + range);
   if (step < 1) return invalid_argument("dim '" + name + "' has step " + std::to_string(step) + "; use a step of 1 or more");
   if ((min + step - 1) / step * step > max)

@@ -138,7 +138,7 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   const size_t n_dims = len(m->dims()), n_exprs = len(m->exprs()), n_values = len(m->values());
   for (size_t i = 0; i < n_dims; ++i) {
     const fb::Dim* d = m->dims()->Get(i);
-    if (d->min() < 1 || d->min() > d->max() || d->step() < 1)
+    if (d->min() < 0 || d->min() > d->max() || d->step() < 1)
       return bad(where(m, "dim", i) + " ('" + d->name()->str() + "') has invalid range [" +
                  std::to_string(d->min()) + ", " + std::to_string(d->max()) + "] step " + std::to_string(d->step()));
   }

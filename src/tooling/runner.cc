@@ -27,11 +27,12 @@ namespace kiln::tooling {
 Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text, size_t num_inputs) {
   const std::string how =
       "write sizes joined by 'x' and shapes separated by ',' (1x3x224x224,1x4), or sizes joined by ',' and shapes "
-      "separated by ';' or in brackets (1,3,224,224;1,4 or [1,3,224,224],[1,4])";
+      "separated by ';' or in brackets (1,3,224,224;1,4 or [1,3,224,224],[1,4]); a scalar is 'scalar' or []";
   // Shapes as token lists: [..] groups, or ';'-separated, or ','-separated 'x' shapes.
   std::vector<std::string> groups;
   char dim_sep = 'x';
-  if (text.find('[') != std::string::npos) {
+  const bool bracketed = text.find('[') != std::string::npos;
+  if (bracketed) {
     dim_sep = ',';
     size_t at = 0;
     while (at < text.size()) {
@@ -62,9 +63,13 @@ Result<std::vector<std::vector<int64_t>>> parse_shapes(const std::string& text, 
   }
   std::vector<std::vector<int64_t>> shapes;
   for (const std::string& tok : groups) {
+    std::vector<int64_t> shape;
+    if (bracketed && tok.empty()) {  // "[]": a scalar
+      shapes.push_back(shape);
+      continue;
+    }
     if (tok.empty() || tok.back() == dim_sep)
       return invalid_argument("cannot parse shape '" + tok + "' in '" + text + "': " + how);
-    std::vector<int64_t> shape;
     if (tok != "scalar") {
       std::stringstream ds(tok);
       std::string d;

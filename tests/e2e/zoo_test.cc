@@ -32,22 +32,22 @@ double element(const tooling::NpyArray& a, size_t i) {
   return 0;
 }
 
-TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
-  nlohmann::json model, all = zoo_manifest();
+nlohmann::json find_model(const std::string& manifest, const std::string& name) {
+  nlohmann::json all = zoo_manifest(manifest);
   for (const auto& x : all["models"])
-    if (x["name"] == GetParam()) model = x;
-  ASSERT_FALSE(model.is_null());
+    if (x["name"] == name) return x;
+  return nullptr;
+}
+
+/// Exports `model` with its contract and runs every reference case through kiln_runner,
+/// delegated and portable, against ONNX Runtime's outputs. Adds the largest relative error.
+void export_and_compare(const nlohmann::json& model, const std::string& kiln_path, double* max_err) {
   std::string name = model["name"];
-  std::string kiln_path = ::kiln::testing::scratch_dir() + "/zoo_" + name + ".kiln";
   std::string cmd = bin("kiln") + " export " + kZoo + "/" + model["onnx"].get<std::string>() + " -o " + kiln_path;
   for (const auto& a : model["export_args"]) cmd += " " + a.get<std::string>();
-  auto t0 = std::chrono::steady_clock::now();
   CommandResult exp = run_command(cmd);
-  double export_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(exp.exit_code, 0) << cmd << "\n" << exp.output;
   EXPECT_EQ(exp.output.find(" Shape "), std::string::npos) << "a Shape op survived export:\n" << exp.output;
-
-  double max_err = 0;
   for (const std::string delegate : {"xnnpack", "none"})  // the delegated and the portable path of one file
   for (const auto& c : model["cases"]) {
     std::string inputs;
@@ -69,11 +69,23 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
       for (size_t i = 0; i < n; ++i) {
         double g = element(*got, i), w = element(*want, i);
         double err = std::abs(g - w) / (1.0 + std::abs(w));
-        max_err = std::max(max_err, err);
+        *max_err = std::max(*max_err, err);
         ASSERT_LE(err, 1e-4) << what << " output " << k << " element " << i << ": got " << g << ", ONNX Runtime " << w;
       }
     }
   }
+}
+
+TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
+  nlohmann::json model = find_model("manifest.json", GetParam());
+  ASSERT_FALSE(model.is_null());
+  std::string name = model["name"];
+  std::string kiln_path = ::kiln::testing::scratch_dir() + "/zoo_" + name + ".kiln";
+  auto t0 = std::chrono::steady_clock::now();
+  double max_err = 0;
+  export_and_compare(model, kiln_path, &max_err);
+  if (HasFatalFailure()) return;
+  double export_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& rej : model.value("rejects", nlohmann::json::array())) {
     CommandResult r = run_command(bin("kiln") + " check " + kiln_path + " --input_shapes=" + rej["input_shapes"].get<std::string>());
     EXPECT_EQ(r.exit_code, 1) << name << " accepted " << rej["input_shapes"] << ", expected: " << rej["reason"] << "\n" << r.output;
@@ -107,7 +119,7 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
     EXPECT_TRUE(found) << ins.output;
     EXPECT_EQ(m["outputs"][0]["shape_text"], "[batch, 100]");
   }
-  std::printf("zoo %-13s instructions %4d guards %zu arena %9llu lower bound %9llu (%.3fx) max rel err %.2e export %.0f ms\n",
+  std::printf("zoo %-13s instructions %4d guards %zu arena %9llu lower bound %9llu (%.3fx) max rel err %.2e export and cases %.0f ms\n",
               name.c_str(), m["num_instructions"].get<int>(), m["guards"].size(),
               static_cast<unsigned long long>(m["arena_bytes"].get<uint64_t>()),
               static_cast<unsigned long long>(m["lower_bound_bytes"].get<uint64_t>()), m["arena_over_lower_bound"].get<double>(),
@@ -116,6 +128,27 @@ TEST_P(Zoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(zoo_model_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// The op zoo (zoo/ops/make_ops.py): one op per model, at zero extents, scalars, random shapes
+// and the bound, against ONNX Runtime; then random admissible shapes through kiln sweep.
+class OpZoo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OpZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
+  nlohmann::json model = find_model("ops/manifest.json", GetParam());
+  ASSERT_FALSE(model.is_null());
+  const std::string kiln_path = ::kiln::testing::scratch_dir() + "/ops_" + GetParam() + ".kiln";
+  double max_err = 0;
+  export_and_compare(model, kiln_path, &max_err);
+  if (HasFatalFailure()) return;
+  CommandResult sw = run_command(bin("kiln") + " sweep " + kiln_path + " --samples=3 --json");
+  EXPECT_EQ(sw.exit_code, 0) << sw.output;
+  auto swj = nlohmann::json::parse(sw.output, nullptr, false);
+  ASSERT_FALSE(swj.is_discarded()) << sw.output;
+  EXPECT_EQ(swj["failures"], 0) << sw.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpZoo, ::testing::ValuesIn(op_zoo_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -67,10 +67,13 @@ Result<DimArg> parse_dim_arg(const std::string& text) {
 
 Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text) {
   size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    return invalid_argument("cannot parse --input '" + text + "': write NAME=D0,D1,... with integers or dim names");
-  if (text.back() == ',') return invalid_argument("cannot parse --input '" + text + "': empty axis");
+  if (eq == std::string::npos || eq == 0)
+    return invalid_argument("cannot parse --input '" + text +
+                            "': write NAME=D0,D1,... with integers or dim names (NAME= for a scalar)");
   std::vector<std::string> axes;
+  const std::string rest = text.substr(eq + 1);
+  if (rest.empty() || rest == "[]" || rest == "scalar") return std::make_pair(text.substr(0, eq), axes);  // rank 0
+  if (text.back() == ',') return invalid_argument("cannot parse --input '" + text + "': empty axis");
   std::stringstream ss(text.substr(eq + 1));
   std::string tok;
   while (std::getline(ss, tok, ',')) {

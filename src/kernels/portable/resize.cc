@@ -139,10 +139,11 @@ Status shape_from_scales(ShapeCtx& c, const std::vector<float>& scales, std::vec
   return ok_status();
 }
 
-/// Checks output sizes >= 1 (guarded when symbolic) and sets output 0.
+/// Checks the sizes of resized axes >= 1 (guarded when symbolic; an axis kept as it is may
+/// be empty, as a batch of 0) and sets output 0.
 Status finish_shape(ShapeCtx& c, std::vector<ExprId> out) {
   for (size_t k = 0; k < out.size(); ++k)
-    KILN_TRY(c.require_ge(out[k], c.pool.constant(1), "(output size of axis " + std::to_string(k) + " for input " +
+    if (out[k] != c.in(0).shape[k]) KILN_TRY(c.require_ge(out[k], c.pool.constant(1), "(output size of axis " + std::to_string(k) + " for input " +
                                                           c.pool.shape_to_string(c.in(0).shape) + ")"));
   c.out(0).dtype = DType::kF32;
   c.out(0).shape = std::move(out);

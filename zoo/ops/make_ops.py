@@ -1,0 +1,255 @@
+"""The op zoo: one small ONNX model per operator configuration, each with a Kiln contract
+and ONNX Runtime reference outputs at its minimum (often a zero extent), random shapes and
+its bound. Where the zoo proper checks whole models, this checks what real models contain
+one op at a time: zero-size tensors (an empty KV cache, an empty detection list), scalar
+inputs, and the operators added for them.
+
+    python3 -m pip install -r zoo/reference/requirements.txt   # onnxruntime 1.31.1, numpy
+    python3 -m pip install onnx==1.17.0
+    python3 zoo/ops/make_ops.py [NAME ...]
+
+Writes zoo/ops/models/<name>.onnx, zoo/ops/cases/<name>/<case>/{input,output}_<i>.npy and
+zoo/ops/manifest.json (the zoo manifest's format, paths relative to zoo/), which
+tests/e2e/zoo_test.cc runs through `kiln export` and `kiln_runner`. Inputs come from numpy's
+PCG64 seeded by the CRC-32 of "name/case" (the same bits on every platform); ONNX Runtime
+runs on one thread with graph optimizations off. With NAME arguments only those models are
+rewritten (the manifest keeps the others).
+"""
+
+import json
+import os
+import shutil
+import sys
+import zlib
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ZOO = os.path.dirname(HERE)
+
+F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+NP = {F: np.float32, I64: np.int64, BOOL: np.bool_}
+DTYPE_NAME = {F: "float32", I64: "int64", BOOL: "bool"}
+
+
+class Op:
+    """One model: `nodes` over graph inputs `inputs` [(name, elem, dims)] where dims are ints
+    or dim names; `outputs` [(name, elem)]; `consts` {name: np.ndarray} initializers; `dims`
+    {name: (min, max)}; `cases` [{dim: value}, ...] (a case may also fix input values:
+    "values": {input: np.ndarray or scalar}); `gen` {input: (low, high)} for integer
+    inputs; `extra_args`: more `kiln export` arguments."""
+
+    def __init__(self, name, nodes, inputs, outputs, dims, cases, consts=None, gen=None, opset=17,
+                 extra_args=(), notes=""):
+        self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
+        self.dims, self.cases, self.consts, self.gen = dims, cases, consts or {}, gen or {}
+        self.opset, self.extra_args, self.notes = opset, list(extra_args), notes
+
+
+def node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, **attrs)
+
+
+def unary(op, name=None, **attrs):
+    return Op(name or op.lower(), [node(op, ["x"], ["y"], **attrs)], [("x", F, ["N", 3])], [("y", F)],
+              {"N": (0, 8)}, [{"N": 0}, {"N": 1}, {"N": 5}, {"N": 8}])
+
+
+def batch_cases(name="N", hi=8):
+    return [{name: 0}, {name: 1}, {name: 3}, {name: hi}]
+
+
+OPS = [
+    unary("Relu"), unary("Sigmoid"), unary("Tanh"), unary("Exp"), unary("Erf"), unary("Softplus"),
+    unary("LeakyRelu", alpha=0.1),
+    Op("add_broadcast", [node("Add", ["x", "b"], ["y"])], [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)},
+       batch_cases(), consts={"b": np.array([1.0, -2.0, 0.5], np.float32)}),
+    Op("mul_outer", [node("Mul", ["x", "z"], ["y"])], [("x", F, ["N", 1]), ("z", F, [1, "M"])], [("y", F)],
+       {"N": (0, 6), "M": (0, 6)}, [{"N": 0, "M": 0}, {"N": 0, "M": 4}, {"N": 3, "M": 0}, {"N": 2, "M": 5},
+                                    {"N": 6, "M": 6}]),
+    Op("matmul", [node("MatMul", ["a", "b"], ["y"])], [("a", F, ["N", "K"]), ("b", F, ["K", 4])], [("y", F)],
+       {"N": (0, 8), "K": (0, 6)},
+       [{"N": 0, "K": 3}, {"N": 3, "K": 0}, {"N": 0, "K": 0}, {"N": 1, "K": 1}, {"N": 5, "K": 2}, {"N": 8, "K": 6}],
+       notes="K = 0 sums nothing: the output is zeros"),
+    Op("matmul_batched", [node("MatMul", ["q", "k"], ["y"])], [("q", F, ["B", 2, "T", 4]), ("k", F, ["B", 2, 4, "P"])],
+       [("y", F)], {"B": (1, 3), "T": (1, 4), "P": (0, 6)},
+       [{"B": 1, "T": 1, "P": 0}, {"B": 2, "T": 3, "P": 5}, {"B": 3, "T": 4, "P": 6}]),
+    Op("gemm", [node("Gemm", ["x", "w", "c"], ["y"], transB=1)], [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)},
+       batch_cases(), consts={"w": np.arange(12, dtype=np.float32).reshape(4, 3) / 10,
+                              "c": np.array([0.1, 0.2, 0.3, 0.4], np.float32)}),
+    Op("conv", [node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [("x", F, ["N", 2, "H", 5])], [("y", F)],
+       {"N": (0, 3), "H": (1, 6)}, [{"N": 0, "H": 1}, {"N": 0, "H": 6}, {"N": 1, "H": 1}, {"N": 2, "H": 4},
+                                    {"N": 3, "H": 6}],
+       consts={"w": (np.arange(36, dtype=np.float32).reshape(2, 2, 3, 3) - 18) / 20}),
+    Op("maxpool", [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], [("x", F, ["N", 2, 6, 6])],
+       [("y", F)], {"N": (0, 4)}, batch_cases(hi=4)),
+    Op("global_avg_pool", [node("GlobalAveragePool", ["x"], ["y"])], [("x", F, ["N", 3, 4, 4])], [("y", F)],
+       {"N": (0, 4)}, batch_cases(hi=4)),
+    Op("batchnorm", [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], [("x", F, ["N", 2, 3])],
+       [("y", F)], {"N": (0, 5)}, batch_cases(hi=5),
+       consts={"s": np.array([1.5, 0.5], np.float32), "b": np.array([0.1, -0.1], np.float32),
+               "m": np.array([0.2, -0.3], np.float32), "v": np.array([1.0, 2.0], np.float32)}),
+    Op("layernorm", [node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)], [("x", F, ["N", "T", 4])],
+       [("y", F)], {"N": (0, 3), "T": (0, 5)}, [{"N": 0, "T": 2}, {"N": 2, "T": 0}, {"N": 1, "T": 1}, {"N": 3, "T": 5}],
+       consts={"s": np.array([1, 2, 3, 4], np.float32), "b": np.array([0, 1, 0, 1], np.float32)}),
+    Op("softmax_rows", [node("Softmax", ["x"], ["y"], axis=-1)], [("x", F, ["N", 5])], [("y", F)], {"N": (0, 8)},
+       batch_cases()),
+    Op("softmax_empty_axis", [node("Softmax", ["x"], ["y"], axis=-1)], [("x", F, [2, "P"])], [("y", F)],
+       {"P": (0, 8)}, batch_cases("P"), notes="Softmax over an empty axis: an empty output"),
+    Op("reduce_sum_empty", [node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)], [("x", F, ["N", 3])], [("y", F)],
+       {"N": (0, 8)}, batch_cases(), consts={"axes": np.array([0], np.int64)}, notes="a sum over nothing is 0"),
+    Op("reduce_max_rows", [node("ReduceMax", ["x"], ["y"], axes=[1], keepdims=0)], [("x", F, ["N", 4])], [("y", F)],
+       {"N": (0, 8)}, batch_cases()),
+    Op("concat_past", [node("Concat", ["past", "new"], ["y"], axis=2)],
+       [("past", F, [1, 2, "P", 4]), ("new", F, [1, 2, "T", 4])], [("y", F)], {"P": (0, 8), "T": (1, 3)},
+       [{"P": 0, "T": 1}, {"P": 0, "T": 3}, {"P": 5, "T": 2}, {"P": 8, "T": 3}],
+       notes="a KV cache grows from empty"),
+    Op("slice_tail", [node("Slice", ["x", "st", "en", "ax"], ["y"])], [("x", F, ["N", 6])], [("y", F)], {"N": (0, 8)},
+       batch_cases(), consts={"st": np.array([1, 2], np.int64), "en": np.array([100, 5], np.int64),
+                              "ax": np.array([0, 1], np.int64)}, notes="rows from 1: empty at N = 0 and N = 1"),
+    Op("gather_rows", [node("Gather", ["x", "i"], ["y"], axis=0)], [("x", F, [5, 3]), ("i", I64, ["M"])], [("y", F)],
+       {"M": (0, 6)}, [{"M": 0}, {"M": 1}, {"M": 4}, {"M": 6}], gen={"i": (-5, 5)}, notes="no indices: an empty output"),
+    Op("gather_cols", [node("Gather", ["x", "i"], ["y"], axis=1)], [("x", F, ["N", 4])], [("y", F)], {"N": (0, 8)},
+       batch_cases(), consts={"i": np.array([3, 0], np.int64)}),
+    Op("transpose", [node("Transpose", ["x"], ["y"], perm=[2, 0, 1])], [("x", F, ["N", 3, 2])], [("y", F)],
+       {"N": (0, 8)}, batch_cases()),
+    Op("reshape_from_shape", [node("Shape", ["x"], ["s"], end=1), node("Concat", ["s", "tail"], ["t"], axis=0),
+                              node("Reshape", ["x", "t"], ["y"])],
+       [("x", F, ["N", 6])], [("y", F)], {"N": (0, 8)}, batch_cases(), consts={"tail": np.array([2, 3], np.int64)}),
+    Op("flatten", [node("Flatten", ["x"], ["y"], axis=1)], [("x", F, ["N", 2, 3])], [("y", F)], {"N": (0, 8)},
+       batch_cases()),
+    Op("expand", [node("Shape", ["x"], ["s"]), node("Expand", ["c", "s"], ["y"])], [("x", F, ["N", 4])], [("y", F)],
+       {"N": (0, 8)}, batch_cases(), consts={"c": np.array([[1.5, -1, 2, 0.25]], np.float32)}),
+    Op("tile", [node("Tile", ["x", "r"], ["y"])], [("x", F, ["N", 2])], [("y", F)], {"N": (0, 6)}, batch_cases(hi=6),
+       consts={"r": np.array([2, 3], np.int64)}),
+    Op("pad_constant", [node("Pad", ["x", "p", "v"], ["y"])], [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)},
+       batch_cases(), consts={"p": np.array([0, 1, 0, 2], np.int64), "v": np.array(0.5, np.float32)}),
+    Op("where_compare", [node("Greater", ["x", "t"], ["m"]), node("Where", ["m", "x", "t2"], ["y"])],
+       [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)}, batch_cases(),
+       consts={"t": np.array(0.0, np.float32), "t2": np.array([[-1.0, -2.0, -3.0]], np.float32)}),
+    Op("cast_i64", [node("Cast", ["x"], ["y"], to=I64)], [("x", F, ["N", 3])], [("y", I64)], {"N": (0, 8)},
+       batch_cases()),
+    Op("cumsum", [node("CumSum", ["x", "a"], ["y"])], [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)}, batch_cases(),
+       consts={"a": np.array(0, np.int64)}),
+    Op("topk", [node("TopK", ["x", "k"], ["v", "i"], axis=1)], [("x", F, ["N", 5])], [("v", F), ("i", I64)],
+       {"N": (0, 8)}, batch_cases(), consts={"k": np.array([2], np.int64)}),
+    Op("argmax", [node("ArgMax", ["x"], ["y"], axis=1, keepdims=0)], [("x", F, ["N", 5])], [("y", I64)], {"N": (0, 8)},
+       batch_cases()),
+    Op("split", [node("Split", ["x", "sp"], ["a", "b"], axis=1)], [("x", F, ["N", 5])], [("a", F), ("b", F)],
+       {"N": (0, 8)}, batch_cases(), consts={"sp": np.array([2, 3], np.int64)}),
+    Op("resize_nearest", [node("Resize", ["x", "", "sc"], ["y"], mode="nearest")], [("x", F, ["N", 1, 3, 3])],
+       [("y", F)], {"N": (0, 3)}, batch_cases(hi=3), consts={"sc": np.array([1, 1, 2, 2], np.float32)}),
+    Op("scalar_rate", [node("Equal", ["sr", "k16"], ["is16"]), node("Mul", ["x", "two"], ["a"]),
+                       node("Mul", ["x", "three"], ["b"]), node("Where", ["is16", "a", "b"], ["y"]),
+                       node("Cast", ["sr"], ["srf"], to=F), node("Div", ["srf", "k1000"], ["khz"])],
+       [("x", F, ["N"]), ("sr", I64, [])], [("y", F), ("khz", F)], {"N": (0, 64)},
+       [{"N": 0, "values": {"sr": 16000}}, {"N": 1, "values": {"sr": 8000}}, {"N": 17, "values": {"sr": 16000}},
+        {"N": 64, "values": {"sr": 8000}}],
+       consts={"k16": np.array(16000, np.int64), "two": np.array(2, np.float32), "three": np.array(3, np.float32),
+               "k1000": np.array(1000, np.float32)},
+       extra_args=["--input", "sr="], notes="a scalar input, as a voice-activity model's sample rate"),
+]
+
+
+def model_proto(op):
+    g_inputs = [helper.make_tensor_value_info(n, e, d) for n, e, d in op.inputs]
+    g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
+    inits = [numpy_helper.from_array(v, k) for k, v in op.consts.items()]
+    graph = helper.make_graph(op.nodes, op.name, g_inputs, g_outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", op.opset)], producer_name="kiln op zoo")
+    m.ir_version = 8
+    return m  # outputs declare their type only (ONNX Runtime validates the model)
+
+
+def case_name(op, c):
+    return "_".join(f"{k}{v}" for k, v in c.items() if k != "values") or "static"
+
+
+def make_inputs(op, c, name):
+    rng = np.random.default_rng(zlib.crc32(f"{op.name}/{name}".encode()))
+    arrays = []
+    for n, e, d in op.inputs:
+        shape = [x if isinstance(x, int) else c[x] for x in d]
+        if n in c.get("values", {}):
+            arrays.append(np.array(c["values"][n], NP[e]).reshape(shape))
+        elif e == F:
+            arrays.append(rng.standard_normal(shape).astype(np.float32))
+        elif e == I64:
+            lo, hi = op.gen.get(n, (0, 10))
+            arrays.append(rng.integers(lo, hi, shape).astype(np.int64))
+        else:
+            arrays.append(rng.integers(0, 2, shape).astype(np.bool_))
+    return arrays
+
+
+def shape_text(shape):
+    return "x".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+def build(op, sess_options):
+    m = model_proto(op)
+    onnx_rel = f"ops/models/{op.name}.onnx"
+    os.makedirs(os.path.join(ZOO, "ops/models"), exist_ok=True)
+    onnx.save(m, os.path.join(ZOO, onnx_rel))
+    sess = ort.InferenceSession(os.path.join(ZOO, onnx_rel), sess_options, providers=["CPUExecutionProvider"])
+    case_dir = os.path.join(ZOO, "ops/cases", op.name)
+    shutil.rmtree(case_dir, ignore_errors=True)
+    cases = []
+    for c in op.cases:
+        name = case_name(op, c)
+        arrays = make_inputs(op, c, name)
+        outs = sess.run(None, {n: a for (n, _, _), a in zip(op.inputs, arrays)})
+        rel = f"ops/cases/{op.name}/{name}"
+        os.makedirs(os.path.join(ZOO, rel), exist_ok=True)
+        for i, a in enumerate(arrays):
+            np.save(os.path.join(ZOO, rel, f"input_{i}.npy"), a)
+        for i, a in enumerate(outs):
+            np.save(os.path.join(ZOO, rel, f"output_{i}.npy"), np.array(a, order="C"))  # keeps rank 0
+        cases.append({"name": name, "input_shapes": ",".join(shape_text(a.shape) for a in arrays),
+                      "inputs": [f"{rel}/input_{i}.npy" for i in range(len(arrays))],
+                      "outputs": [f"{rel}/output_{i}.npy" for i in range(len(outs))],
+                      "output_shapes": [shape_text(a.shape) for a in outs]})
+    args = []
+    for d, (lo, hi) in op.dims.items():
+        args += ["--dim", f"{d}={lo}..{hi}"]
+    return {"name": op.name, "onnx": onnx_rel, "opset": op.opset, "export_args": args + op.extra_args,
+            "inputs": [n for n, _, _ in op.inputs], "outputs": [n for n, _ in op.outputs],
+            "input_dtypes": [DTYPE_NAME[e] for _, e, _ in op.inputs],
+            "input_dims": [list(d) for _, _, d in op.inputs],
+            "dims": {d: {"min": lo, "max": hi} for d, (lo, hi) in op.dims.items()},
+            "notes": op.notes, "cases": cases}
+
+
+def main():
+    only = set(sys.argv[1:])
+    unknown = only - {op.name for op in OPS}
+    if unknown:
+        sys.exit(f"unknown op models: {', '.join(sorted(unknown))}")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    path = os.path.join(HERE, "manifest.json")
+    previous = {}
+    if only and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            previous = {m["name"]: m for m in json.load(f)["models"]}
+    models = []
+    for op in OPS:
+        if only and op.name not in only:
+            if op.name in previous:
+                models.append(previous[op.name])
+            continue
+        models.append(build(op, options))
+        print(f"{op.name}: {len(op.cases)} cases")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"generator": "zoo/ops/make_ops.py", "onnxruntime": ort.__version__, "onnx": onnx.__version__,
+                   "models": models}, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
