@@ -516,7 +516,7 @@ def build_specs():
                       "logits": {0: "batch", 1: "T"},
                       **{f"present_{kv}_{i}": {0: "batch", 2: "total"} for kv in ("key", "value") for i in (0, 1)}},
         example=[(2, 3), (2, 8), (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8)],
-        dims={"batch": (1, 4, None), "T": (1, 8, None), "past": (1, 56, None), "total": (2, 64, None)},
+        dims={"batch": (1, 4, None), "T": (1, 8, None), "past": (0, 56, None), "total": (1, 64, None)},
         sum_of={"total": ["past", "T"]},  # not free: the contract's guard holds total == past + T
         # bench/ort_compare.py: decode steps (T = 1) at P = 1, a middle P and the bound, then the bound
         bench_points=[{"label": f"decode b1 P{p}", "dims": {"batch": 1, "T": 1, "past": p}} for p in (1, 28, 56)]
@@ -525,7 +525,9 @@ def build_specs():
         cases=[case("b1_p1_t1", (1, 1), (1, 2), *[(1, 4, 1, 8)] * 4),
                case("b2_p30_t1", (2, 1), (2, 31), *[(2, 4, 30, 8)] * 4),
                case("b3_p9_t4", (3, 4), (3, 13), *[(3, 4, 9, 8)] * 4),
-               case("b4_p56_t8", (4, 8), (4, 64), *[(4, 4, 56, 8)] * 4)],
+               case("b4_p56_t8", (4, 8), (4, 64), *[(4, 4, 56, 8)] * 4),
+               case("b1_p0_t1", (1, 1), (1, 1), *[(1, 4, 0, 8)] * 4),  # the first step: an empty cache
+               case("b2_p0_t5", (2, 5), (2, 5), *[(2, 4, 0, 8)] * 4)],
         rejects=[{"input_shapes": "1x1,1x3,1x4x1x8,1x4x1x8,1x4x1x8,1x4x1x8",
                   "reason": "the mask covers past + T positions (total == past + T)"},
                  {"input_shapes": "1x1,1x58,1x4x57x8,1x4x57x8,1x4x57x8,1x4x57x8",
@@ -537,7 +539,7 @@ def build_specs():
               "Range(past + T) <= Range(T) + past combined with the padding mask, masked_fill "
               "-1e9 (Where), GELU tanh, LayerNorm decomposed. The mask length is its own dim "
               "'total'; the graph adds it to scores of length past + T, so the contract holds "
-              "total == past + T (checked at bind)."))
+              "total == past + T (checked at bind). The first step runs with an empty cache (past = 0)."))
 
     specs.append(dict(
         name="conformer_tiny", make=lambda: ConformerTiny(),

@@ -165,6 +165,29 @@ std::vector<int64_t> nearest_corner(Method& m, const std::vector<int64_t>& start
   return {};
 }
 
+// A draw a guard refuses, repaired by moving one dim alone to its admissible value nearest
+// the draw (an equality guard such as total == past + T fixes one dim from the others, which
+// a random redraw rarely hits); empty when no single dim's move makes it admissible.
+std::vector<int64_t> repair_draw(Method& m, const std::vector<int64_t>& draw,
+                                 const std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)>& shapes_for) {
+  const std::vector<DimSpec>& dims = m.meta().dims;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const int64_t lo = (dims[d].min + dims[d].step - 1) / dims[d].step * dims[d].step, hi = dims[d].max / dims[d].step * dims[d].step;
+    for (int64_t dist = 1, tries = 0; tries < 1024; ++dist) {
+      const int64_t below = draw[d] - dist * dims[d].step, above = draw[d] + dist * dims[d].step;
+      if (below < lo && above > hi) break;
+      for (int64_t value : {below, above}) {
+        if (value < lo || value > hi) continue;
+        std::vector<int64_t> v = draw;
+        v[d] = value;
+        ++tries;
+        if (m.bind_shapes(shapes_for(v)).ok()) return v;
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
@@ -219,6 +242,13 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
     Status contract = m->bind_shapes(shapes);
     int attempts = 0;
     while (!contract.ok() && contract.message().find("guard") != std::string::npos && attempts < 50 && k >= 2) {
+      std::vector<int64_t> repaired = repair_draw(*m, draws[k], shapes_for);
+      if (!repaired.empty()) {
+        draws[k] = repaired;
+        shapes = shapes_for(draws[k]);
+        contract = m->bind_shapes(shapes);
+        break;
+      }
       ++result.skipped_by_guards;
       for (size_t d = 0; d < meta.dims.size(); ++d) {
         const DimSpec& ds = meta.dims[d];
