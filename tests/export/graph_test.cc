@@ -96,7 +96,8 @@ TEST(GraphBuilder, ViewsAliasAndDeadNodesVanish) {
 
 TEST(GraphBuilder, DimValidation) {
   GraphBuilder g;
-  EXPECT_EQ(g.add_dim("a", 0, 4).message(), "dim 'a' has min 0; dims are at least 1");
+  EXPECT_EQ(g.add_dim("a", -1, 4).message(), "dim 'a' has min -1; dims are at least 0");
+  EXPECT_TRUE(g.add_dim("empty", 0, 4).ok());  // a size may be 0 (an empty KV cache)
   EXPECT_EQ(g.add_dim("a", 5, 4).message(), "dim 'a' has min above max [5, 4]");
   EXPECT_EQ(g.add_dim("a", 5, 7, 8).message(), "dim 'a' admits no value: no multiple of 8 in [5, 7]");
   EXPECT_EQ(g.add_input("x", DType::kF32, {"seq"}).status().message(),

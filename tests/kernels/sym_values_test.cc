@@ -38,6 +38,23 @@ TEST(SymValues, ShapeGatherMul) {
   EXPECT_EQ(values_of(p, m), "[4*batch]");
 }
 
+TEST(SymValues, SizeIsTheProductOfTheDims) {
+  SymPool s;
+  core::ExprPool& p = s.pool;
+  SymResult n = infer(p, "Size", {sym_input(DType::kF32, {s.batch, s.seq, s.c(3)})});
+  EXPECT_EQ(n.shape, "[]");
+  EXPECT_EQ(values_of(p, n), "[3*batch*seq]");
+  std::vector<Tensor> out(1);
+  out[0].dtype = DType::kI64;
+  out[0].shape = {};
+  Tensor x = make_tensor<float>({2, 0, 3}, {});
+  ASSERT_EQ(run_kernel("Size", {x}, &out), kernels::KernelStatus::kOk);
+  EXPECT_EQ(out[0].values<int64_t>(), V{0});
+  x = make_tensor<float>({2, 5}, std::vector<float>(10, 1.f));
+  ASSERT_EQ(run_kernel("Size", {x}, &out), kernels::KernelStatus::kOk);
+  EXPECT_EQ(out[0].values<int64_t>(), V{10});
+}
+
 TEST(SymValues, ReshapeTargetFromShapeArithmetic) {
   // x: [batch, seq, 64] -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0) * Gather(Shape(x), 1)), [-1]))
   SymPool s;

@@ -1,7 +1,8 @@
 // Shape: the input's dims as a 1-D i64 tensor, optionally a slice of them (opset 15
 // attributes start and end: negative counts from the rank, then clamped into [0, rank]).
-// At export the output carries the dims as expressions (sym_values), which is how shape
-// arithmetic folds; the kernel writes the actual dims.
+// Size: the input's element count as an i64 scalar.
+// At export the outputs carry the dims (or their product) as expressions (sym_values), which
+// is how shape arithmetic folds; the kernels write the actual values.
 #include <algorithm>
 
 #include "kernels/kernel.h"
@@ -36,6 +37,22 @@ KernelStatus shape_run(const RunCtx& c) {
   if (c.out(0).dtype != DType::kI64 || c.out(0).numel() != last - first) return KernelStatus::kInvalidValue;
   int64_t* y = c.out(0).as<int64_t>();
   for (int64_t k = first; k < last; ++k) y[k - first] = x.dims[k];
+  return KernelStatus::kOk;
+}
+
+Status size_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 1));
+  ExprId n = c.pool.constant(1);
+  for (ExprId d : c.in(0).shape) n = c.pool.mul(n, d);
+  c.out(0).dtype = DType::kI64;
+  c.out(0).shape = {};
+  c.out(0).sym_values = {n};
+  return ok_status();
+}
+
+KernelStatus size_run(const RunCtx& c) {
+  if (c.out(0).dtype != DType::kI64 || c.out(0).numel() != 1) return KernelStatus::kInvalidValue;
+  *c.out(0).as<int64_t>() = c.in(0).numel();
   return KernelStatus::kOk;
 }
 

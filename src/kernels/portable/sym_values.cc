@@ -207,14 +207,25 @@ ExprId fold_compare(core::ExprPool& p, CmpOp op, ExprId a, ExprId b) {
   auto decide = [&](bool all_true, bool all_false) {
     return all_true ? p.constant(1) : all_false ? p.constant(0) : core::kNoExpr;
   };
+  ExprId by_range = core::kNoExpr;
   switch (op) {
-    case CmpOp::kEq: return decide(lo == 0 && hi == 0, lo > 0 || hi < 0);
-    case CmpOp::kLt: return decide(hi < 0, lo >= 0);
-    case CmpOp::kGt: return decide(lo > 0, hi <= 0);
-    case CmpOp::kLe: return decide(hi <= 0, lo > 0);
-    case CmpOp::kGe: return decide(lo >= 0, hi < 0);
+    case CmpOp::kEq: by_range = decide(lo == 0 && hi == 0, lo > 0 || hi < 0); break;
+    case CmpOp::kLt: by_range = decide(hi < 0, lo >= 0); break;
+    case CmpOp::kGt: by_range = decide(lo > 0, hi <= 0); break;
+    case CmpOp::kLe: by_range = decide(hi <= 0, lo > 0); break;
+    case CmpOp::kGe: by_range = decide(lo >= 0, hi < 0); break;
   }
-  return core::kNoExpr;
+  if (by_range != core::kNoExpr || !small_range(p, a) || !small_range(p, b)) return by_range;
+  // The ranges cannot tell: the exact prover over every admissible dim value (e.g. a
+  // downsampled length that is never 1 within the contract, where torch branches on it).
+  using Rel = core::ExprPool::Relation;
+  const bool eq = op == CmpOp::kEq;
+  const ExprId rhs = op == CmpOp::kGt || op == CmpOp::kLe ? p.add(b, p.constant(1)) : b;  // a > b: a >= b + 1
+  const core::ExprPool::Census c = p.census(a, eq ? Rel::kEq : Rel::kGe, rhs);
+  if (!c.complete || c.assignments == 0) return core::kNoExpr;
+  const bool always = c.satisfied == c.assignments, never = c.satisfied == 0;
+  const bool negated = op == CmpOp::kLt || op == CmpOp::kLe;  // a < b: not a >= b
+  return negated ? decide(never, always) : decide(always, never);
 }
 
 int truth_of(const core::ExprPool& p, ExprId v) {
