@@ -1,6 +1,7 @@
-// Pad: hand cases (every mode, cropping, opset < 11 attributes, opset 18 axes), a seeded sweep
-// of random shapes, pads and dtypes against a reference written here (also run in oversized
-// slots), errors, and symbolic shapes checked against the kernel below the bound.
+// Pad: hand cases (every mode, cropping, opset < 11 attributes, opset 18 axes, opset 19 wrap),
+// a seeded sweep of random shapes, pads and dtypes against a reference written here (also run
+// in oversized slots), empty inputs and outputs, errors, and symbolic shapes checked against
+// the kernel below the bound.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -17,13 +18,19 @@ Tensor i64s(const Shape& v) { return make_tensor<int64_t>({static_cast<int64_t>(
 core::AttrStore mode_attr(const char* mode) { return core::AttrStore().set_str("mode", mode); }
 
 /// Source index along one axis of size d for output index i, or -1 for the constant; found
-/// by cropping first, then mirroring step by step (not by the kernel's modular formula).
+/// by cropping first, then mirroring or wrapping step by step (not by the kernel's modular
+/// formula).
 int64_t source_index(int64_t i, int64_t d, int64_t begin, int64_t end, const std::string& mode) {
   const int64_t lo = std::max<int64_t>(0, -begin), hi = d - std::max<int64_t>(0, -end);
   int64_t s = i - begin;
   if (s >= lo && s < hi) return s;
   if (mode == "constant") return -1;
   if (mode == "edge") return s < lo ? lo : hi - 1;
+  if (mode == "wrap") {
+    while (s < lo) s += hi - lo;
+    while (s >= hi) s -= hi - lo;
+    return s;
+  }
   if (hi - lo == 1) return lo;
   while (s < lo || s >= hi) s = s < lo ? 2 * lo - s : 2 * (hi - 1) - s;
   return s;
@@ -87,6 +94,74 @@ TEST(Pad, HandComputed1d) {
   EXPECT_EQ(pad_f32({y, i64s({-5, 2})}), (V{0, 0}));
 }
 
+// Values of ONNX Runtime 1.31 (opset 19, mode wrap), which agree with numpy.pad(mode='wrap')
+// on the kept window.
+TEST(Pad, HandComputedWrap) {
+  using V = std::vector<float>;
+  Tensor x = make_tensor<float>({3}, {1, 2, 3});
+  const core::AttrStore wrap = mode_attr("wrap");
+  EXPECT_EQ(pad_f32({x, i64s({2, 2})}, wrap), (V{2, 3, 1, 2, 3, 1, 2}));
+  EXPECT_EQ(pad_f32({x, i64s({0, 0})}, wrap), (V{1, 2, 3}));
+  // Pads wider than the axis keep wrapping.
+  EXPECT_EQ(pad_f32({x, i64s({5, 7})}, wrap), (V{2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1}));
+  EXPECT_EQ(pad_f32({x, i64s({7, 1})}, wrap), (V{3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1}));
+  EXPECT_EQ(pad_f32({x, i64s({8, 0})}, wrap), (V{2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}));
+  // A crop on one side, then the kept window repeats on the other.
+  EXPECT_EQ(pad_f32({x, i64s({-1, 4})}, wrap), (V{2, 3, 2, 3, 2, 3}));
+  EXPECT_EQ(pad_f32({x, i64s({4, -1})}, wrap), (V{1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(pad_f32({x, i64s({3, -2})}, wrap), (V{1, 1, 1, 1}));
+  EXPECT_EQ(pad_f32({x, i64s({-2, 5})}, wrap), (V{3, 3, 3, 3, 3, 3}));
+  EXPECT_EQ(pad_f32({x, i64s({-1, -1})}, wrap), (V{2}));
+  EXPECT_EQ(pad_f32({make_tensor<float>({1}, {7}), i64s({2, 3})}, wrap), (V{7, 7, 7, 7, 7, 7}));
+  // 2-D: rows and columns wrap independently.
+  Tensor m = make_tensor<float>({2, 3}, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(pad_f32({m, i64s({3, 4, 1, 2})}, wrap),
+            (V{5, 3, 4, 5, 3, 4, 5, 3, 4, 2, 0, 1, 2, 0, 1, 2, 0, 1, 5, 3, 4, 5, 3, 4, 5, 3, 4,
+               2, 0, 1, 2, 0, 1, 2, 0, 1, 5, 3, 4, 5, 3, 4, 5, 3, 4, 2, 0, 1, 2, 0, 1, 2, 0, 1}));
+  EXPECT_EQ(pad_f32({m, i64s({-1, 4, 2, -2})}, wrap), V(15, 3));
+  EXPECT_EQ(pad_f32({m, i64s({0, -1, 0, -1})}, wrap), (V{1, 4}));
+  // The ONNX example 4: pads [2, 1, 1, 1] on a [3, 2] input.
+  Tensor e = make_tensor<float>({3, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f});
+  EXPECT_EQ(pad_f32({e, i64s({2, 1, 1, 1})}, wrap),
+            (V{3.4f, 2.3f, 3.4f, 2.3f, 5.7f, 4.5f, 5.7f, 4.5f, 1.2f, 1.0f, 1.2f, 1.0f,
+               3.4f, 2.3f, 3.4f, 2.3f, 5.7f, 4.5f, 5.7f, 4.5f, 1.2f, 1.0f, 1.2f, 1.0f}));
+  // Opset 18 axes, integer and bool elements.
+  OpResult r = run_op("Pad", {make_tensor<int64_t>({2, 2}, {1, 2, 3, 4}), i64s({1, 2}), absent(), i64s({-1})}, wrap);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (Shape{2, 5}));
+  EXPECT_EQ(r.outputs[0].values<int64_t>(), (std::vector<int64_t>{2, 1, 2, 1, 2, 4, 3, 4, 3, 4}));
+  r = run_op("Pad", {make_tensor<bool>({2}, {true, false}), i64s({1, 0})}, wrap);
+  EXPECT_EQ(r.outputs[0].bytes, (std::vector<unsigned char>{0, 1, 0}));
+}
+
+// A 0 extent: an axis with nothing in its kept window may not grow in edge, reflect or wrap
+// mode (numpy.pad refuses it too), but may stay empty or be cropped to nothing while other
+// axes grow; constant padding may grow it.
+TEST(Pad, EmptyExtents) {
+  Tensor x = make_tensor<float>({0, 3}, {});
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+    OpResult r = run_op("Pad", {x, i64s({0, 2, 0, 1})}, mode_attr(mode));
+    ASSERT_TRUE(r.status.ok()) << mode << ": " << r.status.message();
+    EXPECT_EQ(r.kernel, kernels::KernelStatus::kOk) << mode;
+    EXPECT_EQ(r.outputs[0].shape, (Shape{0, 6})) << mode;
+    r = run_op("Pad", {make_tensor<float>({2, 3}, std::vector<float>(6, 1)), i64s({0, -3, 0, 0})}, mode_attr(mode));
+    ASSERT_TRUE(r.status.ok()) << mode << ": " << r.status.message();
+    EXPECT_EQ(r.outputs[0].shape, (Shape{2, 0})) << mode;
+  }
+  OpResult r = run_op("Pad", {x, i64s({1, 1, 0, 0})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (Shape{1, 4}));
+  EXPECT_EQ(r.outputs[0].values<float>(), std::vector<float>(4, 0));
+  EXPECT_TRUE(has_text(run_op("Pad", {x, i64s({1, 0, 0, 0})}, mode_attr("wrap")).status,
+                       "node 'test' (Pad): size 0 must be at least 1 for wrap padding to have an element to copy "
+                       "on axis 0 of [0, 3] padded by 1 and 0"));
+  // The kernel refuses it too (bind would have caught it), writing nothing.
+  std::vector<Tensor> out(1);
+  out[0].shape = {1, 3};
+  EXPECT_EQ(run_kernel("Pad", {x, i64s({1, 0, 0, 0})}, &out, mode_attr("wrap")), kernels::KernelStatus::kInvalidValue);
+  EXPECT_EQ(out[0].bytes, std::vector<unsigned char>(12, 0xCD));
+}
+
 TEST(Pad, HandComputedOnnxExamples) {
   using V = std::vector<float>;
   Tensor x = make_tensor<float>({3, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f});
@@ -129,19 +204,20 @@ TEST(Pad, IntegerBoolAndScalar) {
 TEST(Pad, RandomSweep) {
   std::mt19937 rng(1107);
   const DType dtypes[] = {DType::kF32, DType::kI64, DType::kI32, DType::kBool};
-  const char* modes[] = {"constant", "edge", "reflect"};
-  for (int iter = 0; iter < 300; ++iter) {
-    const std::string mode = modes[iter % 3];
+  const char* modes[] = {"constant", "edge", "reflect", "wrap"};
+  for (int iter = 0; iter < 400; ++iter) {
+    const std::string mode = modes[iter % 4];
     const int rank = static_cast<int>(rng() % 5);
     Shape shape = random_shape(rng, rank, 5);
-    Tensor x = random_tensor(rng, dtypes[iter / 3 % 4], shape);
+    Tensor x = random_tensor(rng, dtypes[iter / 4 % 4], shape);
     Shape begin(rank), end(rank);
     for (int k = 0; k < rank; ++k) {
-      // Pads in [-d, 4]; crops that leave nothing to copy from are made positive.
-      const int64_t d = shape[k];
+      // Pads in [-d, 4] (in [-d, 12] for wrap, wider than the axis); crops that leave
+      // nothing to copy from are made positive.
+      const int64_t d = shape[k], most = mode == "wrap" ? 12 : 4;
       do {
-        begin[k] = static_cast<int64_t>(rng() % (d + 5)) - d;
-        end[k] = static_cast<int64_t>(rng() % (d + 5)) - d;
+        begin[k] = static_cast<int64_t>(rng() % (d + most + 1)) - d;
+        end[k] = static_cast<int64_t>(rng() % (d + most + 1)) - d;
       } while (d + begin[k] + end[k] < 0 ||
                (mode != "constant" && (begin[k] > 0 || end[k] > 0) &&
                 d + std::min<int64_t>(begin[k], 0) + std::min<int64_t>(end[k], 0) < 1));
@@ -185,8 +261,8 @@ TEST(Pad, Errors) {
   auto status = [&](std::vector<Tensor> in, const core::AttrStore& a = core::AttrStore()) {
     return run_op("Pad", in, a).status;
   };
-  EXPECT_TRUE(has_text(status({x, i64s({0, 1, 0, 1})}, mode_attr("wrap")),
-                       "node 'test' (Pad): mode 'wrap' is not supported; expected constant, edge or reflect"));
+  EXPECT_TRUE(has_text(status({x, i64s({0, 1, 0, 1})}, mode_attr("symmetric")),
+                       "node 'test' (Pad): mode 'symmetric' is not supported; expected constant, edge, reflect or wrap"));
   EXPECT_TRUE(has_text(status({x, i64s({1, 1})}), "pads has 2 values, expected 2 per padded axis (4)"));
   EXPECT_TRUE(has_text(status({x, i64s({1, 1, 1, 1}), absent(), i64s({1, -1})}), "axis -1 is listed twice in axes"));
   EXPECT_TRUE(has_text(status({x, i64s({1, 1}), absent(), i64s({2})}), "axis 2 is out of range for rank 2"));
@@ -199,6 +275,8 @@ TEST(Pad, Errors) {
                        "size -1 must be at least 0 on axis 0 of [2, 3] padded by -2 and -1"));
   EXPECT_TRUE(has_text(status({x, i64s({0, -3, 0, 1})}, mode_attr("edge")),
                        "size 0 must be at least 1 for edge padding to have an element to copy on axis 1"));
+  EXPECT_TRUE(has_text(status({x, i64s({0, 5, 0, -3})}, mode_attr("wrap")),
+                       "size 0 must be at least 1 for wrap padding to have an element to copy on axis 1"));
   EXPECT_TRUE(has_text(status({x, i64s({0, int64_t{1} << 50, 0, 0})}), "pad 1125899906842624 is out of range"));
   EXPECT_TRUE(has_text(status({make_tensor<float>({}, {1}), i64s({1, 1}), absent(), i64s({0})}),
                        "cannot pad a scalar (rank 0) along an axis"));
@@ -234,6 +312,7 @@ TEST(PadSymbolic, ReadableShapesAndGuards) {
   EXPECT_EQ(shape({0, 0, 3, 0, 0, 0, 0, 2}, "reflect"), "[batch, 3, H + 3, W + 2]");
   EXPECT_EQ(shape({0, 0, -1, 0, 0, 0, -1, 0}, "constant", "H - 2 >= 0"), "[batch, 3, H - 2, W]");
   EXPECT_EQ(shape({0, 0, 0, -1, 0, 0, 0, 2}, "edge", "W - 1 >= 1"), "[batch, 3, H, W + 1]");
+  EXPECT_EQ(shape({0, 0, 70, -2, 0, 0, 0, 9}, "wrap", "W - 2 >= 1"), "[batch, 3, H + 70, W + 7]");
 
   // Pads computed from shapes: round H and W up to a multiple of 32 (pads >= 0 always).
   ExprId ph = p.sub(p.mul(p.ceildiv(s.h, s.c(32)), s.c(32)), s.h);
@@ -257,11 +336,11 @@ TEST(PadSymbolic, ReadableShapesAndGuards) {
 // the actual dims. Pads (some symbolic) on [H, W], evaluated and run at many dim values.
 TEST(PadSymbolic, MatchesKernelBelowTheBound) {
   std::mt19937 rng(77);
-  const char* modes[] = {"constant", "edge", "reflect"};
-  for (int iter = 0; iter < 60; ++iter) {
+  const char* modes[] = {"constant", "edge", "reflect", "wrap"};
+  for (int iter = 0; iter < 80; ++iter) {
     ImagePool s;
     core::ExprPool& p = s.pool;
-    const std::string mode = modes[iter % 3];
+    const std::string mode = modes[iter % 4];
     // begin_h, begin_w, end_h, end_w: small constants, or (-d) % 8, the distance to the
     // next multiple of 8.
     std::vector<ExprId> pads;

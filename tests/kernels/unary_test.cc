@@ -1,7 +1,8 @@
-// Pointwise unary ops (Relu ... Cos, Tan, Atan, Elu, Selu, Softplus, Softsign, Sign,
-// ThresholdedRelu, Mish): hand cases (Round halves to even, Softplus never overflows), a
-// seeded sweep against a double reference (also run in oversized slots), errors, and the
-// symbolic shape, evaluated and run far below the bound.
+// Pointwise unary ops (Relu ... Cos, Tan, Atan, Sinh, Cosh, Asin, Acos, Asinh, Acosh, Atanh,
+// Elu, Selu, Softplus, Softsign, Sign, ThresholdedRelu, Mish): hand cases (Round halves to
+// even, Softplus never overflows, the inverse functions are NaN outside their domain), a
+// seeded sweep against a double reference (also run in oversized slots), empty tensors,
+// errors, and the symbolic shape, evaluated and run far below the bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,8 +96,10 @@ TEST(Unary, HandComputedRounding) {
 void expect_all_near(const std::vector<float>& got, const std::vector<double>& want, double tol,
                      const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at " << i;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i])) EXPECT_EQ(got[i], want[i]) << what << " at " << i;  // +-inf exactly
+    else EXPECT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at " << i;
+  }
 }
 
 TEST(Unary, HandComputedSmoothActivations) {
@@ -130,6 +133,51 @@ TEST(Unary, HandComputedSmoothActivations) {
   expect_all_near(run_f32("Tan", make_tensor<float>({3}, {0, 1, -1})), {0, 1.5574077247, -1.5574077247}, 1e-7, "Tan");
   expect_all_near(run_f32("Atan", make_tensor<float>({4}, {1, -3, inf, -inf})),
                   {0.7853981634, -1.2490457724, 1.5707963268, -1.5707963268}, 1e-7, "Atan");
+}
+
+TEST(Unary, HandComputedHyperbolicAndInverse) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Values of the double-precision functions at the (exact) float inputs.
+  expect_all_near(run_f32("Sinh", make_tensor<float>({5}, {0, 1, -2, 0.5f, 100})),
+                  {0, 1.1752011936, -3.6268604078, 0.5210953055, inf}, 1e-7, "Sinh");
+  expect_all_near(run_f32("Cosh", make_tensor<float>({5}, {0, 1, -2, 0.5f, -100})),
+                  {1, 1.5430806348, 3.7621956911, 1.1276259652, inf}, 1e-7, "Cosh");
+  expect_all_near(run_f32("Asin", make_tensor<float>({5}, {0, 1, -1, 0.5f, -0.25f})),
+                  {0, 1.5707963268, -1.5707963268, 0.5235987756, -0.2526802551}, 1e-7, "Asin");
+  expect_all_near(run_f32("Acos", make_tensor<float>({5}, {0, 1, -1, 0.5f, -0.25f})),
+                  {1.5707963268, 0, 3.1415926536, 1.0471975512, 1.8234765819}, 1e-7, "Acos");
+  expect_all_near(run_f32("Asinh", make_tensor<float>({5}, {0, 1, -2, 1e10f, -inf})),
+                  {0, 0.8813735870, -1.4436354752, 23.7189981105, -inf}, 1e-7, "Asinh");
+  expect_all_near(run_f32("Acosh", make_tensor<float>({4}, {1, 2, 10, inf})),
+                  {0, 1.3169578969, 2.9932228461, inf}, 1e-7, "Acosh");
+  expect_all_near(run_f32("Atanh", make_tensor<float>({5}, {0, 0.5f, -0.5f, 1, -1})),
+                  {0, 0.5493061443, -0.5493061443, inf, -inf}, 1e-7, "Atanh");
+  // Outside the domain: NaN, as libm gives (and NaN passes through every one of them).
+  const std::vector<std::pair<const char*, std::vector<float>>> outside = {
+      {"Asin", {1.0001f, -1.5f, inf, NAN}}, {"Acos", {2, -1.0001f, -inf, NAN}},
+      {"Acosh", {0.9999f, 0, -3, NAN}},     {"Atanh", {1.0001f, -2, inf, NAN}},
+      {"Sinh", {NAN}},                      {"Cosh", {NAN}},
+      {"Asinh", {NAN}}};
+  for (const auto& [op, xs] : outside) {
+    std::vector<float> y = run_f32(op, make_tensor<float>({static_cast<int64_t>(xs.size())}, xs));
+    ASSERT_EQ(y.size(), xs.size()) << op;
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_TRUE(std::isnan(y[i])) << op << "(" << xs[i] << ") = " << y[i];
+  }
+  EXPECT_TRUE(std::signbit(run_f32("Sinh", make_tensor<float>({1}, {-0.f}))[0]));  // odd functions keep -0
+  EXPECT_TRUE(std::signbit(run_f32("Atanh", make_tensor<float>({1}, {-0.f}))[0]));
+}
+
+TEST(Unary, EmptyTensors) {
+  // A 0 extent: the output is empty too, and the kernel touches nothing.
+  for (const char* op : {"Sinh", "Cosh", "Asin", "Acos", "Asinh", "Acosh", "Atanh", "Atan"}) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{0}, {2, 0, 3}, {0, 1}}) {
+      OpResult r = run_op(op, {make_tensor<float>(shape, {})});
+      ASSERT_TRUE(r.status.ok()) << op << ": " << r.status.message();
+      EXPECT_EQ(r.kernel, kernels::KernelStatus::kOk) << op;
+      EXPECT_EQ(r.outputs[0].shape, shape) << op;
+      EXPECT_TRUE(r.outputs[0].bytes.empty()) << op;
+    }
+  }
 }
 
 TEST(Unary, HandComputedSign) {
@@ -204,6 +252,13 @@ double reference(const std::string& op, double x, double alpha, double beta) {
   if (op == "Cos") return std::cos(x);
   if (op == "Tan") return std::tan(x);
   if (op == "Atan") return std::atan(x);
+  if (op == "Sinh") return std::sinh(x);
+  if (op == "Cosh") return std::cosh(x);
+  if (op == "Asin") return std::asin(x);
+  if (op == "Acos") return std::acos(x);
+  if (op == "Asinh") return std::asinh(x);
+  if (op == "Acosh") return std::acosh(x);
+  if (op == "Atanh") return std::atanh(x);
   if (op == "Elu") return x < 0 ? alpha * (std::exp(x) - 1) : x;
   if (op == "Selu") return x > 0 ? beta * x : beta * alpha * (std::exp(x) - 1);  // beta: gamma
   if (op == "Softplus") return std::log(1 + std::exp(x));
@@ -218,7 +273,8 @@ TEST(Unary, RandomShapeSweep) {
   std::mt19937 rng(2024);
   const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "HardSigmoid",
                        "HardSwish", "LeakyRelu", "Clip", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos",
-                       "Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"};
+                       "Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish",
+                       "Sinh", "Cosh", "Asin", "Acos", "Asinh", "Acosh", "Atanh"};
   constexpr int kOps = static_cast<int>(std::size(ops));
   std::uniform_real_distribution<float> param(-1.f, 1.f);
   for (int iter = 0; iter < 20 * kOps; ++iter) {
@@ -227,8 +283,13 @@ TEST(Unary, RandomShapeSweep) {
     bool positive = op == "Log" || op == "Sqrt" || op == "Reciprocal";
     // The smooth activations also see large |x| (where Softplus and Mish could overflow).
     bool wide = iter % 3 == 0 && (op == "Elu" || op == "Selu" || op == "Softplus" || op == "Softsign" ||
-                                  op == "Mish" || op == "Atan");
-    Tensor x = random_f32(rng, random_shape(rng, rank, 6), positive ? 0.01f : wide ? -40.f : -5.f, wide ? 40.f : 5.f);
+                                  op == "Mish" || op == "Atan" || op == "Sinh" || op == "Cosh" || op == "Asinh");
+    float lo = positive ? 0.01f : wide ? -40.f : -5.f, hi = wide ? 40.f : 5.f;
+    if (op == "Asin" || op == "Acos") lo = -1.f, hi = 1.f;  // the domain
+    if (op == "Atanh") lo = -0.9999f, hi = 0.9999f;        // +-1 give +-inf (a hand case)
+    if (op == "Acosh") lo = 1.f, hi = iter % 3 ? 4.f : 1e6f;
+    if (op == "Asinh" && wide) lo = -1e6f, hi = 1e6f;
+    Tensor x = random_f32(rng, random_shape(rng, rank, 6), lo, hi);
     if (op == "Round" && iter % 2)  // exact halves, where the tie rule shows
       for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::floor(x.data<float>()[i]) + 0.5f;
     core::AttrStore attrs;
@@ -303,7 +364,8 @@ TEST(Unary, Errors) {
   EXPECT_NE(r.status.message().find("node 'test' (Sigmoid): input #0 has dtype i64, expected f32"), std::string::npos)
       << r.status.message();
   for (const char* op : {"Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Atan", "Elu", "Selu",
-                         "Softplus", "Softsign", "ThresholdedRelu", "Mish"}) {
+                         "Softplus", "Softsign", "ThresholdedRelu", "Mish", "Sinh", "Cosh", "Asin", "Acos", "Asinh",
+                         "Acosh", "Atanh"}) {
     r = run_op(op, {i});
     EXPECT_NE(r.status.message().find("input #0 has dtype i64, expected f32"), std::string::npos) << op;
   }
@@ -312,6 +374,12 @@ TEST(Unary, Errors) {
   EXPECT_TRUE(has_text(run_op("Sign", {make_tensor<bool>({1}, {true})}).status,
                        "node 'test' (Sign): input #0 has dtype bool, expected f32, i64 or i32"));
   EXPECT_TRUE(has_text(run_op("Mish", {i}).status, "node 'test' (Mish): input #0 has dtype i64, expected f32"));
+  EXPECT_TRUE(has_text(run_op("Acosh", {make_tensor<bool>({1}, {true})}).status,
+                       "node 'test' (Acosh): input #0 has dtype bool, expected f32"));
+  EXPECT_TRUE(has_text(run_op("Asin", {make_tensor<int32_t>({1}, {1})}).status,
+                       "node 'test' (Asin): input #0 has dtype i32, expected f32"));
+  EXPECT_TRUE(has_text(run_op("Cosh", {make_tensor<float>({1}, {1}), make_tensor<float>({1}, {1})}).status,
+                       "node 'test' (Cosh): expects 1 inputs, got 2"));
   Tensor x = make_tensor<float>({2}, {1, 2});
   r = run_op("Relu", {x, x});
   EXPECT_NE(r.status.message().find("expects 1 inputs, got 2"), std::string::npos) << r.status.message();
@@ -331,7 +399,7 @@ TEST(Unary, SymbolicShape) {
   core::ExprId seq = pool.dim(pool.add_dim({"seq", 1, 512, 1}));
   for (const char* name : {"Relu", "Clip", "Sigmoid", "Erf", "HardSwish", "Abs", "Reciprocal", "Floor", "Ceil",
                            "Round", "Sin", "Cos", "Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign",
-                           "ThresholdedRelu", "Mish"}) {
+                           "ThresholdedRelu", "Mish", "Sinh", "Cosh", "Asin", "Acos", "Asinh", "Acosh", "Atanh"}) {
     core::AttrStore attrs;
     kernels::ShapeCtx c(pool, attrs.view());
     c.inputs.resize(1);
@@ -350,7 +418,8 @@ TEST(Unary, SymbolicShape) {
 TEST(Unary, RunsFarBelowTheBound) {
   SymPool sp;
   std::mt19937 rng(77);
-  for (const char* name : {"Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish"}) {
+  for (const char* name : {"Tan", "Atan", "Elu", "Selu", "Softplus", "Softsign", "Sign", "ThresholdedRelu", "Mish",
+                           "Sinh", "Cosh", "Asin", "Acos", "Asinh", "Acosh", "Atanh"}) {
     for (DType dt : {DType::kF32, DType::kI64}) {
       if (dt == DType::kI64 && std::string(name) != "Sign") continue;
       SymResult r = infer(sp.pool, name, {sym_input(dt, {sp.batch, sp.c(3), sp.pool.mul(sp.seq, sp.c(2))})});
@@ -363,7 +432,10 @@ TEST(Unary, RunsFarBelowTheBound) {
         out[0].dtype = dt;
         out[0].shape = eval_shape(sp.pool, r.outputs[0].shape, dims);
         ASSERT_EQ(out[0].shape, (std::vector<int64_t>{dims[0], 3, 2 * dims[1]})) << name;
-        Tensor x = dt == DType::kF32 ? random_f32(rng, out[0].shape, -5.f, 5.f) : random_tensor(rng, dt, out[0].shape);
+        const std::string op = name;
+        const bool unit = op == "Asin" || op == "Acos" || op == "Atanh";  // inside the domain
+        const float lo = unit ? -0.999f : op == "Acosh" ? 1.f : -5.f, hi = unit ? 0.999f : 5.f;
+        Tensor x = dt == DType::kF32 ? random_f32(rng, out[0].shape, lo, hi) : random_tensor(rng, dt, out[0].shape);
         ASSERT_EQ(run_kernel(name, {x}, &out), kernels::KernelStatus::kOk) << name;
         double alpha = std::string(name) == "Selu" ? 1.67326319217681884765625 : 1.0;
         double beta = 1.05070102214813232421875;

@@ -2,8 +2,10 @@
 // from input #1 from opset 11 (with the optional scalar constant_value #2 and, from opset
 // 18, the axes #3 they apply to), from attributes pads/value before. Output size per axis:
 // d + b + e. Negative pads crop first; the kept window [max(0,-b), d - max(0,-e)) is then
-// padded by mode: constant (value), edge (nearest window element) or reflect (mirror
-// without repeating the border; pads wider than the window keep reflecting, as numpy.pad).
+// padded by mode: constant (value), edge (nearest window element), reflect (mirror without
+// repeating the border) or wrap (opset 19: the window repeated periodically). Pads wider than
+// the window keep reflecting or wrapping, as numpy.pad; with a crop on the other side, wrap
+// repeats the kept window (ONNX Runtime slices first, then pads).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,16 +18,17 @@ namespace kiln::kernels {
 
 namespace {
 
-enum class PadMode : uint8_t { kConstant, kEdge, kReflect };
+enum class PadMode : uint8_t { kConstant, kEdge, kReflect, kWrap };
 
 constexpr int64_t kMaxPad = int64_t{1} << 40;
 
-/// Parses the mode attribute; false for anything but constant, edge and reflect.
+/// Parses the mode attribute; false for anything but constant, edge, reflect and wrap.
 bool parse_mode(const core::Attrs& a, PadMode* m) {
   const char* s = a.get_str("mode", "constant");
   if (std::strcmp(s, "constant") == 0) *m = PadMode::kConstant;
   else if (std::strcmp(s, "edge") == 0) *m = PadMode::kEdge;
   else if (std::strcmp(s, "reflect") == 0) *m = PadMode::kReflect;
+  else if (std::strcmp(s, "wrap") == 0) *m = PadMode::kWrap;
   else return false;
   return true;
 }
@@ -81,8 +84,9 @@ struct AxisMap {
     if (s >= lo && s < hi) return s;
     if (m == PadMode::kConstant) return -1;
     if (m == PadMode::kEdge) return s < lo ? lo : hi - 1;
-    // Reflection is periodic with period 2(n - 1) over the window: x0 x1 .. x(n-1) .. x1.
     const int64_t n = hi - lo;
+    if (m == PadMode::kWrap) return lo + core::floor_mod(s - lo, n);  // period n: x0 .. x(n-1) x0 ..
+    // Reflection is periodic with period 2(n - 1) over the window: x0 x1 .. x(n-1) .. x1.
     if (n == 1) return lo;
     const int64_t r = core::floor_mod(s - lo, 2 * (n - 1));
     return lo + (r < n ? r : 2 * (n - 1) - r);
@@ -172,7 +176,7 @@ Status pad_shape(ShapeCtx& c) {
   PadMode mode;
   if (!parse_mode(c.attrs, &mode))
     return c.error(std::string("mode '") + c.attrs.get_str("mode", "") +
-                   "' is not supported; expected constant, edge or reflect");
+                   "' is not supported; expected constant, edge, reflect or wrap");
   std::vector<ExprId> begin, end;
   KILN_TRY(read_pads(c, &begin, &end));
   const std::vector<ExprId>& in = c.in(0).shape;
@@ -181,7 +185,7 @@ Status pad_shape(ShapeCtx& c) {
     const std::string where = "on axis " + std::to_string(k) + " of " + p.shape_to_string(in) + " padded by " +
                               p.to_string(begin[k]) + " and " + p.to_string(end[k]);
     out[k] = p.add(p.add(in[k], begin[k]), end[k]);
-    // edge and reflect copy from the kept window d + min(b, 0) + min(e, 0), so it must not
+    // edge, reflect and wrap copy from the kept window d + min(b, 0) + min(e, 0), so it must not
     // be empty when they pad (then the output, no smaller, is not empty either). The window
     // is the least of d, d + b, d + e and d + b + e (the terms whose pads may be negative);
     // each is required separately, as sums simplify better than min() (d + b for

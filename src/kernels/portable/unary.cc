@@ -1,9 +1,9 @@
 // Pointwise unary ops: Relu, Clip, Sigmoid, Tanh, Exp, Log, Sqrt, Neg, Abs, Erf, HardSigmoid,
-// HardSwish, LeakyRelu, Reciprocal, Floor, Ceil, Round, Sin, Cos, Tan, Atan, Elu, Selu,
-// Softplus, Softsign, Sign, ThresholdedRelu, Mish, Gelu (ONNX opset 20; also what export's
-// fusion makes of the Erf and Tanh chains torch writes for GELU). Relu, Clip, Neg, Abs and Sign also take
-// i64 and i32; the rest f32 only. Output shape and dtype = input's; one flat loop over the
-// actual numel.
+// HardSwish, LeakyRelu, Reciprocal, Floor, Ceil, Round, Sin, Cos, Tan, Atan, Sinh, Cosh, Asin,
+// Acos, Asinh, Acosh, Atanh, Elu, Selu, Softplus, Softsign, Sign, ThresholdedRelu, Mish, Gelu
+// (ONNX opset 20; also what export's fusion makes of the Erf and Tanh chains torch writes for
+// GELU). Relu, Clip, Neg, Abs and Sign also take i64 and i32; the rest f32 only. Output shape
+// and dtype = input's; one flat loop over the actual numel.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -152,6 +152,13 @@ Status sin_shape(ShapeCtx& c) { return float_shape(c); }
 Status cos_shape(ShapeCtx& c) { return float_shape(c); }
 Status tan_shape(ShapeCtx& c) { return float_shape(c); }
 Status atan_shape(ShapeCtx& c) { return float_shape(c); }
+Status sinh_shape(ShapeCtx& c) { return float_shape(c); }
+Status cosh_shape(ShapeCtx& c) { return float_shape(c); }
+Status asin_shape(ShapeCtx& c) { return float_shape(c); }
+Status acos_shape(ShapeCtx& c) { return float_shape(c); }
+Status asinh_shape(ShapeCtx& c) { return float_shape(c); }
+Status acosh_shape(ShapeCtx& c) { return float_shape(c); }
+Status atanh_shape(ShapeCtx& c) { return float_shape(c); }
 Status elu_shape(ShapeCtx& c) { return float_shape(c); }
 Status selu_shape(ShapeCtx& c) { return float_shape(c); }
 Status softplus_shape(ShapeCtx& c) { return float_shape(c); }
@@ -239,6 +246,16 @@ KernelStatus sin_run(const RunCtx& c) { return map<float>(c, [](float x) { retur
 KernelStatus cos_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::cos(x); }); }
 KernelStatus tan_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::tan(x); }); }
 KernelStatus atan_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::atan(x); }); }
+// The hyperbolic functions and the inverses, on libm's float overloads: asin and acos are NaN
+// outside [-1, 1], acosh below 1, atanh outside [-1, 1] (+-inf at +-1); sinh and cosh
+// overflow to +-inf beyond |x| ~ 89.4.
+KernelStatus sinh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::sinh(x); }); }
+KernelStatus cosh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::cosh(x); }); }
+KernelStatus asin_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::asin(x); }); }
+KernelStatus acos_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::acos(x); }); }
+KernelStatus asinh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::asinh(x); }); }
+KernelStatus acosh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::acosh(x); }); }
+KernelStatus atanh_run(const RunCtx& c) { return map<float>(c, [](float x) { return std::atanh(x); }); }
 KernelStatus elu_run(const RunCtx& c) {
   // alpha * (exp(x) - 1) for x < 0; expm1 keeps the precision near 0.
   float alpha = c.attrs.get_float("alpha", 1.f);
