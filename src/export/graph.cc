@@ -1,5 +1,7 @@
 #include "export/graph.h"
 
+#include "format/control.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -120,8 +122,8 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     }
     ctx.inputs.push_back(std::move(t));
   }
-  // Every op produces output 0; shape functions write it unconditionally.
-  if (num_outputs == 0) return invalid_argument("node '" + node_name + "' (" + op_type + ") has no outputs");
+  // Every op but the branch marker produces output 0; shape functions write it unconditionally.
+  if (num_outputs == 0 && !kernels::produces_no_outputs(*op)) return invalid_argument("node '" + node_name + "' (" + op_type + ") has no outputs");
   ctx.outputs.resize(num_outputs);
   Status shaped = op->shape(ctx);
   // An overflow is the cause of whatever else the shape function concluded from its results.
@@ -131,12 +133,8 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
     if (!ctx.outputs[k].defined)
       return invalid_argument("node '" + node_name + "' (" + op_type + ") names " + std::to_string(num_outputs) +
                               " outputs; the op produces " + std::to_string(k));
-  for (kernels::Guard& g : ctx.guards) {
-    bool dup = std::any_of(guards_.begin(), guards_.end(),
-                           [&](const kernels::Guard& o) { return o.op == g.op && o.lhs == g.lhs && o.rhs == g.rhs; });
-    if (!dup) guards_.push_back(std::move(g));
-  }
-  if (fold_) {
+  take_guards(&ctx.guards);
+  if (fold_ && num_outputs > 0) {
     bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr;
     for (int id : inputs) all_const = all_const && (id < 0 || is_constant(id));
     if (all_const) return fold_node(op, ctx, node_name, inputs, attrs);
@@ -292,6 +290,87 @@ Result<int> GraphBuilder::add(const std::string& op_type, const std::string& nod
   return outs[0];
 }
 
+void GraphBuilder::take_guards(std::vector<kernels::Guard>* guards) {
+  for (kernels::Guard& g : *guards) {
+    if (!branches_.empty()) {  // checked when the block runs, not at bind
+      add_assert(g);
+      continue;
+    }
+    bool dup = std::any_of(guards_.begin(), guards_.end(),
+                           [&](const kernels::Guard& o) { return o.op == g.op && o.lhs == g.lhs && o.rhs == g.rhs; });
+    if (!dup) guards_.push_back(std::move(g));
+  }
+  guards->clear();
+}
+
+Status GraphBuilder::require(const kernels::Guard& g) {
+  kernels::ShapeCtx ctx(pool_, core::Attrs());
+  ctx.node_name = g.node_name;
+  ctx.op_type = g.op_type;
+  KILN_TRY(g.op == kernels::Guard::Op::kEq ? ctx.require_eq(g.lhs, g.rhs, g.context) : ctx.require_ge(g.lhs, g.rhs, g.context));
+  take_guards(&ctx.guards);
+  return ok_status();
+}
+
+void GraphBuilder::rollback(const Checkpoint& c) {
+  values_.resize(c.values);
+  nodes_.resize(c.nodes);
+  guards_.resize(c.guards);
+  branches_.resize(c.branches);
+  folded_constant_nodes_ = c.folded_constant;
+  folded_shape_nodes_ = c.folded_shape;
+}
+
+void GraphBuilder::add_assert(const kernels::Guard& g) {
+  Node n;
+  n.op = kernels::find_op("KilnAssert");
+  n.name = g.node_name + "/assert";
+  const std::string text = core::relation_text(pool_.to_string(g.lhs), static_cast<core::ExprPool::Relation>(g.op),
+                                               pool_.to_string(g.rhs));
+  n.attrs.set_int("relation", static_cast<int64_t>(g.op)).set_int("lhs", g.lhs).set_int("rhs", g.rhs)
+      .set_str("text", "node '" + g.node_name + "' (" + g.op_type + ") needs " + text + " " + g.context);
+  n.side_effect = true;
+  nodes_.push_back(std::move(n));
+}
+
+Status GraphBuilder::begin_if(int cond, const std::string& node_name) {
+  const size_t before = nodes_.size();
+  core::AttrStore a;
+  a.set_int("then_len", 0);  // counted at emit, over the instructions kept
+  KILN_TRY(add_op("KilnIf", node_name, {cond}, a, 0).status());
+  if (nodes_.size() != before + 1) return internal_error("begin_if: the branch node was not added");
+  nodes_.back().side_effect = true;
+  branches_.push_back(OpenBranch{static_cast<int>(before), -1, cond, node_name});
+  return ok_status();
+}
+
+Status GraphBuilder::begin_else() {
+  if (branches_.empty() || branches_.back().else_node >= 0) return internal_error("begin_else: no then block is open");
+  OpenBranch& b = branches_.back();
+  Node n;
+  n.op = kernels::find_op("KilnElse");
+  n.name = b.name + "/else";
+  n.attrs.set_int("else_len", 0);
+  n.side_effect = true;
+  nodes_.push_back(std::move(n));
+  b.else_node = static_cast<int>(nodes_.size()) - 1;
+  nodes_[b.if_node].else_node = b.else_node;
+  return ok_status();
+}
+
+Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& then_results, const std::vector<int>& else_results) {
+  if (branches_.empty() || branches_.back().else_node < 0) return internal_error("end_if: no else block is open");
+  if (then_results.size() != else_results.size() || then_results.empty())
+    return internal_error("end_if: the branches must give as many results, at least one");
+  const OpenBranch b = branches_.back();
+  branches_.pop_back();  // the select runs after both blocks
+  nodes_[b.if_node].end_node = nodes_[b.else_node].end_node = static_cast<int>(nodes_.size());
+  std::vector<int> inputs = {b.cond};
+  inputs.insert(inputs.end(), then_results.begin(), then_results.end());
+  inputs.insert(inputs.end(), else_results.begin(), else_results.end());
+  return add_op("KilnSelect", b.name, inputs, {}, then_results.size());
+}
+
 Status GraphBuilder::mark_output(int value, const std::string& name) {
   if (value < 0 || static_cast<size_t>(value) >= values_.size()) return invalid_argument("mark_output: no such value");
   // The signature names each input and output after the graph: an output that is also an
@@ -434,9 +513,10 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   auto root = [&](int v) { return values_[v].alias_of >= 0 ? values_[v].alias_of : v; };
   std::vector<bool> needed(values_.size(), false);
   for (int o : outputs_) needed[o] = needed[root(o)] = true;
+  if (!branches_.empty()) return internal_error("method '" + method_name_ + "' has a branch left open");
   std::vector<bool> keep(nodes_.size(), false);
   for (size_t n = nodes_.size(); n-- > 0;) {
-    bool any = false;
+    bool any = nodes_[n].side_effect;
     for (int o : nodes_[n].outputs) any = any || needed[o];
     if (!any) continue;
     keep[n] = true;
@@ -534,6 +614,11 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     for (int i : node.inputs) in.inputs.push_back(i < 0 ? -1 : remap[i]);
     for (int o : node.outputs) in.outputs.push_back(remap[o]);
     in.attrs = node.attrs;
+    if (node.end_node >= 0) {  // a branch marker: the length of its block over the kept instructions
+      const bool is_if = node.else_node >= 0;
+      const int from = n + 1, to = is_if ? node.else_node : node.end_node;
+      in.attrs.set_int(is_if ? "then_len" : "else_len", std::count(keep.begin() + from, keep.begin() + to, true));
+    }
     in.scratch = node.scratch >= 0 ? remap[node.scratch] : -1;
     in.fused_from = node.fused_from;
     m.instructions.push_back(std::move(in));

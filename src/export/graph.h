@@ -74,6 +74,33 @@ class GraphBuilder {
   /// add_op with one output.
   Result<int> add(const std::string& op_type, const std::string& node_name, const std::vector<int>& inputs,
                   const core::AttrStore& attrs = {});
+  /// Runtime branches (src/format/control.h), for an ONNX If whose condition is known only
+  /// at run time: begin_if(cond) opens the then block, begin_else() the else block, and
+  /// end_if(then results, else results) closes them and returns the KilnSelect outputs (one
+  /// per pair). Nodes added in between belong to the open block. Guards that nodes in a
+  /// block need become KilnAssert instructions of that block, checked when it runs, so a
+  /// block's needs never refuse shapes at bind where the other block runs. Blocks nest.
+  Status begin_if(int cond, const std::string& node_name);
+  Status begin_else();
+  Result<std::vector<int>> end_if(const std::vector<int>& then_results, const std::vector<int>& else_results);
+  bool in_branch() const { return !branches_.empty(); }
+
+  /// Requires `g.lhs g.op g.rhs` (kEq or kGe) of the shapes, as a shape function would: proven
+  /// (nothing recorded), refuted (an error), or a guard (in an open block: a KilnAssert).
+  Status require(const kernels::Guard& g);
+
+  /// What the builder holds, to undo an attempt that failed (the importer tries an If as a
+  /// runtime branch first). Expressions made meanwhile stay in the pool, unused.
+  struct Checkpoint {
+    size_t values = 0, nodes = 0, guards = 0, branches = 0, folded_constant = 0, folded_shape = 0;
+  };
+  Checkpoint checkpoint() const {
+    return {values_.size(), nodes_.size(), guards_.size(), branches_.size(), folded_constant_nodes_, folded_shape_nodes_};
+  }
+  void rollback(const Checkpoint& c);
+  /// Contents of a small integer value known as expressions (a folded shape computation).
+  const std::vector<core::ExprId>& sym_values(int value) const { return values_[value].sym_values; }
+
   /// Marks a value as a method output named `name` (the graph's name for it). An input, a
   /// constant or a value already an output is not renamed: the output is a view of it.
   Status mark_output(int value, const std::string& name = "");
@@ -130,7 +157,21 @@ class GraphBuilder {
     core::AttrStore attrs;
     int scratch = -1;  // value holding the planned scratch bytes
     std::vector<std::string> fused_from;
+    bool side_effect = false;  // kept without readers: KilnIf, KilnElse, KilnAssert
+    int end_node = -1;         // KilnIf, KilnElse: the first node after the block(s) they open
+    int else_node = -1;        // KilnIf: its KilnElse
   };
+  struct OpenBranch {
+    int if_node = -1;
+    int else_node = -1;
+    int cond = -1;
+    std::string name;
+  };
+  /// A guard a node in an open block needs, as a KilnAssert instruction of that block.
+  void add_assert(const kernels::Guard& g);
+  /// Records guards a shape function asked for: the method's (deduplicated), or asserts of
+  /// the open block.
+  void take_guards(std::vector<kernels::Guard>* guards);
   Result<uint64_t> bound_bytes(const Value& v) const;
   /// An error naming `where` once the pool's arithmetic has overflowed (ExprPool::overflowed).
   Status check_arithmetic(const std::string& where) const;
@@ -147,6 +188,7 @@ class GraphBuilder {
   std::vector<Node> nodes_;
   std::vector<int> inputs_, outputs_;
   std::vector<kernels::Guard> guards_;
+  std::vector<OpenBranch> branches_;  // innermost last
 };
 
 }  // namespace kiln::exporter

@@ -7,6 +7,7 @@
 
 #include "delegates/xnnpack/support.h"
 #include "export/memory_plan.h"
+#include "format/control.h"
 #include "format/file_header.h"
 #include "format/schedule.h"
 
@@ -316,13 +317,27 @@ Status Partitioner::run() {
   twin_.assign(n_values, -1);
   base_valid_.assign(n_values, true);
   plan_supported();
+  // Runtime branches: a region never spans a block boundary (a block may be skipped), and a
+  // channels-last twin made inside a block is not there when the block is skipped, so twins
+  // are forgotten at every boundary (KilnIf, KilnElse, the end of an else block).
+  std::vector<bool> boundary(n + 1, false);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& op = m_.instructions[i].op;
+    if (op != format::kIfOp && op != format::kElseOp) continue;
+    boundary[i] = true;
+    if (op == format::kElseOp) {
+      const int64_t len = m_.instructions[i].attrs.view().get_int("else_len", 0);
+      if (len >= 0 && i + 1 + static_cast<size_t>(len) <= n) boundary[i + 1 + static_cast<size_t>(len)] = true;
+    }
+  }
   for (size_t i = 0; i < n;) {
+    if (boundary[i]) std::fill(twin_.begin(), twin_.end(), -1);
     if (!plans_[i]) {
       ++i;
       continue;
     }
     size_t j = i;
-    while (j < n && plans_[j]) ++j;
+    while (j < n && plans_[j] && (j == i || !boundary[j])) ++j;
     KILN_TRY(build_region(static_cast<int32_t>(i), static_cast<int32_t>(j)));
     i = j;
   }

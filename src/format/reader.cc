@@ -7,6 +7,7 @@
 #include "core/symexpr.h"
 #include "core/crc32c.h"
 #include "core/utf8.h"
+#include "format/control.h"
 #include "format/file_header.h"
 #include "format/schedule.h"
 #include "kernels/kernel.h"
@@ -122,6 +123,22 @@ std::vector<Step> schedule_steps(const fb::Method* m, bool delegated) {
   }
   for (; next < n_instr; ++next) portable_step(next);
   return steps;
+}
+
+Result<std::vector<Branch>> method_branches(const fb::Method* m) {
+  std::vector<ControlInstr> c(len(m->instructions()));
+  for (size_t i = 0; i < c.size(); ++i) {
+    const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    const bool is_if = in->op()->str() == kIfOp, is_else = in->op()->str() == kElseOp;
+    if (!is_if && !is_else) continue;
+    c[i].kind = is_if ? ControlInstr::kIf : ControlInstr::kElse;
+    c[i].len = -1;  // absent: refused below
+    for (size_t k = 0; k < len(in->attrs()); ++k) {
+      const fb::Attribute* a = in->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k));
+      if (a->kind() == fb::AttrKind::Int && a->name()->str() == (is_if ? "then_len" : "else_len")) c[i].len = a->i();
+    }
+  }
+  return find_branches(c);
 }
 
 Lifetimes method_lifetimes(const fb::Method* m, bool delegated) {
@@ -271,10 +288,10 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
       return bad(where(m, "output", i) + " is out of range");
   for (size_t i = 0; i < len(m->instructions()); ++i) {
     const fb::Instruction* in = m->instructions()->Get(i);
-    if (!in->inputs() || !in->outputs() || in->outputs()->size() == 0)
-      return bad(where(m, "instruction", i) + " lacks its operand lists");
     const kernels::OpDef* op = kernels::find_op(in->op()->c_str());
     if (!op || op->view) return bad(where(m, "instruction", i) + " uses unknown op '" + in->op()->str() + "'");
+    if (!in->inputs() || !in->outputs() || (in->outputs()->size() == 0) != kernels::produces_no_outputs(*op))
+      return bad(where(m, "instruction", i) + " lacks its operand lists");
     if (in->scratch() != -1) {
       if (!value_ok(in->scratch()) || m->values()->Get(in->scratch())->storage() != fb::StorageKind::Arena ||
           m->values()->Get(in->scratch())->dtype() != fb::DType::Bool)
@@ -440,12 +457,17 @@ Status check_delegate(const fb::Method* m) {
   }
   std::vector<int> covered(n_instr, 0);
   size_t next = 0;
+  KILN_ASSIGN_OR_RETURN(std::vector<Branch> branches, method_branches(m));
   for (size_t ri = 0; ri < len(d->regions()); ++ri) {
     const fb::DelegateRegion* r = d->regions()->Get(ri);
     const std::string rw = name + " region #" + std::to_string(ri);
     if (r->first() < 0 || static_cast<size_t>(r->first()) < next || r->count() < 1 ||
         static_cast<size_t>(r->first()) + static_cast<size_t>(r->count()) > n_instr || len(r->ops()) == 0)
       return bad(rw + " covers no valid run of instructions");
+    const int64_t lo = r->first(), hi = static_cast<int64_t>(r->first()) + r->count();  // [lo, hi)
+    for (const Branch& b : branches)  // a region lies inside one block: it cannot be half skipped
+      if ((b.if_at >= lo && b.if_at < hi) || (b.else_at >= lo && b.else_at < hi) || (b.end > lo && b.end < hi))
+        return bad(rw + " crosses the blocks of the branch at instruction #" + std::to_string(b.if_at));
     for (size_t k = 0; k < r->ops()->size(); ++k)
       KILN_TRY(check_delegate_op(m, r, r->ops()->Get(k), rw + " op #" + std::to_string(k), covered));
     for (int32_t k = r->first(); k < r->first() + r->count(); ++k)
@@ -706,6 +728,7 @@ Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_c
   if (verify_constants_now) KILN_TRY(verify_constants(f));
   for (size_t i = 0; i < f.program->methods()->size(); ++i) {
     KILN_TRY(check_method(f.program->methods()->Get(i), h.constants_size));
+    KILN_TRY(method_branches(f.program->methods()->Get(i)).status());
     KILN_TRY(check_instructions(f.program->methods()->Get(i), f.constants));
     KILN_TRY(check_delegate(f.program->methods()->Get(i)));
     KILN_TRY(check_bucket(f.program->methods()->Get(i)));

@@ -9,6 +9,7 @@
 
 #include "core/attrs.h"
 #include "kiln/status.h"
+#include "format/control.h"
 #include "format/schedule.h"
 #include "program_generated.h"
 
@@ -33,6 +34,8 @@ Status verify_constants(const ProgramFile& f);
 /// The steps of a method's portable schedule, or (`delegated`) of its delegated one (regions'
 /// ops in place of the instructions they cover). The method must have passed the reader.
 std::vector<Step> schedule_steps(const fb::Method* m, bool delegated);
+/// The method's runtime branches (KilnIf/KilnElse blocks, see control.h), checked to nest.
+Result<std::vector<Branch>> method_branches(const fb::Method* m);
 /// Its values' lifetimes over that schedule (export's planning rule).
 Lifetimes method_lifetimes(const fb::Method* m, bool delegated);
 

@@ -191,6 +191,13 @@ struct OpDef {
 /// and input ranks when the op has a prepare function and ctx has no op data, then runs.
 KernelStatus run_once(const OpDef& op, RunCtx ctx);
 
+/// True for the ops that produce no output (KilnIf, KilnElse, KilnAssert: they act on
+/// execution, not on values); every other op writes output 0.
+bool produces_no_outputs(const OpDef& op);
+
+/// Whether a runtime branch's condition (KilnIf, KilnSelect) selects the then block.
+bool branch_condition(const TensorView& cond);
+
 /// The op registered under `name` (ONNX op type), or nullptr.
 const OpDef* find_op(const char* name);
 /// All registered ops, in ops.inc order.

@@ -72,7 +72,18 @@ struct Method::Impl {
   struct Step {
     int32_t instr = -1;
     int32_t region = -1;
+    enum Control : uint8_t { kNone = 0, kIf = 1, kElse = 2 } control = kNone;
+    int32_t jump = -1;  ///< kIf: the else block's first step (condition false); kElse: the step after its block
+    int32_t branch = -1;  ///< kIf: its branch (blocks 2*branch: then, 2*branch + 1: else)
   };
+  /// Per value: the innermost branch block whose instructions make it (or read it, for a
+  /// view), -1 outside every block. Bind lets such a value's shape be invalid (a guard of its
+  /// block fails there); the block is then marked and refused only if execute enters it.
+  std::vector<int32_t> value_block;
+  std::vector<int32_t> block_bad;  ///< per block: the first value bind found invalid, or -1
+  std::vector<int32_t> instr_block;  ///< per instruction: its innermost block, or -1
+  /// The error execute gives on entering block `b` that bind marked.
+  Status blocked(int32_t b) const;
   std::vector<Step> schedule;
   bool profiling = false;
   std::vector<uint64_t> instr_ns;  // profiling: per portable instruction
@@ -399,9 +410,25 @@ Status Method::Impl::apply_shapes() {
                               " (needed by node '" + origin + "' (" + op + ")" + ctx + ")" + nearby);
     }
   }
+  std::fill(block_bad.begin(), block_bad.end(), -1);
   for (size_t i = 0; i < views.size(); ++i) {
     const fb::Value* v = m->values()->Get(i);
     TensorView& t = views[i];
+    const int32_t blk = value_block.empty() ? -1 : value_block[i];
+    if (blk >= 0) {  // inside a block: an invalid shape marks the block instead of failing bind
+      bool valid = true;
+      uint64_t n = dtype_size(t.dtype);
+      for (int k = 0; k < t.rank; ++k) {
+        const int64_t d = expr_values[v->shape()->Get(k)];
+        valid = valid && d >= 0 && !__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n);
+      }
+      const uint64_t limit = v->storage() == fb::StorageKind::Alias ? m->values()->Get(v->alias_of())->nbytes() : v->nbytes();
+      if (!valid || n > limit) {
+        if (block_bad[static_cast<size_t>(blk)] < 0) block_bad[static_cast<size_t>(blk)] = static_cast<int32_t>(i);
+        for (int k = 0; k < t.rank; ++k) t.dims[k] = 0;  // never read: execute refuses the block
+        continue;
+      }
+    }
     for (int k = 0; k < t.rank; ++k) {
       int64_t d = expr_values[v->shape()->Get(k)];
       if (d < 0)
@@ -586,6 +613,74 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
       next = static_cast<size_t>(reg->first() + reg->count());
     }
   for (; next < n_instr; ++next) s.schedule.push_back({static_cast<int32_t>(next), -1});
+  // Runtime branches: where KilnIf and KilnElse jump (the reader checked that blocks nest and
+  // that no delegate region crosses one, so every block starts a step).
+  KILN_ASSIGN_OR_RETURN(std::vector<format::Branch> branches, format::method_branches(m));
+  std::vector<int32_t> step_at(n_instr + 1, -1);
+  for (size_t k = 0; k < s.schedule.size(); ++k) {
+    const Impl::Step& st = s.schedule[k];
+    step_at[static_cast<size_t>(st.region >= 0 ? del->regions()->Get(static_cast<flatbuffers::uoffset_t>(st.region))->first() : st.instr)] =
+        static_cast<int32_t>(k);
+  }
+  step_at[n_instr] = static_cast<int32_t>(s.schedule.size());
+  for (const format::Branch& b : branches) {
+    const int32_t if_step = step_at[static_cast<size_t>(b.if_at)], else_step = step_at[static_cast<size_t>(b.else_at)],
+                  end_step = step_at[static_cast<size_t>(b.end)];
+    if (if_step < 0 || else_step < 0 || end_step < 0)
+      return data_loss("create: method '" + name + "': a delegate region crosses the branch at instruction #" + std::to_string(b.if_at));
+    s.schedule[static_cast<size_t>(if_step)].control = Impl::Step::kIf;
+    s.schedule[static_cast<size_t>(if_step)].jump = else_step + 1;
+    s.schedule[static_cast<size_t>(if_step)].branch = static_cast<int32_t>(&b - branches.data());
+    s.schedule[static_cast<size_t>(else_step)].control = Impl::Step::kElse;
+    s.schedule[static_cast<size_t>(else_step)].jump = end_step;
+  }
+  if (!branches.empty()) {  // which block makes each value (inner blocks after outer ones)
+    s.value_block.assign(nv, -1);
+    s.block_bad.assign(2 * branches.size(), -1);
+    std::vector<int32_t>& instr_block = s.instr_block;
+    instr_block.assign(n_instr, -1);
+    for (size_t bi = 0; bi < branches.size(); ++bi) {
+      const format::Branch& b = branches[bi];
+      for (int32_t i = b.if_at + 1; i < b.end; ++i)
+        if (i != b.else_at) instr_block[static_cast<size_t>(i)] = static_cast<int32_t>(2 * bi + (i > b.else_at ? 1 : 0));
+    }
+    for (size_t i = 0; i < n_instr; ++i) {
+      const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      for (int32_t o : *in->outputs()) s.value_block[static_cast<size_t>(o)] = instr_block[i];
+      if (in->scratch() >= 0) s.value_block[static_cast<size_t>(in->scratch())] = instr_block[i];
+    }
+    // A view: the block of its root; else, as a branch result, the block that gives it; else
+    // the block of its first reader (a view of an outer value made inside a block).
+    auto is_view = [&](int32_t v) { return v >= 0 && m->values()->Get(static_cast<flatbuffers::uoffset_t>(v))->storage() == fb::StorageKind::Alias; };
+    std::vector<bool> placed(nv, false);
+    for (size_t v = 0; v < nv; ++v)
+      if (is_view(static_cast<int32_t>(v))) {
+        s.value_block[v] = s.value_block[static_cast<size_t>(m->values()->Get(static_cast<flatbuffers::uoffset_t>(v))->alias_of())];
+        placed[v] = s.value_block[v] >= 0;
+      }
+    for (size_t bi = 0; bi < branches.size(); ++bi) {
+      const size_t at = static_cast<size_t>(branches[bi].end);
+      if (at >= n_instr) continue;
+      const fb::Instruction* sel = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(at));
+      if (sel->op()->str() != "KilnSelect" || sel->inputs()->size() < 3) continue;
+      const uint32_t n = (sel->inputs()->size() - 1) / 2;
+      for (uint32_t k = 1; k < sel->inputs()->size(); ++k) {
+        const int32_t v = sel->inputs()->Get(k);
+        if (!is_view(v) || placed[static_cast<size_t>(v)]) continue;
+        s.value_block[static_cast<size_t>(v)] = static_cast<int32_t>(2 * bi + (k > n ? 1 : 0));
+        placed[static_cast<size_t>(v)] = true;
+      }
+    }
+    for (size_t i = 0; i < n_instr; ++i) {
+      const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      for (int32_t v : *in->inputs())
+        if (is_view(v) && !placed[static_cast<size_t>(v)]) {
+          s.value_block[static_cast<size_t>(v)] = instr_block[i];
+          placed[static_cast<size_t>(v)] = true;
+        }
+    }
+    for (int32_t o : *m->outputs()) s.value_block[static_cast<size_t>(o)] = -1;  // outputs are always valid
+  }
   auto method = std::unique_ptr<Method>(new Method(std::move(impl)));
   // Start bound at the upper bound so input(i) has its bound shape and size.
   Status st = method->bind_shapes(method->bound_shapes());
@@ -671,12 +766,24 @@ Status Method::execute() {
   ctx.expr_values = s.expr_values.data();
   ctx.pool = s.pool;
   if (s.profiling) ++s.profiled_runs;
-  for (const Impl::Step& step : s.schedule) {
+  for (size_t k = 0; k < s.schedule.size();) {
+    const Impl::Step& step = s.schedule[k++];
     if (step.region >= 0) {
       KILN_TRY(s.delegate->run_region(static_cast<size_t>(step.region), s.profiling).with_prefix("execute: "));
       continue;
     }
     const Instr& in = s.instrs[static_cast<size_t>(step.instr)];
+    if (step.control == Impl::Step::kIf) {  // the then block follows; else jump to the else block
+      const bool taken = kernels::branch_condition(*s.in_ptrs[in.in_begin]);
+      const int32_t block = 2 * step.branch + (taken ? 0 : 1);
+      if (s.block_bad[static_cast<size_t>(block)] >= 0) return s.blocked(block);
+      if (!taken) k = static_cast<size_t>(step.jump);
+      continue;
+    }
+    if (step.control == Impl::Step::kElse) {  // the end of the then block: past the else block
+      k = static_cast<size_t>(step.jump);
+      continue;
+    }
     const auto t0 = s.profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     ctx.inputs = s.in_ptrs.data() + in.in_begin;
     ctx.num_inputs = in.n_in;
@@ -690,12 +797,33 @@ Status Method::execute() {
     if (s.profiling)
       s.instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (ks != kernels::KernelStatus::kOk && std::strcmp(in.op->name, "KilnAssert") == 0)
+      return invalid_argument("execute: " + std::string(ctx.attrs.get_str("text", "a guard")) +
+                              "; it fails at these input shapes, in a branch's block (checked when the block runs)");
     if (ks != kernels::KernelStatus::kOk)
       return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
                               s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
                               kernels::kernel_status_message(ks));
   }
   return ok_status();
+}
+
+Status Method::Impl::blocked(int32_t b) const {
+  // The block's first guard that fails here says why; else the value bind found invalid.
+  for (const Step& st : schedule) {
+    if (st.instr < 0 || (st.region >= 0)) continue;
+    const Instr& in = instrs[static_cast<size_t>(st.instr)];
+    if (std::strcmp(in.op->name, "KilnAssert") != 0) continue;
+    const core::Attrs a(attrs.data() + in.attr_begin, in.n_attr);
+    const int64_t rel = a.get_int("relation", -1), l = expr_values[a.get_int("lhs", 0)], r = expr_values[a.get_int("rhs", 0)];
+    const bool holds = rel == 0 ? l == r : rel == 1 ? l >= r : (r != 0 && core::floor_mod(l, r) == 0);
+    if (!holds && instr_block[static_cast<size_t>(st.instr)] == b)
+      return invalid_argument("execute: " + std::string(a.get_str("text", "a guard")) +
+                              "; it fails at these input shapes, in a branch's block (checked when the block runs)");
+  }
+  const fb::Value* v = m->values()->Get(static_cast<flatbuffers::uoffset_t>(block_bad[static_cast<size_t>(b)]));
+  return invalid_argument("execute: a branch's block cannot run at these input shapes: its value '" + v->name()->str() +
+                          "' has no valid size there");
 }
 
 const TensorView& Method::output(size_t i) const { return impl_->views[impl_->outputs[i]]; }

@@ -98,6 +98,13 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
     auto t0 = std::chrono::steady_clock::now();
     st = m.execute();
     s.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!st.ok() && st.message().find("in a branch's block") != std::string::npos) {
+      // The random inputs chose a block whose own guard refuses these shapes: the contract
+      // working as stated (the block's needs are checked when it runs), not a failure.
+      s.ok = true;
+      s.note = "refused where the inputs chose a branch's block: " + st.message();
+      return s;
+    }
     if (!st.ok()) {
       s.problem = st.message();
       return s;

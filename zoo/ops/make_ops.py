@@ -43,10 +43,11 @@ class Op:
     inputs; `extra_args`: more `kiln export` arguments."""
 
     def __init__(self, name, nodes, inputs, outputs, dims, cases, consts=None, gen=None, opset=17,
-                 extra_args=(), notes=""):
+                 extra_args=(), notes="", gen_scale=None):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.dims, self.cases, self.consts, self.gen = dims, cases, consts or {}, gen or {}
         self.opset, self.extra_args, self.notes = opset, list(extra_args), notes
+        self.gen_scale = gen_scale or {}  # float inputs: standard normal times this
 
 
 def node(op, ins, outs, **attrs):
@@ -157,6 +158,91 @@ OPS = [
 ]
 
 
+def branch(name, nodes, outputs):
+    """An If branch: a graph with no inputs reading the outer scope, outputs [(name, elem)]."""
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(n, e, None) for n, e in outputs])
+
+
+def if_models():
+    # Silero VAD's pattern: one branch per sample rate, chosen by a scalar input at run time.
+    by_rate = [node("Equal", ["sr", "k16"], ["is16"]),
+               node("If", ["is16"], ["y"],
+                    then_branch=branch("rate16", [node("Relu", ["x"], ["r"]), node("Mul", ["r", "two"], ["t_y"])],
+                                       [("t_y", F)]),
+                    else_branch=branch("rate8", [node("Sigmoid", ["x"], ["s"]),
+                                                 node("Constant", [], ["one"], value=numpy_helper.from_array(
+                                                     np.array(1.0, np.float32))),
+                                                 node("Add", ["s", "one"], ["e_y"])], [("e_y", F)]))]
+    # A data-dependent condition, a nested branch, a branch passing an outer value through and
+    # a shape guard inside a block (the Reshape needs M % 2 == 0 only where it runs).
+    inner = node("If", ["pos"], ["inner_y"],
+                 then_branch=branch("pos", [node("Exp", ["x"], ["i_t"])], [("i_t", F)]),
+                 else_branch=branch("neg", [node("Identity", ["x"], ["i_e"])], [("i_e", F)]))
+    nested = [node("ReduceSum", ["x"], ["total"], keepdims=0), node("Greater", ["total", "zero"], ["pos"]),
+              node("Cast", ["flag"], ["flag_b"], to=BOOL),
+              node("If", ["flag_b"], ["y"],
+                   then_branch=branch("flagged", [inner, node("Tanh", ["inner_y"], ["f_y"])], [("f_y", F)]),
+                   else_branch=branch("plain", [node("Shape", ["x"], ["sh"]),
+                                                node("Reshape", ["x", "half"], ["h"]),
+                                                node("Neg", ["h"], ["hn"]),
+                                                node("Reshape", ["hn", "sh"], ["p_y"])], [("p_y", F)]))]
+    return [
+        Op("if_sample_rate", by_rate, [("x", F, ["N", 3]), ("sr", I64, [])], [("y", F)], {"N": (0, 8)},
+           [{"N": 0, "values": {"sr": 16000}}, {"N": 0, "values": {"sr": 8000}}, {"N": 1, "values": {"sr": 16000}},
+            {"N": 5, "values": {"sr": 8000}}, {"N": 8, "values": {"sr": 16000}}, {"N": 8, "values": {"sr": 8000}}],
+           consts={"k16": np.array(16000, np.int64), "two": np.array(2.0, np.float32)},
+           extra_args=["--input", "sr="], notes="a runtime If on a scalar input, as Silero VAD's sample rate"),
+        Op("if_nested", nested, [("x", F, [2, "M"]), ("flag", I64, [])], [("y", F)], {"M": (1, 9)},
+           [{"M": 1, "values": {"flag": 1}}, {"M": 3, "values": {"flag": 1}}, {"M": 4, "values": {"flag": 0}},
+            {"M": 6, "values": {"flag": 1}}, {"M": 8, "values": {"flag": 0}}, {"M": 9, "values": {"flag": 1}}],
+           consts={"zero": np.array(0.0, np.float32), "half": np.array([4, -1], np.int64)},
+           extra_args=["--input", "flag="],
+           notes="nested runtime Ifs: on a flag, then on the data's sign; the else block's Reshape to [4, -1] "
+                 "needs 2*M % 4 == 0, checked only when that block runs (odd M runs with flag 1)"),
+    ]
+
+
+OPS += if_models()
+
+
+def unary_domain(op, scale=1.0, shift=0.0):
+    """A unary op on x * scale + shift (inside the op's domain)."""
+    return Op(op.lower(), [node("Mul", ["x", "k"], ["xs"]), node("Add", ["xs", "b"], ["xd"]), node(op, ["xd"], ["y"])],
+              [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)}, batch_cases(),
+              consts={"k": np.array(scale, np.float32), "b": np.array(shift, np.float32)})
+
+
+def grid_sample(mode, padding, align, opset):
+    return Op(f"grid_sample_{mode}_{padding}_{'ac' if align else 'nc'}_o{opset}",
+              [node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding, align_corners=align)],
+              [("x", F, ["N", 2, "H", "W"]), ("g", F, ["N", "Ho", "Wo", 2])], [("y", F)],
+              {"N": (0, 2), "H": (1, 9), "W": (1, 9), "Ho": (1, 6), "Wo": (1, 6)},
+              [{"N": 0, "H": 3, "W": 4, "Ho": 2, "Wo": 2}, {"N": 1, "H": 1, "W": 1, "Ho": 1, "Wo": 1},
+               {"N": 2, "H": 5, "W": 7, "Ho": 3, "Wo": 6}, {"N": 2, "H": 9, "W": 9, "Ho": 6, "Wo": 6}],
+              gen_scale={"g": 1.3}, opset=opset, notes="grid points up to 1.3x outside [-1, 1] (padding matters)")
+
+
+# Opset 19-21 operators and modes (Kiln imports opsets 7 to 21).
+OPS += [unary_domain("Sinh"), unary_domain("Cosh"), unary_domain("Asinh", 3.0), unary_domain("Asin", 0.3),
+        unary_domain("Acos", 0.3), unary_domain("Atanh", 0.3), unary_domain("Acosh", 0.5, 2.5),
+        Op("pad_wrap", [node("Pad", ["x", "p"], ["y"], mode="wrap")], [("x", F, [2, "N", 3])], [("y", F)],
+           {"N": (1, 6)}, [{"N": 1}, {"N": 2}, {"N": 5}, {"N": 6}],
+           consts={"p": np.array([0, 4, 1, 0, 5, -1], np.int64)}, opset=19,
+           notes="pads wider than the axis keep wrapping; a crop on one side with a pad on the other"),
+        Op("group_norm_o18", [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2, epsilon=1e-3)],
+           [("x", F, ["N", 4, "L"])], [("y", F)], {"N": (1, 3), "L": (1, 7)},
+           [{"N": 1, "L": 1}, {"N": 2, "L": 3}, {"N": 3, "L": 7}],
+           consts={"s": np.array([1.5, -0.5], np.float32), "b": np.array([0.1, 0.2], np.float32)}, opset=18),
+        Op("group_norm_o21", [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)],
+           [("x", F, ["N", 4, "H", "W"])], [("y", F)], {"N": (1, 2), "H": (1, 4), "W": (1, 5)},
+           [{"N": 1, "H": 1, "W": 1}, {"N": 2, "H": 3, "W": 2}, {"N": 2, "H": 4, "W": 5}],
+           consts={"s": np.array([1.5, -0.5, 2.0, 1.0], np.float32), "b": np.array([0.1, 0.2, 0.3, -0.4], np.float32)},
+           opset=21)]
+OPS += [grid_sample(m, p, a, 16) for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection")
+        for a in (0, 1)]
+OPS += [grid_sample("linear", "reflection", 0, 20), grid_sample("cubic", "border", 1, 20)]
+
+
 def model_proto(op):
     g_inputs = [helper.make_tensor_value_info(n, e, d) for n, e, d in op.inputs]
     g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
@@ -179,7 +265,7 @@ def make_inputs(op, c, name):
         if n in c.get("values", {}):
             arrays.append(np.array(c["values"][n], NP[e]).reshape(shape))
         elif e == F:
-            arrays.append(rng.standard_normal(shape).astype(np.float32))
+            arrays.append((rng.standard_normal(shape) * op.gen_scale.get(n, 1.0)).astype(np.float32))
         elif e == I64:
             lo, hi = op.gen.get(n, (0, 10))
             arrays.append(rng.integers(lo, hi, shape).astype(np.int64))

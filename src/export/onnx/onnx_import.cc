@@ -96,8 +96,11 @@ class Importer {
     for (const auto& o : model.opset_import())
       if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
     report_->opset = opset_;
-    if (opset_ < 7 || opset_ > 18)
-      return unimplemented("the model uses ONNX opset " + std::to_string(opset_) + "; Kiln imports opsets 7 to 18");
+    // Opsets 19-21 change the ops Kiln runs by adding types and modes (Pad wrap, GridSample's
+    // names, GroupNormalization's per-channel scale, AveragePool's dilations); each kernel
+    // refuses what it does not implement.
+    if (opset_ < 7 || opset_ > 21)
+      return unimplemented("the model uses ONNX opset " + std::to_string(opset_) + "; Kiln imports opsets 7 to 21");
     onnx::GraphProto& graph = *model.mutable_graph();
     report_->onnx_nodes = static_cast<size_t>(graph.node_size());
     KILN_ASSIGN_OR_RETURN(size_t bn_folded, fold_batch_norms(&graph));
@@ -268,7 +271,9 @@ class Importer {
     std::vector<std::string> missing;
     for (const onnx::NodeProto& n : graph.node()) {
       bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
-      if (known_domain && (kImporterOps.count(n.op_type()) || kernels::find_op(n.op_type().c_str()))) continue;
+      // Kiln's own instructions (KilnIf, ...) are made by export, never read from a model.
+      const bool internal = n.op_type().rfind("Kiln", 0) == 0;
+      if (known_domain && !internal && (kImporterOps.count(n.op_type()) || kernels::find_op(n.op_type().c_str()))) continue;
       missing.push_back("'" + n.name() + "' (" + (known_domain ? "" : n.domain() + ".") + n.op_type() + ")");
     }
     if (missing.empty()) return ok_status();
@@ -521,18 +526,11 @@ class Importer {
     return unimplemented("node '" + name + "' (Constant) has no value Kiln can read (sparse or string constants are not supported)");
   }
 
-  Status import_if(const onnx::NodeProto& n, const std::string& name) {
-    KILN_ASSIGN_OR_RETURN(int cond, lookup(n.input(0), name));
-    const std::vector<uint8_t>* bytes = g_.constant_bytes(cond);
-    if (!bytes || bytes->empty())
-      return unimplemented("node '" + name + "' (If): its condition is not constant after specialization; pin the input it "
-                           "depends on with --const NAME=VALUE or a static --input shape");
-    bool taken = false;
-    for (uint8_t b : *bytes) taken = taken || b;  // any nonzero byte of a one-element tensor
-    const char* branch_name = taken ? "then_branch" : "else_branch";
+  /// Imports one branch of If node `n` into the open block and returns its results.
+  Result<std::vector<int>> import_branch(const onnx::NodeProto& n, const std::string& name, const char* branch_name) {
     for (const onnx::AttributeProto& a : n.attribute()) {
       if (a.name() != branch_name) continue;
-      onnx::GraphProto branch = a.g();
+      const onnx::GraphProto& branch = a.g();
       KILN_TRY(check_supported(branch));
       for (const onnx::TensorProto& t : branch.initializer()) {
         KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
@@ -542,16 +540,143 @@ class Importer {
       report_->onnx_nodes += static_cast<size_t>(branch.node_size());
       KILN_TRY(import_nodes(branch));
       if (branch.output_size() != n.output_size())
-        return invalid_argument("node '" + name + "' (If): branch has " + std::to_string(branch.output_size()) + " outputs, node has " +
-                                std::to_string(n.output_size()));
+        return invalid_argument("node '" + name + "' (If): its " + branch_name + " has " + std::to_string(branch.output_size()) +
+                                " outputs, the node " + std::to_string(n.output_size()));
+      std::vector<int> results;
       for (int k = 0; k < n.output_size(); ++k) {
         KILN_ASSIGN_OR_RETURN(int id, lookup(branch.output(k).name(), name));
-        names_[n.output(k)] = id;
+        results.push_back(id);
       }
+      return results;
+    }
+    return invalid_argument("node '" + name + "' (If) has no " + branch_name);
+  }
+
+  // An If whose condition is a constant (after specialization and shape folding) is inlined:
+  // only the taken branch is imported. Otherwise both become blocks of a runtime branch
+  // (GraphBuilder::begin_if), the condition evaluated at execute.
+  Status import_if(const onnx::NodeProto& n, const std::string& name) {
+    KILN_ASSIGN_OR_RETURN(int cond, lookup(n.input(0), name));
+    const std::vector<uint8_t>* bytes = g_.constant_bytes(cond);
+    if (bytes && !bytes->empty()) {
+      bool taken = false;
+      for (uint8_t b : *bytes) taken = taken || b;  // any nonzero byte of a one-element tensor
+      KILN_ASSIGN_OR_RETURN(std::vector<int> results, import_branch(n, name, taken ? "then_branch" : "else_branch"));
+      for (int k = 0; k < n.output_size(); ++k) names_[n.output(k)] = results[static_cast<size_t>(k)];
       ++report_->removed_nodes;
       return ok_status();
     }
-    return invalid_argument("node '" + name + "' (If) has no " + branch_name);
+    if (n.output_size() == 0) return invalid_argument("node '" + name + "' (If) has no outputs");
+    // Both blocks as a runtime branch. When that fails and the condition reads only shapes
+    // (torch's `if x.shape[-1] == 1:`), one branch may still compile: it is taken under a
+    // guard that the condition selects it, checked at bind (or when the enclosing block runs).
+    const GraphBuilder::Checkpoint cp = g_.checkpoint();
+    const auto names = names_;
+    const auto producers = producers_;
+    const ExportReport report = *report_;
+    auto undo = [&]() {
+      g_.rollback(cp);
+      names_ = names;
+      producers_ = producers;
+      *report_ = report;
+    };
+    Status both = import_runtime_if(n, name, cond);
+    if (both.ok()) return both;
+    kernels::Guard holds;
+    if (!shape_condition(n.input(0), &holds)) return both;
+    for (const bool taken : {true, false}) {
+      undo();
+      kernels::Guard g = holds;
+      if (!taken && !negate(&g)) continue;
+      g.node_name = name;
+      g.op_type = "If";
+      g.context = std::string("to take its ") + (taken ? "then" : "else") + " branch, the one Kiln compiles at these shapes (the other: " +
+                  both.message() + ")";
+      if (!g_.require(g).ok()) continue;
+      Result<std::vector<int>> results = import_branch(n, name, taken ? "then_branch" : "else_branch");
+      if (!results.ok()) continue;
+      for (int k = 0; k < n.output_size(); ++k) names_[n.output(k)] = (*results)[static_cast<size_t>(k)];
+      ++report_->removed_nodes;
+      return ok_status();
+    }
+    undo();
+    return both;
+  }
+
+  Status import_runtime_if(const onnx::NodeProto& n, const std::string& name, int cond) {
+    KILN_TRY(g_.begin_if(cond, name));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> then_results, import_branch(n, name, "then_branch"));
+    KILN_TRY(g_.begin_else());
+    KILN_ASSIGN_OR_RETURN(std::vector<int> else_results, import_branch(n, name, "else_branch"));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.end_if(then_results, else_results));
+    for (int k = 0; k < n.output_size(); ++k)
+      if (!n.output(k).empty()) names_[n.output(k)] = outs[static_cast<size_t>(k)];
+    ++report_->runtime_branches;
+    return ok_status();
+  }
+
+  /// One element of an integer value as an expression: its folded shape value or constant.
+  bool scalar_expr(const std::string& value, core::ExprId* e) {
+    auto it = names_.find(value);
+    if (it == names_.end()) return false;
+    const std::vector<core::ExprId>& sv = g_.sym_values(it->second);
+    if (sv.size() == 1) return *e = sv[0], true;
+    const std::vector<uint8_t>* bytes = g_.constant_bytes(it->second);
+    if (!bytes) return false;
+    const DType t = g_.dtype(it->second);
+    if (t == DType::kI64 && bytes->size() == 8) return *e = g_.pool().constant(*reinterpret_cast<const int64_t*>(bytes->data())), true;
+    if (t == DType::kI32 && bytes->size() == 4) return *e = g_.pool().constant(*reinterpret_cast<const int32_t*>(bytes->data())), true;
+    return false;
+  }
+
+  /// An If condition that reads only shapes, as the guard `holds` that is true exactly when the
+  /// condition is: a comparison of folded shape values, through Not, Cast, Identity and
+  /// (Un)Squeeze. False when the condition reads data, or cannot be written as one guard.
+  bool shape_condition(const std::string& value, kernels::Guard* holds) {
+    auto it = producers_.find(value);
+    if (it == producers_.end()) return false;
+    const onnx::NodeProto& p = *it->second;
+    const std::string& op = p.op_type();
+    if (p.input_size() < 1) return false;
+    auto in0 = names_.find(p.input(0));
+    if (in0 == names_.end()) return false;
+    if (op == "Identity" || op == "Squeeze" || op == "Unsqueeze" || op == "Reshape" || (op == "Cast" && g_.dtype(in0->second) == DType::kBool))
+      return shape_condition(p.input(0), holds);
+    if (op == "Not") return shape_condition(p.input(0), holds) && negate(holds);
+    core::ExprPool& pool = g_.pool();
+    core::ExprId a, b;
+    if (op == "Cast") {  // an integer cast to bool: x != 0
+      if (!scalar_expr(p.input(0), &a)) return false;
+      *holds = kernels::Guard{kernels::Guard::Op::kEq, a, pool.constant(0), "", "", ""};
+      return negate(holds);
+    }
+    if (p.input_size() < 2 || !scalar_expr(p.input(0), &a) || !scalar_expr(p.input(1), &b)) return false;
+    using Op = kernels::Guard::Op;
+    const core::ExprId one = pool.constant(1);
+    if (op == "Equal") *holds = {Op::kEq, a, b, "", "", ""};
+    else if (op == "GreaterOrEqual") *holds = {Op::kGe, a, b, "", "", ""};
+    else if (op == "LessOrEqual") *holds = {Op::kGe, b, a, "", "", ""};
+    else if (op == "Greater") *holds = {Op::kGe, a, pool.add(b, one), "", "", ""};
+    else if (op == "Less") *holds = {Op::kGe, b, pool.add(a, one), "", "", ""};
+    else return false;
+    return true;
+  }
+
+  /// Replaces `g` by its negation when that is one guard: not (a >= b) is b >= a + 1; not
+  /// (a == b) is a >= b + 1 or b >= a + 1 when the ranges say which side a lies on.
+  bool negate(kernels::Guard* g) {
+    core::ExprPool& p = g_.pool();
+    const core::ExprId one = p.constant(1);
+    if (g->op == kernels::Guard::Op::kGe) {
+      *g = {kernels::Guard::Op::kGe, g->rhs, p.add(g->lhs, one), "", "", ""};
+      return true;
+    }
+    if (g->op != kernels::Guard::Op::kEq) return false;
+    const core::Interval d = p.range(p.sub(g->lhs, g->rhs));
+    if (d.lo >= 0) *g = {kernels::Guard::Op::kGe, g->lhs, p.add(g->rhs, one), "", "", ""};
+    else if (d.hi <= 0) *g = {kernels::Guard::Op::kGe, g->rhs, p.add(g->lhs, one), "", "", ""};
+    else return false;
+    return true;
   }
 
   // A guard over one dim that only one value satisfies means the model forces that dim:
@@ -783,6 +908,9 @@ std::string format_report(const ExportReport& r) {
   o << "  opset " << r.opset << "; " << r.onnx_nodes << " ONNX nodes -> " << r.instructions << " instructions ("
     << r.folded_shape_nodes << " shape computations and " << r.folded_constant_nodes << " constant nodes folded, "
     << r.removed_nodes << " nodes removed, " << r.views << " views)\n";
+  if (r.runtime_branches)
+    o << "  runtime branches: " << r.runtime_branches << " If node" << (r.runtime_branches == 1 ? "" : "s")
+      << " with both blocks kept, the condition evaluated at execute (KilnIf/KilnElse/KilnSelect)\n";
   if (!r.fusions.empty()) {
     std::map<std::string, int> by_op;
     for (const std::string& f : r.fusions) ++by_op[f.substr(0, f.find(' '))];
