@@ -152,6 +152,108 @@ TEST(Gru, RandomSweepAgainstReference) {
   EXPECT_GT(lbr_count, 100);
 }
 
+// Values from ONNX Runtime 1.31.1. One step, hidden 1, input 1, W = (0, 0, 1), R = 0, no bias:
+// with f = Sigmoid, z = 0.5 and Y = g(x) / 2; the test compares 2*Y with g(x).
+std::vector<float> gru_g_of_x(const std::vector<float>& xs, const std::string& acts, std::vector<float> alpha,
+                              std::vector<float> beta, const std::string& direction = "forward", float clip = 0.f) {
+  const int64_t dirs = direction == "bidirectional" ? 2 : 1, batch = static_cast<int64_t>(xs.size());
+  std::vector<float> wv, rv(static_cast<size_t>(3 * dirs), 0.f);
+  for (int64_t d = 0; d < dirs; ++d) wv.insert(wv.end(), {0.f, 0.f, 1.f});
+  AttrStore a = AttrStore().set_int("hidden_size", 1).set_str("activations", acts).set_str("direction", direction);
+  if (!alpha.empty()) a.set_floats("activation_alpha", std::move(alpha));
+  if (!beta.empty()) a.set_floats("activation_beta", std::move(beta));
+  if (clip > 0) a.set_float("clip", clip);
+  OpResult res = run_op("GRU",
+                        {make_tensor<float>({1, batch, 1}, xs), make_tensor<float>({dirs, 3, 1}, wv),
+                         make_tensor<float>({dirs, 3, 1}, rv)},
+                        a, 1);
+  EXPECT_TRUE(res.status.ok()) << acts << ": " << res.status.message();
+  if (!res.status.ok()) return {};
+  std::vector<float> g = res.outputs[0].values<float>();
+  for (float& v : g) v *= 2;
+  return g;
+}
+
+void expect_floats(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6 * (1 + std::abs(want[i]))) << what << " #" << i;
+}
+
+TEST(Gru, ActivationsAgainstOnnxRuntime) {
+  const std::vector<float> xs = {-2, -1, -0.5f, 0, 0.5f, 1, 2};
+  // alpha 0.5, beta 2 for every function (ignored by those that take none).
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Affine", {0.5f}, {2}), {1, 1.5, 1.75, 2, 2.25, 2.5, 3}, "Affine");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,LeakyRelu", {0.5f}, {}), {-1, -0.5, -0.25, 0, 0.5, 1, 2}, "LeakyRelu");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,ThresholdedRelu", {0.5f}, {}), {0, 0, 0, 0, 0, 1, 2}, "ThresholdedRelu");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,ScaledTanh", {0.5f}, {2}),
+                {-0.4996647, -0.4820138, -0.3807971, 0, 0.380797, 0.4820138, 0.4996647}, "ScaledTanh");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,HardSigmoid", {0.5f}, {2}), {1, 1, 1, 1, 1, 1, 1}, "HardSigmoid");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Elu", {0.5f}, {}),
+                {-0.4323324, -0.3160603, -0.1967347, 0, 0.5, 1, 2}, "Elu");
+  // Defaults (the same in the ONNX notes and ONNX Runtime).
+  expect_floats(gru_g_of_x(xs, "Sigmoid,LeakyRelu", {}, {}), {-0.02, -0.01, -0.005, 0, 0.5, 1, 2}, "LeakyRelu 0.01");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,HardSigmoid", {}, {}), {0.1, 0.3, 0.4, 0.5, 0.6, 0.7, 0.9}, "HardSigmoid");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Elu", {}, {}), {-0.8646647, -0.6321205, -0.3934693, 0, 0.5, 1, 2}, "Elu 1");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Softsign", {}, {}),
+                {-0.6666667, -0.5, -0.3333333, 0, 0.3333333, 0.5, 0.6666667}, "Softsign");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,softplus", {}, {}),
+                {0.126928, 0.3132617, 0.474077, 0.6931472, 0.974077, 1.313262, 2.126928}, "Softplus");
+  // Defaults from the ONNX operators of the same name, where ONNX Runtime reads 0 instead
+  // (it gives 0 for Affine and x > 0 ? x : 0 for ThresholdedRelu): Affine alpha 1 beta 0,
+  // ThresholdedRelu alpha 1.
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Affine", {}, {}), {-2, -1, -0.5, 0, 0.5, 1, 2}, "Affine 1, 0");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,ThresholdedRelu", {}, {}), {0, 0, 0, 0, 0, 0, 2}, "ThresholdedRelu 1");
+  // ThresholdedRelu keeps x only above alpha, as the ThresholdedRelu operator and ONNX Runtime
+  // (the RNN notes write x >= alpha).
+  expect_floats(gru_g_of_x({0.999f, 1, 1.001f}, "Sigmoid,ThresholdedRelu", {1}, {}), {0, 0, 1.001}, "x == alpha");
+  // Values are consumed in order by the functions that take one: HardSigmoid(0, 0.25) then
+  // Affine(1, 0): z = 0.25, Y = 0.75 x, 2*Y = 1.5 x.
+  expect_floats(gru_g_of_x(xs, "HardSigmoid,Affine", {0, 1}, {0.25f, 0}), {-3, -1.5, -0.75, 0, 0.75, 1.5, 3},
+                "packed");
+  // A short list leaves the rest at their defaults; clip bounds the input first.
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Affine", {2}, {}), {-4, -2, -1, 0, 1, 2, 4}, "Affine beta default");
+  expect_floats(gru_g_of_x(xs, "Sigmoid,Affine", {2}, {0.1f}, "forward", 0.75f),
+                {-1.4, -1.4, -0.9, 0.1, 1.1, 1.6, 1.6}, "clip");
+  // Bidirectional: one list per direction, values consumed across both.
+  std::vector<float> both = gru_g_of_x(xs, "Sigmoid,LeakyRelu,Sigmoid,LeakyRelu", {0.3f, 0.6f}, {}, "bidirectional");
+  expect_floats(both, {-0.6, -0.3, -0.15, 0, 0.5, 1, 2, -1.2, -0.6, -0.3, 0, 0.5, 1, 2}, "bidirectional");
+  // One list shared by both directions shares its values (ONNX Runtime requires 4 names).
+  both = gru_g_of_x(xs, "Sigmoid,LeakyRelu", {0.3f}, {}, "bidirectional");
+  expect_floats(both, {-0.6, -0.3, -0.15, 0, 0.5, 1, 2, -0.6, -0.3, -0.15, 0, 0.5, 1, 2}, "shared");
+  // Softplus does not overflow (ONNX Runtime returns inf for log(1 + e^100)).
+  expect_floats(gru_g_of_x({-100, 100, 30, -30}, "Sigmoid,Softplus", {}, {}), {0, 100, 30, 9.357623e-14}, "Softplus");
+}
+
+// A bidirectional GRU with four different parameterized activations and
+// linear_before_reset = 1; inputs from closed forms, outputs from ONNX Runtime 1.31.1.
+TEST(Gru, MixedActivationsBidirectionalAgainstOnnxRuntime) {
+  auto fill = [](std::vector<int64_t> shape, double a, double p, double q, bool sine) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(a * (sine ? std::sin(p * i + q) : std::cos(p * i + q)));
+    return make_tensor<float>(std::move(shape), v);
+  };
+  Tensor x = fill({3, 2, 2}, 1.5, 1.3, 0.1, true), w = fill({2, 6, 2}, 0.8, 0.7, 0, false);
+  Tensor r = fill({2, 6, 2}, 0.6, 0.9, 0.5, true), b = fill({2, 12}, 0.3, 1.1, 0, false);
+  AttrStore a = AttrStore()
+                    .set_int("hidden_size", 2)
+                    .set_str("direction", "bidirectional")
+                    .set_int("linear_before_reset", 1)
+                    .set_str("activations", "LeakyRelu,ThresholdedRelu,Softsign,ScaledTanh")
+                    .set_floats("activation_alpha", {0.2f, 0.1f, 0.9f})
+                    .set_floats("activation_beta", {1.3f});
+  OpResult res = run_op("GRU", {x, w, r, b}, a, 2);
+  ASSERT_TRUE(res.status.ok()) << res.status.message();
+  expect_close(res.outputs[0],
+               {-0.7206196, 0.4993077, 0,         0.1108717, -0.5757375, -1.156695,  0.3192022, 1.029022,
+                0.00573321, -0.05155902, -1.144795, 0.8647068, -0.2207569, 0.5014554,  0.04546578, -0.5667037,
+                -0.0013025, -0.02202534, -4.68841,  0.8515306, 0.117186,   0.4045526,  -0.6239567, -1.290253},
+               "Y");
+  expect_close(res.outputs[1], {-0.0013025, -0.02202534, -4.68841, 0.8515306, -0.5757375, -1.156695, 0.3192022, 1.029022},
+               "Y_h");
+}
+
 TEST(Gru, Errors) {
   std::mt19937 rng(12);
   RnnCase k;
@@ -169,8 +271,30 @@ TEST(Gru, Errors) {
   EXPECT_TRUE(has_text(
       run(xwr, AttrStore(h2).set_str("activations", "Sigmoid,Tanh,Tanh").set_str("direction", "bidirectional")),
       "lists 3 functions, expected 2 or 4"));
-  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_str("activations", "HardSigmoid,Tanh")),
-                       "activation 'HardSigmoid' is not supported (supported: Sigmoid, Tanh, Relu)"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_str("activations", "Gelu,Tanh")),
+                       "activation 'Gelu' is not supported (supported: Sigmoid, Tanh, Relu, Affine, LeakyRelu, "
+                       "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"));
+  // Parameters: floats only, no more than the functions take, ScaledTanh's given.
+  AttrStore leaky = AttrStore(h2).set_str("activations", "Sigmoid,LeakyRelu");
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(leaky).set_ints("activation_alpha", {1})),
+                       "node 'test' (GRU): activation_alpha must be a list of floats"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(leaky).set_floats("activation_alpha", {0.1f, 0.2f})),
+                       "node 'test' (GRU): activation_alpha has 2 values, but 'Sigmoid,LeakyRelu' takes 1 (values are "
+                       "consumed in order by the functions that take one)"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(leaky).set_floats("activation_beta", {0.1f})),
+                       "activation_beta has 1 values, but 'Sigmoid,LeakyRelu' takes 0"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_str("activations", "Sigmoid,ScaledTanh")),
+                       "node 'test' (GRU): activation #1 'ScaledTanh' of 'Sigmoid,ScaledTanh' has no activation_alpha "
+                       "value and ONNX defines no default for it; list its alpha and beta in activation_alpha and "
+                       "activation_beta"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2)
+                                    .set_str("activations", "HardSigmoid,ScaledTanh")
+                                    .set_floats("activation_alpha", {0.1f, 0.2f})
+                                    .set_floats("activation_beta", {0.3f})),
+                       "activation #1 'ScaledTanh' of 'HardSigmoid,ScaledTanh' has no activation_beta value"));
+  // Without an activations list the defaults take no values.
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_floats("activation_alpha", {0.5f})),
+                       "activation_alpha has 1 values, but 'Sigmoid,Tanh' takes 0"));
   EXPECT_TRUE(
       has_text(run(xwr, AttrStore(h2).set_str("activations", "Sigmoid,,Tanh")), "activation '' is not supported"));
   EXPECT_TRUE(has_text(run(xwr, h2, 3), "has 3 outputs, at most 2 are defined"));

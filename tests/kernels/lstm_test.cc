@@ -167,6 +167,40 @@ TEST(Lstm, HiddenSizeFromWWhenAbsent) {
   expect_close(res.outputs[0], reference_lstm(k, in).y, "Y");
 }
 
+// A bidirectional LSTM with six different activations, parameters consumed across both
+// directions; inputs from closed forms, outputs from ONNX Runtime 1.31.1. (No clip: ONNX
+// Runtime does not clip Ct before h, Kiln does, as the ONNX text says.)
+TEST(Lstm, MixedActivationsBidirectionalAgainstOnnxRuntime) {
+  auto fill = [](std::vector<int64_t> shape, double a, double p, double q, bool sine) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(a * (sine ? std::sin(p * i + q) : std::cos(p * i + q)));
+    return make_tensor<float>(std::move(shape), v);
+  };
+  Tensor x = fill({3, 2, 2}, 1.5, 1.3, 0.1, true), w = fill({2, 8, 2}, 0.8, 0.7, 0, false);
+  Tensor r = fill({2, 8, 2}, 0.6, 0.9, 0.5, true), b = fill({2, 16}, 0.3, 1.1, 0, false);
+  // Forward HardSigmoid(0.3, 0.45), Elu(0.7), Softsign; reverse Affine(0.9, -0.1),
+  // ScaledTanh(1.2, 0.8), Softplus.
+  AttrStore a = AttrStore()
+                    .set_int("hidden_size", 2)
+                    .set_str("direction", "bidirectional")
+                    .set_str("activations", "HardSigmoid,Elu,Softsign,Affine,ScaledTanh,Softplus")
+                    .set_floats("activation_alpha", {0.3f, 0.7f, 0.9f, 1.2f})
+                    .set_floats("activation_beta", {0.45f, -0.1f, 0.8f});
+  OpResult res = run_op("LSTM", {x, w, r, b}, a, 3);
+  ASSERT_TRUE(res.status.ok()) << res.status.message();
+  expect_close(res.outputs[0],
+               {-0.008567938, -0.04230935, 0.09983266, -0.02231658, -0.5224625, -0.8388588, 0.1925423,  -0.04230775,
+                -0.05047755,  0.07493246,  0,          -0.06163132, -0.3119596, 0.4056379,  -0.1069779, -0.05919301,
+                -4.802122e-05, 0.214541,   0,          -0.1048889,  0.06622093, 0.2721947,  -0.727719,  -0.4352641},
+               "Y");
+  expect_close(res.outputs[1], {-4.802122e-05, 0.214541, 0, -0.1048889, -0.5224625, -0.8388588, 0.1925423, -0.04230775},
+               "Y_h");
+  expect_close(res.outputs[2], {-5.196634e-05, 0.620544, -0.6392287, -0.3425415, 0.3802247, -0.1603658, -0.1209308, 1.244889},
+               "Y_c");
+}
+
 TEST(Lstm, Errors) {
   std::mt19937 rng(11);
   RnnCase k;
@@ -180,8 +214,19 @@ TEST(Lstm, Errors) {
   EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_int("input_forget", 1)),
                        "node 'test' (LSTM): input_forget=1 (coupled input and forget gates) is not supported; "
                        "export with input_forget=0"));
-  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_str("activations", "Sigmoid,Elu,Tanh")),
-                       "activation 'Elu' is not supported (supported: Sigmoid, Tanh, Relu)"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_str("activations", "Sigmoid,Swish,Tanh")),
+                       "activation 'Swish' is not supported (supported: Sigmoid, Tanh, Relu, Affine, LeakyRelu, "
+                       "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2)
+                                    .set_str("activations", "Affine,Elu,ScaledTanh")
+                                    .set_floats("activation_alpha", {1, 2, 3, 4})
+                                    .set_floats("activation_beta", {1, 2})),
+                       "node 'test' (LSTM): activation_alpha has 4 values, but 'Affine,Elu,ScaledTanh' takes 3"));
+  EXPECT_TRUE(has_text(run(xwr, AttrStore(h2)
+                                    .set_str("activations", "Affine,Elu,ScaledTanh")
+                                    .set_floats("activation_alpha", {1, 2, 3})
+                                    .set_floats("activation_beta", {1})),
+                       "activation #2 'ScaledTanh' of 'Affine,Elu,ScaledTanh' has no activation_beta value"));
   EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_str("activations", "Sigmoid,Tanh")),
                        "activations 'Sigmoid,Tanh' lists 2 functions, expected 3"));
   EXPECT_TRUE(has_text(run(xwr, AttrStore(h2).set_ints("activations", {1, 2, 3})),

@@ -4,7 +4,8 @@
 //   h = g(Xt*Wh^T + (r.Ht-1)*Rh^T + Rbh + Wbh)    linear_before_reset = 0
 //   h = g(Xt*Wh^T + r.(Ht-1*Rh^T + Rbh) + Wbh)    linear_before_reset = 1
 //   Ht = (1 - z).h + z.Ht-1
-// `clip` bounds every activation's input. Rows of Y past a batch row's sequence_lens are
+// `clip` bounds every activation's input. f, g may be any of the ONNX RNN activations, with
+// activation_alpha and activation_beta (rnn.h). Rows of Y past a batch row's sequence_lens are
 // zero; Y_h holds the state after its last valid step (zero for a length of 0).
 #include "kernels/portable/rnn.h"
 
@@ -38,7 +39,7 @@ KernelStatus gru_run(const RunCtx& c) {
     float* hstate = tmp + r.batch * hs;      // [batch, H]
     const float* wb = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g3 : nullptr;
     const float* rb = wb ? wb + g3 : nullptr;
-    const RnnAct fa = r.f(d, 0, 2), ga = r.f(d, 1, 2);
+    const RnnActFn &fa = r.f(d, 0, 2), &ga = r.f(d, 1, 2);
     const RnnDirScratch s = rnn_prepare_direction(c, kGru, r, d);  // Rh^T: the last H columns of R^T
     // z and r get both biases; h gets Wbh, plus Rbh here unless it sits inside r.(...).
     for (int64_t j = 0; j < g3; ++j) s.bias[j] = wb ? wb[j] + (j < 2 * hs || !lbr ? rb[j] : 0.f) : 0.f;

@@ -4,7 +4,8 @@
 //   c = g(Xt*Wc^T + Ht-1*Rc^T + Wbc + Rbc)               Ct = f.Ct-1 + i.c
 //   o = f(Xt*Wo^T + Ht-1*Ro^T + Po.Ct + Wbo + Rbo)       Ht = o.h(Ct)
 // `clip` bounds every activation's input, Ct included (as ONNX Runtime does); the state Ct
-// itself is not clipped. Rows of Y past a batch row's sequence_lens are zero; Y_h / Y_c hold
+// itself is not clipped. f, g, h may be any of the ONNX RNN activations, with activation_alpha
+// and activation_beta (rnn.h). Rows of Y past a batch row's sequence_lens are zero; Y_h / Y_c hold
 // the state after its last valid step (zero for a length of 0). input_forget=1 is rejected.
 #include "kernels/portable/rnn.h"
 
@@ -43,7 +44,7 @@ KernelStatus lstm_run(const RunCtx& c) {
     float* const states[2] = {hstate, cstate};
     const float* bias = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g4 : nullptr;
     const float* peep = c.has_input(7) ? c.in(7).as<float>() + d * 3 * hs : nullptr;  // Pi, Po, Pf
-    const RnnAct fa = r.f(d, 0, 3), ga = r.f(d, 1, 3), ha = r.f(d, 2, 3);
+    const RnnActFn &fa = r.f(d, 0, 3), &ga = r.f(d, 1, 3), &ha = r.f(d, 2, 3);
     const RnnDirScratch s = rnn_prepare_direction(c, kLstm, r, d);
     for (int64_t j = 0; j < g4; ++j) s.bias[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
     rnn_load_states(c, r, d, states, 2);

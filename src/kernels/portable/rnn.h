@@ -21,18 +21,86 @@
 
 namespace kiln::kernels {
 
-enum class RnnAct : uint8_t { kSigmoid, kTanh, kRelu };
+// The ONNX RNN activation list. Parameters: Affine alpha*x + beta, LeakyRelu (x >= 0 ? x :
+// alpha*x), ThresholdedRelu (x > alpha ? x : 0), ScaledTanh alpha*tanh(beta*x), HardSigmoid
+// min(max(alpha*x + beta, 0), 1), Elu (x >= 0 ? x : alpha*(e^x - 1)); the others take none.
+enum class RnnAct : uint8_t {
+  kSigmoid, kTanh, kRelu, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus
+};
+constexpr int kRnnActCount = 11;
 
-/// v[j] = act(clip(v[j])) for j < n, in place (clip 0: none), vectorized (kernels/simd).
-inline void rnn_apply(RnnAct a, float clip, float* v, int64_t n) {
+/// One activation with its parameters (unused ones are 0).
+struct RnnActFn {
+  RnnAct kind = RnnAct::kSigmoid;
+  float alpha = 0.f, beta = 0.f;
+};
+
+/// v[j] = act(clip(v[j])) for j < n, in place (clip 0: none); Sigmoid, Tanh and ScaledTanh
+/// vectorized (kernels/simd).
+inline void rnn_apply(const RnnActFn& a, float clip, float* v, int64_t n) {
   if (clip > 0.f)
     for (int64_t j = 0; j < n; ++j) v[j] = std::min(clip, std::max(-clip, v[j]));
-  switch (a) {
-    case RnnAct::kSigmoid: return simd::sigmoid(v, v, static_cast<size_t>(n));
-    case RnnAct::kTanh: return simd::tanh(v, v, static_cast<size_t>(n));
+  const float al = a.alpha, be = a.beta;
+  const size_t sn = static_cast<size_t>(n);
+  switch (a.kind) {
+    case RnnAct::kSigmoid: return simd::sigmoid(v, v, sn);
+    case RnnAct::kTanh: return simd::tanh(v, v, sn);
     case RnnAct::kRelu:
       for (int64_t j = 0; j < n; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
       return;
+    case RnnAct::kAffine:
+      for (int64_t j = 0; j < n; ++j) v[j] = al * v[j] + be;
+      return;
+    case RnnAct::kLeakyRelu:
+      for (int64_t j = 0; j < n; ++j) v[j] = v[j] >= 0.f ? v[j] : al * v[j];
+      return;
+    case RnnAct::kThresholdedRelu:
+      for (int64_t j = 0; j < n; ++j) v[j] = v[j] > al ? v[j] : 0.f;
+      return;
+    case RnnAct::kScaledTanh:
+      for (int64_t j = 0; j < n; ++j) v[j] *= be;
+      simd::tanh(v, v, sn);
+      for (int64_t j = 0; j < n; ++j) v[j] *= al;
+      return;
+    case RnnAct::kHardSigmoid:
+      for (int64_t j = 0; j < n; ++j) v[j] = std::min(1.f, std::max(0.f, al * v[j] + be));
+      return;
+    case RnnAct::kElu:
+      for (int64_t j = 0; j < n; ++j) v[j] = v[j] >= 0.f ? v[j] : al * (std::exp(v[j]) - 1.f);
+      return;
+    case RnnAct::kSoftsign:
+      for (int64_t j = 0; j < n; ++j) v[j] = v[j] / (1.f + std::fabs(v[j]));
+      return;
+    case RnnAct::kSoftplus:  // log(1 + e^x) without overflow for large x
+      for (int64_t j = 0; j < n; ++j) v[j] = std::max(v[j], 0.f) + std::log1p(std::exp(-std::fabs(v[j])));
+      return;
+  }
+}
+
+/// ONNX spellings in RnnAct order.
+inline const char* rnn_act_name(RnnAct a) {
+  static const char* const kNames[kRnnActCount] = {"Sigmoid",     "Tanh", "Relu", "Affine",   "LeakyRelu", "ThresholdedRelu",
+                                                   "ScaledTanh",  "HardSigmoid", "Elu", "Softsign", "Softplus"};
+  return kNames[static_cast<int>(a)];
+}
+
+/// How many activation_alpha / activation_beta values `a` takes (0 or 1 each), and the
+/// defaults of the ONNX operator of the same name (ONNX: "Default values are the same as of
+/// corresponding ONNX operators"): LeakyRelu 0.01, ThresholdedRelu 1, Affine 1 and 0,
+/// HardSigmoid 0.2 and 0.5, Elu 1. ScaledTanh has none (*has_default false).
+inline void rnn_act_params(RnnAct a, int* n_alpha, int* n_beta, RnnActFn* defaults, bool* has_default) {
+  *n_alpha = *n_beta = 0;
+  *has_default = true;
+  defaults->kind = a;
+  defaults->alpha = defaults->beta = 0.f;
+  switch (a) {
+    case RnnAct::kAffine: *n_alpha = *n_beta = 1, defaults->alpha = 1.f; break;
+    case RnnAct::kLeakyRelu: *n_alpha = 1, defaults->alpha = 0.01f; break;
+    case RnnAct::kThresholdedRelu: *n_alpha = 1, defaults->alpha = 1.f; break;
+    case RnnAct::kScaledTanh: *n_alpha = *n_beta = 1, *has_default = false; break;
+    case RnnAct::kHardSigmoid: *n_alpha = *n_beta = 1, defaults->alpha = 0.2f, defaults->beta = 0.5f; break;
+    case RnnAct::kElu: *n_alpha = 1, defaults->alpha = 1.f; break;
+    default: break;
   }
 }
 
@@ -40,18 +108,17 @@ inline void rnn_apply(RnnAct a, float clip, float* v, int64_t n) {
 inline bool rnn_act_from_name(const char* s, size_t n, RnnAct* out) {
   while (n > 0 && *s == ' ') ++s, --n;
   while (n > 0 && s[n - 1] == ' ') --n;
-  auto is = [&](const char* name) {  // name is lower-case
-    if (std::strlen(name) != n) return false;
-    for (size_t i = 0; i < n; ++i)
-      if ((s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]) != name[i]) return false;
-    return true;
-  };
-  const char* names[] = {"sigmoid", "tanh", "relu"};  // RnnAct order
-  for (int i = 0; i < 3; ++i)
-    if (is(names[i])) {
+  auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch; };
+  for (int i = 0; i < kRnnActCount; ++i) {
+    const char* name = rnn_act_name(static_cast<RnnAct>(i));
+    if (std::strlen(name) != n) continue;
+    size_t k = 0;
+    while (k < n && lower(s[k]) == lower(name[k])) ++k;
+    if (k == n) {
       *out = static_cast<RnnAct>(i);
       return true;
     }
+  }
   return false;
 }
 
@@ -70,9 +137,9 @@ struct RnnRun {
   bool layout1 = false;  ///< batch-first
   bool reverse = false;  ///< direction == reverse (bidirectional runs direction 1 reversed)
   float clip = 0.f;      ///< 0: no clipping
-  RnnAct act[6] = {};    ///< per direction: acts_per_dir entries
+  RnnActFn act[6] = {};  ///< per direction: acts_per_dir entries
 
-  RnnAct f(int64_t d, int k, int per_dir) const { return act[d * per_dir + k]; }
+  const RnnActFn& f(int64_t d, int k, int per_dir) const { return act[d * per_dir + k]; }
   int64_t x_off(int64_t t, int64_t b) const { return (layout1 ? b * seq + t : t * batch + b) * input; }
   int64_t y_off(int64_t t, int64_t d, int64_t b) const {
     return (layout1 ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
@@ -87,24 +154,45 @@ inline int rnn_dirs(const core::Attrs& a, bool* reverse) {
   return a.str_equals("direction", "bidirectional") ? 2 : 0;
 }
 
-/// Why an `activations` attribute was rejected.
+/// Why an `activations`, `activation_alpha` or `activation_beta` attribute was rejected.
 struct RnnActError {
   bool not_string = false;
   bool bad_name = false;  ///< [start, start + len) of the string is not a supported name
   size_t start = 0, len = 0;
-  int count = 0;  ///< names in the list
+  int count = 0;              ///< names in the list
+  const char* params = nullptr;  ///< "activation_alpha" / "activation_beta" when that list is wrong
+  bool params_not_floats = false;
+  int param_count = 0, param_used = 0;  ///< values given, values the functions take
+  int no_default = -1;        ///< index of a function missing a value that has no default
 };
 
 /// Fills act[] from the `activations` attribute (one string joined with ','), or the
 /// defaults (Sigmoid, Tanh[, Tanh]). A bidirectional node may list one set per direction or
-/// one set for both. False (with *err filled) on a non-string, an unknown name or a wrong count.
-inline bool rnn_read_acts(const core::Attrs& a, int per_dir, int dirs, RnnAct* act, RnnActError* err) {
+/// one set for both. activation_alpha / activation_beta are consumed in list order by the
+/// functions that take a value (as ONNX Runtime reads them); a function past the end of a
+/// list gets its ONNX default. A list shared by both directions shares its values too.
+/// False (with *err filled) on a non-string, an unknown name, a wrong count, parameter lists
+/// that are not floats or hold more values than the functions take, or a ScaledTanh without
+/// its values.
+inline bool rnn_read_acts(const core::Attrs& a, int per_dir, int dirs, RnnActFn* act, RnnActError* err) {
   for (int d = 0; d < dirs; ++d)
-    for (int k = 0; k < per_dir; ++k) act[d * per_dir + k] = k == 0 ? RnnAct::kSigmoid : RnnAct::kTanh;
+    for (int k = 0; k < per_dir; ++k) act[d * per_dir + k].kind = k == 0 ? RnnAct::kSigmoid : RnnAct::kTanh;
   const core::AttrRef* r = a.find("activations");
-  if (!r) return true;
+  if (!r) {  // the defaults take no values
+    const char* lists[2] = {"activation_alpha", "activation_beta"};
+    for (const char* l : lists) {
+      const core::AttrRef* p = a.find(l);
+      if (p && (p->kind != core::AttrKind::kFloats || p->count > 0)) {
+        err->params = l;
+        err->params_not_floats = p->kind != core::AttrKind::kFloats;
+        err->param_count = static_cast<int>(p->count);
+        return false;
+      }
+    }
+    return true;
+  }
   if (r->kind != core::AttrKind::kString) return !(err->not_string = true);
-  RnnAct parsed[6];
+  RnnActFn parsed[6];
   const char* s = r->str;
   for (size_t start = 0;;) {
     size_t end = start;
@@ -115,13 +203,51 @@ inline bool rnn_read_acts(const core::Attrs& a, int per_dir, int dirs, RnnAct* a
       err->len = end - start;
       return !(err->bad_name = true);
     }
-    if (err->count < 6) parsed[err->count] = x;
+    if (err->count < 6) parsed[err->count].kind = x;
     ++err->count;
     if (s[end] == '\0') break;
     start = end + 1;
   }
   int n = err->count;
   if (n != per_dir && n != per_dir * dirs) return false;
+  // Parameters, consumed in order by the functions that take them.
+  const char* lists[2] = {"activation_alpha", "activation_beta"};
+  const float* values[2] = {nullptr, nullptr};
+  int sizes[2] = {0, 0}, used[2] = {0, 0};
+  for (int l = 0; l < 2; ++l) {
+    const core::AttrRef* p = a.find(lists[l]);
+    if (!p) continue;
+    if (p->kind == core::AttrKind::kFloats) {
+      values[l] = p->floats;
+      sizes[l] = static_cast<int>(p->count);
+    } else {
+      err->params = lists[l];
+      return !(err->params_not_floats = true);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    int takes[2];
+    bool has_default = true;
+    rnn_act_params(parsed[i].kind, &takes[0], &takes[1], &parsed[i], &has_default);
+    for (int l = 0; l < 2; ++l) {
+      if (!takes[l]) continue;
+      if (used[l] < sizes[l]) {
+        (l == 0 ? parsed[i].alpha : parsed[i].beta) = values[l][used[l]];
+      } else if (!has_default) {
+        err->no_default = i;
+        err->params = lists[l];
+        return false;
+      }
+      ++used[l];
+    }
+  }
+  for (int l = 0; l < 2; ++l)
+    if (sizes[l] > used[l]) {
+      err->params = lists[l];
+      err->param_count = sizes[l];
+      err->param_used = used[l];
+      return false;
+    }
   for (int d = 0; d < dirs; ++d)
     for (int k = 0; k < per_dir; ++k) act[d * per_dir + k] = parsed[n == per_dir ? k : d * per_dir + k];
   return true;
@@ -299,14 +425,25 @@ inline Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* d
     std::snprintf(text, sizeof(text), "%g", c.attrs.get_float("clip", 0.f));
     return c.error(std::string("clip ") + text + " must be positive (omit it to not clip)");
   }
-  RnnAct act[6];
+  RnnActFn act[6];
   RnnActError err;
   if (!rnn_read_acts(c.attrs, k.acts_per_dir, nd, act, &err)) {
     const core::AttrRef* a = c.attrs.find("activations");
     if (err.not_string) return c.error("activations must be one string of names joined with ','");
     if (err.bad_name)
       return c.error("activation '" + std::string(a->str + err.start, err.len) +
-                     "' is not supported (supported: Sigmoid, Tanh, Relu)");
+                     "' is not supported (supported: Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu, "
+                     "ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)");
+    if (err.params_not_floats) return c.error(std::string(err.params) + " must be a list of floats");
+    if (err.no_default >= 0)
+      return c.error("activation #" + std::to_string(err.no_default) + " 'ScaledTanh' of '" + a->str + "' has no " +
+                     err.params + " value and ONNX defines no default for it; list its alpha and beta in " +
+                     "activation_alpha and activation_beta");
+    if (err.params)
+      return c.error(std::string(err.params) + " has " + std::to_string(err.param_count) + " values, but '" +
+                     (a ? a->str : k.acts_per_dir == 3 ? "Sigmoid,Tanh,Tanh" : "Sigmoid,Tanh") + "' takes " +
+                     std::to_string(err.param_used) +
+                     " (values are consumed in order by the functions that take one)");
     return c.error("activations '" + std::string(a->str) + "' lists " + std::to_string(err.count) +
                    " functions, expected " + std::to_string(k.acts_per_dir) +
                    (nd == 2 ? " or " + std::to_string(2 * k.acts_per_dir) : ""));
