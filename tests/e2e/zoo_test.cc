@@ -70,7 +70,7 @@ void export_and_compare(const nlohmann::json& model, const std::string& kiln_pat
         double g = element(*got, i), w = element(*want, i);
         double err = std::abs(g - w) / (1.0 + std::abs(w));
         *max_err = std::max(*max_err, err);
-        ASSERT_LE(err, 1e-4) << what << " output " << k << " element " << i << ": got " << g << ", ONNX Runtime " << w;
+        ASSERT_LE(err, model.value("tolerance", 1e-4)) << what << " output " << k << " element " << i << ": got " << g << ", ONNX Runtime " << w;
       }
     }
   }

@@ -848,3 +848,36 @@ TEST(OnnxImport, SignatureKeepsTheGraphsNames) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+TEST(OnnxImport, HalfPrecisionInputsAreNotDeclaredFloat) {
+  // A float16 (or double) input or output is refused by name: the contract never says f32
+  // where the model says float16. float16 weights and casts inside compute in float32.
+  for (int elem : {onnx::TensorProto::FLOAT16, onnx::TensorProto::DOUBLE}) {
+    OnnxModel m;
+    m.input("x", {"n", "3"}, elem).output("y", elem);
+    m.node("Relu", "relu", {"x"}, {"y"});
+    format::ProgramDesc d;
+    auto r = exporter::export_onnx(m.save("half.onnx"), dims({"n=1..4"}), &d);
+    ASSERT_FALSE(r.ok());
+    const std::string name = elem == onnx::TensorProto::FLOAT16 ? "float16" : "double";
+    EXPECT_EQ(r.status().message(), "input 'x' is " + name + "; Kiln exchanges float32 (its " + name +
+                                        " weights and casts compute in float32): export the model with float32 inputs and "
+                                        "outputs, e.g. onnxconverter_common's convert_float_to_float16(model, keep_io_types=True)");
+  }
+  OnnxModel out_only;
+  out_only.input("x", {"n", "3"}).output("y", onnx::TensorProto::FLOAT16);
+  out_only.node("Cast", "half", {"x"}, {"y"}).add_attribute()->set_name("to");
+  auto& cast = *out_only.graph()->mutable_node(0)->mutable_attribute(0);
+  cast.set_type(onnx::AttributeProto::INT);
+  cast.set_i(onnx::TensorProto::FLOAT16);
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(out_only.save("half_out.onnx"), dims({"n=1..4"}), &d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("output 'y' is float16"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::testing

@@ -43,12 +43,13 @@ class Op:
     inputs; `extra_args`: more `kiln export` arguments."""
 
     def __init__(self, name, nodes, inputs, outputs, dims, cases, consts=None, gen=None, opset=17,
-                 extra_args=(), notes="", gen_scale=None, refused=()):
+                 extra_args=(), notes="", gen_scale=None, refused=(), tolerance=1e-4):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.dims, self.cases, self.consts, self.gen = dims, cases, consts or {}, gen or {}
         self.opset, self.extra_args, self.notes = opset, list(extra_args), notes
         self.gen_scale = gen_scale or {}  # float inputs: standard normal times this
         self.refused = list(refused)  # [(case, message)]: kiln_runner must fail with the message
+        self.tolerance = tolerance  # largest |kiln - ort| / (1 + |ort|)
 
 
 def node(op, ins, outs, **attrs):
@@ -271,6 +272,16 @@ OPS += [
        [{"H": 2, "W": 2}, {"H": 7, "W": 12}, {"H": 16, "W": 16}],
        consts={"sc": np.array([1, 1, 0.5, 0.5], np.float32)}, opset=18),
 ]
+# float16 weights with float32 inputs and outputs, as onnxconverter_common writes with
+# keep_io_types=True: Kiln computes the half-precision part in float32 (ONNX Runtime in
+# float16), hence the tolerance.
+H = TensorProto.FLOAT16
+OPS += [Op("f16_weights", [node("Cast", ["x"], ["xh"], to=H), node("MatMul", ["xh", "w"], ["m"]),
+                           node("Add", ["m", "b"], ["a"]), node("Relu", ["a"], ["r"]), node("Cast", ["r"], ["y"], to=F)],
+           [("x", F, ["N", 4])], [("y", F)], {"N": (0, 8)}, batch_cases(),
+           consts={"w": (np.arange(12, dtype=np.float32).reshape(4, 3) / 7 - 0.6).astype(np.float16),
+                   "b": np.array([0.25, -0.5, 0.125], np.float16)},
+           tolerance=5e-3, notes="float16 weights and casts, float32 I/O: computed in float32")]
 OPS += [grid_sample(m, p, a, 16) for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection")
         for a in (0, 1)]
 OPS += [grid_sample("linear", "reflection", 0, 20), grid_sample("cubic", "border", 1, 20)]
@@ -395,7 +406,7 @@ def build(op, sess_options):
             "input_dtypes": [DTYPE_NAME[e] for _, e, _ in op.inputs],
             "input_dims": [list(d) for _, _, d in op.inputs],
             "dims": {d: {"min": lo, "max": hi} for d, (lo, hi) in op.dims.items()},
-            "notes": op.notes, "cases": cases, "refused": refused}
+            "notes": op.notes, "cases": cases, "refused": refused, "tolerance": op.tolerance}
 
 
 def main():

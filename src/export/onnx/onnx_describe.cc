@@ -35,6 +35,9 @@ std::vector<Axis> axes_of(const onnx::ValueInfoProto& v, bool* has_shape) {
 std::string type_text(const onnx::ValueInfoProto& v) {
   if (!v.type().has_tensor_type()) return "(not a tensor)";
   DType t;
+  const int32_t e = v.type().tensor_type().elem_type();
+  if (e == onnx::TensorProto::FLOAT16) return "f16 (Kiln exchanges f32: export float32 inputs and outputs)";
+  if (e == onnx::TensorProto::DOUBLE) return "f64 (Kiln exchanges f32: export float32 inputs and outputs)";
   return onnx_dtype(v.type().tensor_type().elem_type(), &t) ? dtype_name(t)
                                                            : "(element type " + std::to_string(v.type().tensor_type().elem_type()) + ")";
 }

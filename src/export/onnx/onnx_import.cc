@@ -115,6 +115,7 @@ class Importer {
     KILN_TRY(add_inputs(graph));
     KILN_TRY(import_nodes(graph, true));
     for (const onnx::ValueInfoProto& o : graph.output()) {
+      KILN_TRY(check_io_type(o, "output"));
       auto it = names_.find(o.name());
       if (it == names_.end()) return invalid_argument("graph output '" + o.name() + "' is produced by no node");
       KILN_TRY(g_.mark_output(it->second, o.name()));
@@ -129,6 +130,18 @@ class Importer {
 
  private:
   // ---- contract ------------------------------------------------------------------------
+  /// Half and double precision compute as float32 inside Kiln (their weights are converted at
+  /// export), but a graph input or output keeps the type its caller exchanges: a contract
+  /// never says f32 where the model says float16.
+  static Status check_io_type(const onnx::ValueInfoProto& v, const char* what) {
+    const int32_t t = v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0;
+    if (t != onnx::TensorProto::FLOAT16 && t != onnx::TensorProto::DOUBLE) return ok_status();
+    const char* name = t == onnx::TensorProto::FLOAT16 ? "float16" : "double";
+    return unimplemented(std::string(what) + " '" + v.name() + "' is " + name + "; Kiln exchanges float32 (its " + name +
+                         " weights and casts compute in float32): export the model with float32 inputs and outputs, "
+                         "e.g. onnxconverter_common's convert_float_to_float16(model, keep_io_types=True)");
+  }
+
   Status add_inputs(const onnx::GraphProto& graph) {
     std::set<std::string> inits;
     for (const auto& t : graph.initializer()) inits.insert(t.name());
@@ -145,6 +158,7 @@ class Importer {
       known_inputs.insert(in.name());
       if (!in.type().has_tensor_type()) return unimplemented("input '" + in.name() + "' is not a tensor");
       DType dtype;
+      KILN_TRY(check_io_type(in, "input"));
       if (!onnx_dtype(in.type().tensor_type().elem_type(), &dtype))
         return unimplemented("input '" + in.name() + "' has an element type Kiln does not support");
       auto cst = std::find_if(opts_.consts.begin(), opts_.consts.end(), [&](auto& c) { return c.first == in.name(); });
@@ -486,6 +500,10 @@ class Importer {
 
   // Semantics that changed across opsets, mapped onto one kernel.
   void adapt_to_opset(std::string& op, std::vector<int>* inputs, core::AttrStore* attrs) {
+    if (op == "Cast" || op == "CastLike") {  // half and double compute as float32 (see check_io_type)
+      const int64_t to = attrs->view().get_int("to", -1);
+      if (to == onnx::TensorProto::FLOAT16 || to == onnx::TensorProto::DOUBLE) attrs->set_int("to", onnx::TensorProto::FLOAT);
+    }
     if ((op == "Softmax" || op == "LogSoftmax") && opset_ < 13) {
       attrs->set_int("coerce_2d", 1);
       if (!attrs->view().has("axis")) attrs->set_int("axis", 1);
