@@ -206,7 +206,7 @@ def _prepare(inputs, arrays) -> list:
                 a = a.astype(want)
             else:
                 raise ContractError(f"input '{name}' must be {want}, got {a.dtype}")
-        prepared.append(np.ascontiguousarray(a))  # no copy when already C-contiguous
+        prepared.append(np.asarray(a, order="C"))  # no copy when already C-contiguous; keeps rank 0
     return prepared
 
 

@@ -96,3 +96,29 @@ def test_buckets_called_as_one_method(tmp_path):
     np.testing.assert_array_equal(y, kiln.load(dynamic).methods["forward"](x, z))
     with pytest.raises(kiln.ContractError, match="'N' is 9, above the largest bucket 8"):
         m(np.ones((9, 4), np.float32), np.ones((9, 4), np.float32))
+
+
+def test_scalar_input_runtime_branch_and_empty_tensors(tmp_path):
+    """A scalar input (inputs={"sr": ()}) chooses a branch at run time; a dim may be 0."""
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    g = helper.make_graph(
+        [helper.make_node("Equal", ["sr", "k16"], ["is16"]),
+         helper.make_node("If", ["is16"], ["y"], then_branch=then_g, else_branch=else_g)], "rate",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [onnx.numpy_helper.from_array(np.array(16000, np.int64), "k16"),
+         onnx.numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "rate.kiln"
+    summary = kiln.export_onnx(model, path, dims={"N": (0, 8)}, inputs={"x": ("N", 3), "sr": ()})
+    assert "runtime branches: 1 If node" in summary
+    m = kiln.load(path).methods["forward"]
+    assert m.inputs[1].shape == ()
+    for n in (0, 1, 8):
+        x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        assert np.array_equal(m(x, np.array(16000, np.int64)), x * 2)
+        assert np.array_equal(m(x, np.array(8000, np.int64)), -x)
