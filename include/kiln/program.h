@@ -78,6 +78,13 @@ struct MethodMeta {
   std::vector<std::string> instruction_nodes;
   /// Per instruction: the model's nodes export fused into it (empty for most).
   std::vector<std::vector<std::string>> instruction_fused_from;
+  /// Runtime branches (an ONNX If whose condition is read at execute): the node, and the
+  /// instruction ranges [begin, end) of its then and else blocks.
+  struct Branch {
+    std::string node;
+    size_t then_begin = 0, then_end = 0, else_begin = 0, else_end = 0;
+  };
+  std::vector<Branch> branches;
   /// Per instruction, its outputs' symbolic shapes ("[batch, 1280]"), joined with ", ".
   std::vector<std::string> instruction_outputs;
   DelegateMeta delegate;

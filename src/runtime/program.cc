@@ -127,6 +127,12 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
       }
       meta.instruction_outputs.push_back(outs);
     }
+    Result<std::vector<format::Branch>> branches = format::method_branches(m);  // checked at load
+    if (branches.ok())
+      for (const format::Branch& b : *branches)
+        meta.branches.push_back(MethodMeta::Branch{meta.instruction_nodes[static_cast<size_t>(b.if_at)],
+                                                   static_cast<size_t>(b.if_at) + 1, static_cast<size_t>(b.else_at),
+                                                   static_cast<size_t>(b.else_at) + 1, static_cast<size_t>(b.end)});
   }
   (void)file;
   if (const fb::Delegate* d = m->delegate()) {

@@ -116,6 +116,18 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
       sep = ", ";
     }
     o << (counts.empty() ? "" : ")") << "\n";
+    if (!m.branches.empty()) o << "  runtime branches (the condition read at execute; a block's guards checked when it runs):\n";
+    for (const MethodMeta::Branch& b : m.branches) {
+      size_t asserts = 0;
+      for (size_t k = b.then_begin; k < b.else_end; ++k) asserts += m.instruction_ops[k] == "KilnAssert";
+      auto block = [](size_t begin, size_t end) {
+        if (begin == end) return std::string("empty");
+        return "#" + std::to_string(begin) + (end - begin > 1 ? " to #" + std::to_string(end - 1) : std::string()) + " (" +
+               std::to_string(end - begin) + " instruction" + (end - begin == 1 ? "" : "s") + ")";
+      };
+      o << "    node '" << b.node << "': then " << block(b.then_begin, b.then_end) << ", else " << block(b.else_begin, b.else_end)
+        << "; " << asserts << " block guard" << (asserts == 1 ? "" : "s") << "\n";
+    }
     size_t fused = 0, from = 0;
     for (const auto& f : m.instruction_fused_from) fused += !f.empty(), from += f.size();
     if (fused) o << "  fused: " << fused << " instruction(s) from " << from << " model nodes\n";
@@ -203,6 +215,9 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
     } else {
       jm["delegate"] = nullptr;
     }
+    jm["branches"] = json::array();
+    for (const MethodMeta::Branch& b : m.branches)
+      jm["branches"].push_back(json{{"node", b.node}, {"then", {b.then_begin, b.then_end}}, {"else", {b.else_begin, b.else_end}}});
     jm["instructions"] = json::array();
     for (size_t k = 0; k < m.instruction_ops.size(); ++k)
       jm["instructions"].push_back(

@@ -763,6 +763,14 @@ TEST(OnnxImport, ConstantIdentityAndConstantIfAreRemoved) {
   EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Equal", 1}, {"KilnIf", 1}, {"Mul", 1}, {"KilnElse", 1}, {"Neg", 1},
                                                 {"KilnSelect", 1}}));
   auto l = load(d);
+  auto meta = l->program->method_meta(d.methods[0].name);
+  ASSERT_TRUE(meta.ok());
+  ASSERT_EQ(meta->branches.size(), 1u);  // Equal, KilnIf, [Mul], KilnElse, [Neg], KilnSelect
+  EXPECT_EQ(meta->branches[0].node, "branch");
+  EXPECT_EQ(meta->branches[0].then_begin, 2u);
+  EXPECT_EQ(meta->branches[0].then_end, 3u);
+  EXPECT_EQ(meta->branches[0].else_begin, 4u);
+  EXPECT_EQ(meta->branches[0].else_end, 5u);
   for (int64_t rate : {16000, 8000, 16000}) {
     for (int64_t n : {8, 3}) {
       ASSERT_TRUE(l->method->bind_shapes({{n}, {}}).ok());
