@@ -272,6 +272,42 @@ OPS += [
        [{"H": 2, "W": 2}, {"H": 7, "W": 12}, {"H": 16, "W": 16}],
        consts={"sc": np.array([1, 1, 0.5, 0.5], np.float32)}, opset=18),
 ]
+def loop_models():
+    # Loop with a static trip count (from a static axis of the input), a carried sum and a
+    # scan output: y_i = tanh(acc * 0.5 + x * iter).
+    body = helper.make_graph(
+        [node("Cast", ["i"], ["fi"], to=F), node("Mul", ["x", "fi"], ["xi"]), node("Mul", ["acc", "half"], ["ah"]),
+         node("Add", ["ah", "xi"], ["s"]), node("Tanh", ["s"], ["acc_out"]), node("Identity", ["c"], ["c_out"]),
+         node("Relu", ["acc_out"], ["scan_y"])], "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c", BOOL, []),
+         helper.make_tensor_value_info("acc", F, None)],
+        [helper.make_tensor_value_info("c_out", BOOL, []), helper.make_tensor_value_info("acc_out", F, None),
+         helper.make_tensor_value_info("scan_y", F, None)],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    loop = [node("Shape", ["w"], ["ws"]), node("Gather", ["ws", "zero"], ["trips"], axis=0),
+            node("Loop", ["trips", "", "x0"], ["acc_final", "ys"], body=body)]
+    # Scan: a running sum over a static time axis, one input read backwards, states and two outputs.
+    sbody = helper.make_graph(
+        [node("Add", ["s", "a"], ["s1"]), node("Mul", ["s1", "b"], ["o"]), node("Identity", ["s1"], ["s_out"])], "sbody",
+        [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("a", F, None),
+         helper.make_tensor_value_info("b", F, None)],
+        [helper.make_tensor_value_info("s_out", F, None), helper.make_tensor_value_info("o", F, None)])
+    return [
+        Op("loop_static", loop, [("x0", F, ["N", 3]), ("x", F, ["N", 3]), ("w", F, [4, 2])],
+           [("acc_final", F), ("ys", F)], {"N": (0, 6)}, batch_cases(hi=6), consts={"zero": np.array(0, np.int64)},
+           notes="Loop, trip count 4 from a static axis: unrolled at export"),
+        Op("scan_static", [node("Scan", ["s0", "a", "b"], ["s_final", "outs"], num_scan_inputs=2,
+                                scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[1], body=sbody)],
+           [("s0", F, ["N"]), ("a", F, ["N", 5]), ("b", F, [5, "N"])], [("s_final", F), ("outs", F)],
+           {"N": (1, 4)}, [{"N": 1}, {"N": 2}, {"N": 4}],
+           notes="Scan over 5 steps: axis 1 of a forwards, axis 0 of b backwards (N >= 1: ONNX Runtime 1.31.1 "
+                 "dies of SIGFPE on this Scan at N = 0)"),
+    ]
+
+
+OPS += loop_models()
+
+
 # float16 weights with float32 inputs and outputs, as onnxconverter_common writes with
 # keep_io_types=True: Kiln computes the half-precision part in float32 (ONNX Runtime in
 # float16), hence the tolerance.

@@ -86,7 +86,7 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
 namespace {
 
 // Ops the importer resolves itself instead of passing to the registry.
-const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero"};
+const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero", "Loop", "Scan"};
 
 class Importer {
  public:
@@ -307,7 +307,7 @@ class Importer {
     int counter = 0;
     for (const onnx::NodeProto& n : graph.node()) {
       const int index = counter++;
-      std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
+      std::string name = (n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name()) + iteration_suffix_;
       auto f = at_last.find(index);
       if (f != at_last.end()) {
         KILN_ASSIGN_OR_RETURN(bool taken, import_fusion(graph, *f->second));
@@ -395,7 +395,8 @@ class Importer {
       const char* op;
       int inputs, outputs;
     };
-    static const Arity kOwn[] = {{"Constant", 0, 1}, {"Identity", 1, 1}, {"Dropout", 1, 1}, {"If", 1, 1}, {"NonZero", 1, 1}};
+    static const Arity kOwn[] = {{"Constant", 0, 1}, {"Identity", 1, 1}, {"Dropout", 1, 1}, {"If", 1, 1}, {"NonZero", 1, 1},
+                                 {"Loop", 2, 0}, {"Scan", 1, 1}};
     for (const Arity& a : kOwn)
       if (op == a.op && (n.input_size() < a.inputs || n.output_size() < a.outputs))
         return invalid_argument("node '" + name + "' (" + op + "): expects at least " + std::to_string(a.inputs) +
@@ -411,6 +412,8 @@ class Importer {
     }
     if (op == "If") return import_if(n, name);
     if (op == "NonZero") return import_nonzero(n, name);
+    if (op == "Loop") return import_loop(n, name);
+    if (op == "Scan") return import_scan(n, name);
     KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, attrs_from_node(n));
     std::vector<int> inputs;
     for (const std::string& in : n.input()) {
@@ -542,6 +545,215 @@ class Importer {
       return ok_status();
     }
     return unimplemented("node '" + name + "' (Constant) has no value Kiln can read (sparse or string constants are not supported)");
+  }
+
+  // ---- Loop and Scan with a trip count known at export: unrolled ---------------------------
+  // Each iteration imports the body once more (its nodes named "<node>@<i>"), binding the
+  // body's inputs to this iteration's values; scan outputs are stacked along their axis. A
+  // trip count that depends on the input shapes or data, or a Loop that stops on a computed
+  // condition, is refused with what would have to be static.
+
+  static constexpr int64_t kMaxUnrolledNodes = 200000;
+
+  const onnx::GraphProto* body_of(const onnx::NodeProto& n) {
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.name() == "body" && a.has_g()) return &a.g();
+    return nullptr;
+  }
+
+  /// A one-element integer or bool value known at export, or false.
+  bool const_scalar(int id, int64_t* v) {
+    const std::vector<uint8_t>* bytes = g_.constant_bytes(id);
+    if (bytes && bytes->size() == 8 && g_.dtype(id) == DType::kI64) return std::memcpy(v, bytes->data(), 8), true;
+    if (bytes && bytes->size() == 4 && g_.dtype(id) == DType::kI32) {
+      int32_t x;
+      std::memcpy(&x, bytes->data(), 4);
+      return *v = x, true;
+    }
+    if (bytes && bytes->size() == 1 && g_.dtype(id) == DType::kBool) return *v = (*bytes)[0] != 0, true;
+    const std::vector<core::ExprId>& sv = g_.sym_values(id);
+    if (sv.size() == 1 && g_.pool().is_const(sv[0])) return *v = g_.pool().const_value(sv[0]), true;
+    return false;
+  }
+
+  /// Imports `body` once with its inputs bound to `inputs`; returns its outputs' values.
+  Result<std::vector<int>> import_iteration(const onnx::GraphProto& body, const std::vector<int>& inputs, const std::string& name,
+                                            int64_t i) {
+    if (body.input_size() != static_cast<int>(inputs.size()))
+      return invalid_argument("node '" + name + "': its body takes " + std::to_string(body.input_size()) + " inputs, expected " +
+                              std::to_string(inputs.size()));
+    for (size_t k = 0; k < inputs.size(); ++k) names_[body.input(static_cast<int>(k)).name()] = inputs[k];
+    const std::string saved = iteration_suffix_;
+    iteration_suffix_ += "@" + std::to_string(i);
+    Status st = import_nodes(body);
+    iteration_suffix_ = saved;
+    KILN_TRY(st);
+    std::vector<int> outs;
+    for (const onnx::ValueInfoProto& o : body.output()) {
+      KILN_ASSIGN_OR_RETURN(int id, lookup(o.name(), name));
+      outs.push_back(id);
+    }
+    return outs;
+  }
+
+  Status add_body_constants(const onnx::GraphProto& body) {
+    KILN_TRY(check_supported(body));
+    for (const onnx::TensorProto& t : body.initializer()) {
+      KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
+      KILN_ASSIGN_OR_RETURN(int id, g_.add_constant(t.name(), h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
+      names_[t.name()] = id;
+    }
+    return ok_status();
+  }
+
+  /// values[0..n) stacked along a new axis `axis` (Unsqueeze each, then Concat).
+  Result<int> stack(const std::vector<int>& values, int64_t axis, const std::string& name) {
+    core::AttrStore ax;
+    ax.set_ints("axes", {axis});
+    std::vector<int> parts;
+    for (size_t i = 0; i < values.size(); ++i) {
+      KILN_ASSIGN_OR_RETURN(int u, g_.add("Unsqueeze", name + "/unsqueeze@" + std::to_string(i), {values[i]}, ax));
+      parts.push_back(u);
+    }
+    if (parts.size() == 1) return parts[0];
+    core::AttrStore cat;
+    cat.set_int("axis", axis);
+    return g_.add("Concat", name + "/stack", parts, cat);
+  }
+
+  Status check_unroll(const std::string& name, const char* op, int64_t trips, const onnx::GraphProto& body) {
+    if (trips < 1 || trips * std::max(1, body.node_size()) > kMaxUnrolledNodes)
+      return unimplemented("node '" + name + "' (" + op + "): " + std::to_string(trips) + " iterations of a " +
+                           std::to_string(body.node_size()) + "-node body; Kiln unrolls from 1 iteration up to " +
+                           std::to_string(kMaxUnrolledNodes) + " nodes in all");
+    report_->onnx_nodes += static_cast<size_t>(trips * body.node_size());
+    ++report_->removed_nodes;
+    return ok_status();
+  }
+
+  Status import_loop(const onnx::NodeProto& n, const std::string& name) {
+    const onnx::GraphProto* body = body_of(n);
+    if (!body) return invalid_argument("node '" + name + "' (Loop) has no body");
+    const int carried = n.input_size() - 2;
+    if (body->output_size() < 1 + carried || n.output_size() != body->output_size() - 1)
+      return invalid_argument("node '" + name + "' (Loop): its body's outputs do not match the node's");
+    int64_t trips = -1;
+    if (!n.input(0).empty()) {
+      KILN_ASSIGN_OR_RETURN(int m, lookup(n.input(0), name));
+      if (!const_scalar(m, &trips))
+        return unimplemented("node '" + name + "' (Loop): its trip count is not known at export (it depends on the input "
+                             "shapes or data); Kiln unrolls loops whose count is static: pin the dims it reads");
+    }
+    if (!n.input(1).empty()) {
+      KILN_ASSIGN_OR_RETURN(int c, lookup(n.input(1), name));
+      int64_t go = 0;
+      if (!const_scalar(c, &go) || !go)
+        return unimplemented("node '" + name + "' (Loop): its initial condition is not a constant true");
+    }
+    if (trips < 0) return unimplemented("node '" + name + "' (Loop) has no trip count: it runs until a computed condition");
+    KILN_TRY(check_unroll(name, "Loop", trips, *body));
+    KILN_TRY(add_body_constants(*body));
+    std::vector<int> state;
+    for (int k = 0; k < carried; ++k) {
+      KILN_ASSIGN_OR_RETURN(int v, lookup(n.input(2 + k), name));
+      state.push_back(v);
+    }
+    KILN_ASSIGN_OR_RETURN(int yes, g_.add_constant(name + "/cond", DType::kBool, {}, std::vector<uint8_t>{1}));
+    std::vector<std::vector<int>> scans(static_cast<size_t>(body->output_size() - 1 - carried));
+    for (int64_t i = 0; i < trips; ++i) {
+      KILN_ASSIGN_OR_RETURN(int iter, g_.add_constant(name + "/iter@" + std::to_string(i), DType::kI64, {}, std::vector<int64_t>{i}));
+      std::vector<int> ins = {iter, yes};
+      ins.insert(ins.end(), state.begin(), state.end());
+      KILN_ASSIGN_OR_RETURN(std::vector<int> outs, import_iteration(*body, ins, name, i));
+      int64_t go = 0;
+      if (!const_scalar(outs[0], &go) || !go)
+        return unimplemented("node '" + name + "' (Loop): its body's condition is computed (it may stop early on the data); "
+                             "Kiln unrolls loops that run their full trip count");
+      state.assign(outs.begin() + 1, outs.begin() + 1 + carried);
+      for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[1 + static_cast<size_t>(carried) + k]);
+    }
+    for (int k = 0; k < carried; ++k)
+      if (!n.output(k).empty()) names_[n.output(k)] = state[static_cast<size_t>(k)];
+    for (size_t k = 0; k < scans.size(); ++k) {
+      KILN_ASSIGN_OR_RETURN(int st, stack(scans[k], 0, name + "/scan" + std::to_string(k)));
+      if (!n.output(carried + static_cast<int>(k)).empty()) names_[n.output(carried + static_cast<int>(k))] = st;
+    }
+    return ok_status();
+  }
+
+  Status import_scan(const onnx::NodeProto& n, const std::string& name) {
+    if (opset_ < 9) return unimplemented("node '" + name + "' (Scan): opset 8's Scan (with sequence_lens) is not supported");
+    const onnx::GraphProto* body = body_of(n);
+    if (!body) return invalid_argument("node '" + name + "' (Scan) has no body");
+    KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
+    const core::Attrs attrs = a.view();
+    const int64_t m = attrs.get_int("num_scan_inputs", -1);
+    const int states = n.input_size() - static_cast<int>(m);
+    if (m < 1 || states < 0 || body->input_size() != n.input_size() || body->output_size() != n.output_size() ||
+        body->output_size() < states)
+      return invalid_argument("node '" + name + "' (Scan): num_scan_inputs and its body's inputs and outputs do not match");
+    auto list = [&](const char* key, size_t count) {
+      std::vector<int64_t> v(count, 0);
+      if (attrs.has(key) && attrs.ints_size(key) == count) std::copy(attrs.ints(key), attrs.ints(key) + count, v.begin());
+      return v;
+    };
+    const size_t k_out = static_cast<size_t>(body->output_size() - states);
+    for (const char* key : {"scan_input_axes", "scan_input_directions"})
+      if (attrs.has(key) && attrs.ints_size(key) != static_cast<uint32_t>(m))
+        return invalid_argument("node '" + name + "' (Scan): attribute '" + key + "' needs one value per scan input");
+    for (const char* key : {"scan_output_axes", "scan_output_directions"})
+      if (attrs.has(key) && attrs.ints_size(key) != k_out)
+        return invalid_argument("node '" + name + "' (Scan): attribute '" + key + "' needs one value per scan output");
+    std::vector<int64_t> in_axes = list("scan_input_axes", static_cast<size_t>(m)), in_dirs = list("scan_input_directions", static_cast<size_t>(m));
+    std::vector<int64_t> out_axes = list("scan_output_axes", k_out), out_dirs = list("scan_output_directions", k_out);
+    std::vector<int> state, scan_in;
+    for (int k = 0; k < n.input_size(); ++k) {
+      KILN_ASSIGN_OR_RETURN(int v, lookup(n.input(k), name));
+      (k < states ? state : scan_in).push_back(v);
+    }
+    int64_t len = -1;
+    for (size_t j = 0; j < scan_in.size(); ++j) {
+      const int64_t r = static_cast<int64_t>(g_.shape(scan_in[j]).size());
+      if (in_axes[j] < -r || in_axes[j] >= r) return invalid_argument("node '" + name + "' (Scan): scan input axis out of range");
+      if (in_axes[j] < 0) in_axes[j] += r;
+      const core::ExprId d = g_.shape(scan_in[j])[static_cast<size_t>(in_axes[j])];
+      if (!g_.pool().is_const(d))
+        return unimplemented("node '" + name + "' (Scan): its sequence length " + g_.pool().to_string(d) +
+                             " is not static; Kiln unrolls scans over a static length: pin that dim");
+      if (len >= 0 && g_.pool().const_value(d) != len)
+        return invalid_argument("node '" + name + "' (Scan): its scan inputs have different lengths");
+      len = g_.pool().const_value(d);
+    }
+    KILN_TRY(check_unroll(name, "Scan", len, *body));
+    KILN_TRY(add_body_constants(*body));
+    std::vector<std::vector<int>> scans(k_out);
+    for (int64_t i = 0; i < len; ++i) {
+      std::vector<int> ins = state;
+      for (size_t j = 0; j < scan_in.size(); ++j) {
+        const int64_t at = in_dirs[j] ? len - 1 - i : i;
+        KILN_ASSIGN_OR_RETURN(int idx, g_.add_constant(name + "/index" + std::to_string(j) + "@" + std::to_string(i), DType::kI64, {},
+                                                       std::vector<int64_t>{at}));
+        core::AttrStore ax;
+        ax.set_int("axis", in_axes[j]);
+        KILN_ASSIGN_OR_RETURN(int slice, g_.add("Gather", name + "/slice" + std::to_string(j) + "@" + std::to_string(i), {scan_in[j], idx}, ax));
+        ins.push_back(slice);
+      }
+      KILN_ASSIGN_OR_RETURN(std::vector<int> outs, import_iteration(*body, ins, name, i));
+      state.assign(outs.begin(), outs.begin() + states);
+      for (size_t k = 0; k < k_out; ++k) scans[k].push_back(outs[static_cast<size_t>(states) + k]);
+    }
+    for (int k = 0; k < states; ++k)
+      if (!n.output(k).empty()) names_[n.output(k)] = state[static_cast<size_t>(k)];
+    for (size_t k = 0; k < k_out; ++k) {
+      std::vector<int>& parts = scans[k];
+      if (out_dirs[k]) std::reverse(parts.begin(), parts.end());
+      const int64_t r = static_cast<int64_t>(g_.shape(parts[0]).size()) + 1;
+      int64_t axis = out_axes[k] < 0 ? out_axes[k] + r : out_axes[k];
+      if (axis < 0 || axis >= r) return invalid_argument("node '" + name + "' (Scan): scan output axis out of range");
+      KILN_ASSIGN_OR_RETURN(int st, stack(parts, axis, name + "/scan" + std::to_string(k)));
+      if (!n.output(states + static_cast<int>(k)).empty()) names_[n.output(states + static_cast<int>(k))] = st;
+    }
+    return ok_status();
   }
 
   /// Imports one branch of If node `n` into the open block and returns its results.
@@ -729,6 +941,7 @@ class Importer {
   std::unordered_map<std::string, int> names_;
   std::vector<FusionCandidate> fusions_;  // main graph, ascending first node
   std::set<std::string> fused_names_;
+  std::string iteration_suffix_;  ///< "@2" while importing a loop body's third iteration
 };
 
 /// For a guard `D % k == 0` on a bare dim D, the --dim that states it in the contract instead
