@@ -119,7 +119,9 @@ class Method {
   /// What execute took per step since profiling was turned on, in execution order.
   std::vector<ProfileRow> profile() const;
 
-  /// Value of dim `name` after bind, or -1.
+  /// Value of dim `name` after bind, or -1. A data-dependent dim (DimSpec::data, NonZero's
+  /// count) reads its bound after bind and its actual value after execute, when the outputs'
+  /// shapes (output(i).dims) follow it.
   int64_t dim_value(const std::string& name) const;
 
   struct Impl;

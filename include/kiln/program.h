@@ -19,6 +19,9 @@ struct DimSpec {
   int64_t min = 1;
   int64_t max = 1;
   int64_t step = 1;
+  /// A data-dependent size (NonZero's count): set while executing, by the instruction that
+  /// produces it; Method::dim_value reads it after execute.
+  bool data = false;
 };
 
 /// One axis of a signature: static (size >= 0, dim == -1), a Dim (dim >= 0), or for

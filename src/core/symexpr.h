@@ -42,6 +42,9 @@ struct DimInfo {
   int64_t min = 1;
   int64_t max = 1;
   int64_t step = 1;
+  /// A data-dependent size (NonZero's count): known only once the instruction that produces
+  /// it runs; [min, max] bounds it, the planner reserves max, bind takes max.
+  bool data = false;
 };
 
 /// Closed integer interval [lo, hi].

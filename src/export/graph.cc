@@ -135,7 +135,8 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
                               " outputs; the op produces " + std::to_string(k));
   take_guards(&ctx.guards);
   if (fold_ && num_outputs > 0) {
-    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr;
+    // (NonZero's count is a dim of the method: it runs at execute even on a constant.)
+    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && op_type != "NonZero";
     for (int id : inputs) all_const = all_const && (id < 0 || is_constant(id));
     if (all_const) return fold_node(op, ctx, node_name, inputs, attrs);
     if (!op->view && num_outputs == 1) {
@@ -290,9 +291,28 @@ Result<int> GraphBuilder::add(const std::string& op_type, const std::string& nod
   return outs[0];
 }
 
+int GraphBuilder::add_data_dim(const std::string& base, int64_t max) {
+  std::string name = base;
+  for (int k = 2; pool_.find_dim(name) >= 0; ++k) name = base + std::to_string(k);
+  return pool_.add_dim(core::DimInfo{name, 0, max, 1, true});
+}
+
+bool GraphBuilder::reads_data_dim(core::ExprId e) const {
+  std::vector<core::ExprId> stack = {e};
+  while (!stack.empty()) {
+    const core::ExprNode& n = pool_.node(stack.back());
+    stack.pop_back();
+    if (n.op == core::ExprOp::kDim && pool_.dims()[static_cast<size_t>(n.a)].data) return true;
+    if (n.op != core::ExprOp::kDim && n.op != core::ExprOp::kConst) stack.push_back(n.a), stack.push_back(n.b);
+  }
+  return false;
+}
+
 void GraphBuilder::take_guards(std::vector<kernels::Guard>* guards) {
   for (kernels::Guard& g : *guards) {
-    if (!branches_.empty()) {  // checked when the block runs, not at bind
+    // In a block, or reading a size known only while executing: checked in the instruction
+    // stream (a KilnAssert), not at bind.
+    if (!branches_.empty() || reads_data_dim(g.lhs) || reads_data_dim(g.rhs)) {
       add_assert(g);
       continue;
     }

@@ -74,6 +74,12 @@ class GraphBuilder {
   /// add_op with one output.
   Result<int> add(const std::string& op_type, const std::string& node_name, const std::vector<int>& inputs,
                   const core::AttrStore& attrs = {});
+  /// A data-dependent dim in [0, max] (NonZero's count, see DimInfo::data), named `base` or
+  /// base + a number when taken; returns its index.
+  int add_data_dim(const std::string& base, int64_t max);
+  /// True when expression `e` reads a data-dependent dim.
+  bool reads_data_dim(core::ExprId e) const;
+
   /// Runtime branches (src/format/control.h), for an ONNX If whose condition is known only
   /// at run time: begin_if(cond) opens the then block, begin_else() the else block, and
   /// end_if(then results, else results) closes them and returns the KilnSelect outputs (one

@@ -111,8 +111,30 @@ void Partitioner::plan_supported() {
   const size_t n = m_.instructions.size();
   plans_.assign(n, std::nullopt);
   format::DelegateDesc& d = m_.delegate;
+  // Shapes that read a data-dependent dim change during execute, after the delegate's setup
+  // at bind: such instructions stay portable.
+  std::vector<bool> data_expr(m_.exprs.size(), false);
+  for (size_t e = 0; e < m_.exprs.size(); ++e) {
+    const core::ExprNode& x = m_.exprs[e];
+    data_expr[e] = x.op == core::ExprOp::kDim ? m_.dims[static_cast<size_t>(x.a)].data
+                   : x.op == core::ExprOp::kConst ? false
+                                                  : data_expr[static_cast<size_t>(x.a)] || data_expr[static_cast<size_t>(x.b)];
+  }
+  auto data_shaped = [&](int32_t v) {
+    if (v < 0) return false;
+    for (ExprId e : m_.values[static_cast<size_t>(v)].shape)
+      if (data_expr[static_cast<size_t>(e)]) return true;
+    return false;
+  };
   for (size_t i = 0; i < n; ++i) {
     const format::InstructionDesc& in = m_.instructions[i];
+    bool data = false;
+    for (int32_t v : in.inputs) data = data || data_shaped(v);
+    for (int32_t v : in.outputs) data = data || data_shaped(v);
+    if (data) {
+      d.declined.push_back(format::DeclinedDesc{static_cast<int32_t>(i), "its shapes depend on the data (a NonZero count)"});
+      continue;
+    }
     std::vector<std::vector<ExprId>> outs;
     for (int32_t o : in.outputs) outs.push_back(m_.values[o].shape);
     Result<xnn::OpPlan> p = xnn::plan_op(in.op, in.attrs.view(), operands(in), outs, m_.exprs.data());

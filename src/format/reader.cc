@@ -281,8 +281,11 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
       else if (e->op() != fb::ExprOp::Const) return bad(where(m, "input", i) + " has an axis that is neither static nor a dim");
     }
   }
-  for (size_t d = 0; d < n_dims; ++d)
-    if (!dim_seen[d]) return bad(where(m, "dim", d) + " appears on no input");
+  for (size_t d = 0; d < n_dims; ++d) {
+    const bool data = m->dims()->Get(static_cast<flatbuffers::uoffset_t>(d))->data();
+    if (!dim_seen[d] && !data) return bad(where(m, "dim", d) + " appears on no input");
+    if (dim_seen[d] && data) return bad(where(m, "dim", d) + " is data-dependent but sizes an input");
+  }
   for (size_t i = 0; i < len(m->outputs()); ++i)
     if (!value_ok(m->outputs()->Get(i)) || m->values()->Get(m->outputs()->Get(i))->storage() == fb::StorageKind::Delegate)
       return bad(where(m, "output", i) + " is out of range");
@@ -517,7 +520,7 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
   core::ExprPool pool;
   for (size_t i = 0; i < len(m->dims()); ++i) {
     const fb::Dim* d = m->dims()->Get(i);
-    if (pool.add_dim(core::DimInfo{d->name()->str(), d->min(), d->max(), d->step()}) != static_cast<int>(i))
+    if (pool.add_dim(core::DimInfo{d->name()->str(), d->min(), d->max(), d->step(), d->data()}) != static_cast<int>(i))
       return bad(where(m, "dim", i) + " repeats the name '" + d->name()->str() + "'");
   }
   for (const fb::ExprNode* e : *m->exprs())
@@ -559,9 +562,35 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
         sym[i].sym_values = sym[root].sym_values;
     }
   };
-  auto has_guard = [&](const kernels::Guard& g) {
-    for (const fb::Guard* f : *m->guards())
-      if (static_cast<int>(f->op()) == static_cast<int>(g.op) && f->lhs() == g.lhs && f->rhs() == g.rhs) return true;
+  // A guard is the method's (checked at bind) or a KilnAssert that runs before the instruction
+  // on every path to it: earlier, in the instruction's block or one enclosing it.
+  const size_t n_instr = m->instructions()->size();
+  std::vector<int32_t> block_of(n_instr, -1), parent;
+  KILN_ASSIGN_OR_RETURN(std::vector<Branch> branches, method_branches(m));
+  for (size_t b = 0; b < branches.size(); ++b) {  // outer branches first: inner ones overwrite
+    parent.push_back(block_of[static_cast<size_t>(branches[b].if_at)]);
+    parent.push_back(block_of[static_cast<size_t>(branches[b].if_at)]);
+    for (int32_t i = branches[b].if_at + 1; i < branches[b].end; ++i)
+      if (i != branches[b].else_at) block_of[static_cast<size_t>(i)] = static_cast<int32_t>(2 * b + (i > branches[b].else_at ? 1 : 0));
+  }
+  auto encloses = [&](int32_t outer, int32_t inner) {
+    for (; inner >= 0; inner = parent[static_cast<size_t>(inner)])
+      if (inner == outer) return true;
+    return outer < 0;
+  };
+  auto has_guard = [&](const kernels::Guard& g, size_t at) {
+    if (m->guards())
+      for (const fb::Guard* f : *m->guards())
+        if (static_cast<int>(f->op()) == static_cast<int>(g.op) && f->lhs() == g.lhs && f->rhs() == g.rhs) return true;
+    for (size_t j = 0; j < at; ++j) {
+      const fb::Instruction* a = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(j));
+      if (a->op()->str() != "KilnAssert" || !encloses(block_of[j], block_of[at])) continue;
+      std::vector<core::AttrRef> r;
+      for (size_t k = 0; k < len(a->attrs()); ++k) r.push_back(attr_ref(a->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k))));
+      const core::Attrs aa(r.data(), static_cast<uint32_t>(r.size()));
+      if (aa.get_int("relation", -1) == static_cast<int>(g.op) && aa.get_int("lhs", -1) == g.lhs && aa.get_int("rhs", -1) == g.rhs)
+        return true;
+    }
     return false;
   };
   std::vector<core::AttrRef> attrs;
@@ -592,7 +621,7 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
       carry_to_views(id);
     }
     for (const kernels::Guard& g : c.guards)
-      if (!m->guards() || !has_guard(g)) return bad(what + " lacks the guard its op needs " + g.context);
+      if (!has_guard(g, i)) return bad(what + " lacks the guard its op needs " + g.context);
     const bool wants_scratch = c.scratch_bytes != core::kNoExpr;
     if (wants_scratch != (in->scratch() >= 0) ||
         (wants_scratch && sym[in->scratch()].shape != std::vector<core::ExprId>{c.scratch_bytes}))

@@ -168,6 +168,9 @@ struct RunCtx {
   /// The Method's thread pool (MethodOptions::cpu_threads > 1), or nullptr: run on the
   /// calling thread. Kernels split work with parallel_for, sized from the actual shapes.
   pthreadpool_t pool = nullptr;
+  /// Ops that produce a data-dependent size (NonZero): where to write it. The Method then
+  /// re-evaluates every shape that reads it before the next instruction runs.
+  int64_t* produced_dim = nullptr;
 
   bool has_input(uint32_t i) const { return i < num_inputs && inputs[i] != nullptr; }
   const TensorView& in(uint32_t i) const { return *inputs[i]; }

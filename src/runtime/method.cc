@@ -23,6 +23,7 @@ struct Instr {
   uint32_t in_begin = 0, n_in = 0, out_begin = 0, n_out = 0, attr_begin = 0, n_attr = 0;
   const TensorView* scratch = nullptr;
   int32_t index = 0;
+  int32_t produces = -1;  ///< the data-dependent dim it sets (NonZero's count), or -1
 };
 
 std::string shape_text(const int64_t* dims, int rank, const char* sep) {
@@ -82,6 +83,12 @@ struct Method::Impl {
   std::vector<int32_t> value_block;
   std::vector<int32_t> block_bad;  ///< per block: the first value bind found invalid, or -1
   std::vector<int32_t> instr_block;  ///< per instruction: its innermost block, or -1
+  /// Data-dependent dims (DimSpec::data): bind takes each at its max, and the values whose
+  /// shapes read one (`data_shaped`) are placed at their reservation; once the instruction
+  /// that produces a dim runs, refresh_data_shapes() sizes them.
+  std::vector<int32_t> data_dims;
+  std::vector<bool> data_shaped;
+  Status refresh_data_shapes(const Instr& producer);
   /// The error execute gives on entering block `b` that bind marked.
   Status blocked(int32_t b) const;
   std::vector<Step> schedule;
@@ -191,7 +198,9 @@ Status Method::Impl::set_caps(const std::vector<std::vector<int64_t>>& max_shape
 Status Method::Impl::place(bool at_caps) {
   if (!placing) return ok_status();
   const uint64_t top = at_caps ? place_values(placing, [&](int32_t v) { return cap_bytes[v]; }, offsets_now.data())
-                               : place_values(placing, [&](int32_t v) { return views[v].nbytes(); }, offsets_now.data());
+                               : place_values(placing, [&](int32_t v) {
+                                   return !data_shaped.empty() && data_shaped[static_cast<size_t>(v)] ? cap_bytes[v] : views[v].nbytes();
+                                 }, offsets_now.data());
   if (top > arena_bytes)
     return internal_error("the placement at these shapes needs " + std::to_string(top) + " arena bytes, more than the " +
                           std::to_string(arena_bytes) + " allocated");
@@ -584,8 +593,25 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
         }
         ins.n_attr = in->attrs()->size();
       }
+      if (std::strcmp(ins.op->name, "NonZero") == 0)
+        ins.produces = static_cast<int32_t>(core::Attrs(s.attrs.data() + ins.attr_begin, ins.n_attr).get_int("dim", -1));
       s.instrs.push_back(ins);
     }
+  }
+  for (size_t d = 0; d < s.meta.dims.size(); ++d)
+    if (s.meta.dims[d].data) s.data_dims.push_back(static_cast<int32_t>(d));
+  if (!s.data_dims.empty()) {
+    std::vector<bool> reads(s.exprs.size(), false);  // operands precede their users
+    for (size_t e = 0; e < s.exprs.size(); ++e) {
+      const core::ExprNode& x = s.exprs[e];
+      reads[e] = x.op == core::ExprOp::kDim ? s.meta.dims[static_cast<size_t>(x.a)].data
+                 : x.op == core::ExprOp::kConst ? false
+                                                : reads[static_cast<size_t>(x.a)] || reads[static_cast<size_t>(x.b)];
+    }
+    s.data_shaped.assign(nv, false);
+    for (size_t i = 0; i < nv; ++i)
+      for (int32_t e : *m->values()->Get(static_cast<flatbuffers::uoffset_t>(i))->shape())
+        if (reads[static_cast<size_t>(e)]) s.data_shaped[i] = true;
   }
   // Prepare: what kernels derive from attributes and operand ranks, once.
   s.op_data.resize(s.instrs.size());
@@ -728,6 +754,7 @@ Status Method::bind(const TensorView* inputs, size_t n) {
     }
   }
   for (size_t i = 0; i < n; ++i) KILN_TRY(s.check_input(i, inputs[i]).with_prefix("bind: "));
+  for (int32_t d : s.data_dims) s.dim_values[static_cast<size_t>(d)] = s.meta.dims[static_cast<size_t>(d)].max;
   KILN_TRY(s.apply_shapes().with_prefix("bind: "));
   KILN_TRY(s.place(/*at_caps=*/false).with_prefix("bind: "));
   if (s.delegate) KILN_TRY(s.delegate->setup().with_prefix("bind: "));
@@ -793,7 +820,9 @@ Status Method::execute() {
     ctx.scratch = in.scratch ? in.scratch->data : nullptr;
     ctx.op_data = in.op->prepare ? &s.op_data[static_cast<size_t>(step.instr)] : nullptr;
     ctx.scratch_bytes = in.scratch ? in.scratch->nbytes() : 0;
+    ctx.produced_dim = in.produces >= 0 ? &s.dim_values[static_cast<size_t>(in.produces)] : nullptr;
     kernels::KernelStatus ks = in.op->run(ctx);
+    if (ks == kernels::KernelStatus::kOk && in.produces >= 0) KILN_TRY(s.refresh_data_shapes(in));
     if (s.profiling)
       s.instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
@@ -804,6 +833,32 @@ Status Method::execute() {
       return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
                               s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
                               kernels::kernel_status_message(ks));
+  }
+  return ok_status();
+}
+
+Status Method::Impl::refresh_data_shapes(const Instr& producer) {
+  const std::string& dim = meta.dims[static_cast<size_t>(producer.produces)].name;
+  const std::string after = "execute: after node '" + meta.instruction_nodes[static_cast<size_t>(producer.index)] + "' found " + dim +
+                            " = " + std::to_string(dim_values[static_cast<size_t>(producer.produces)]) + ": ";
+  size_t bad = 0;
+  if (!core::eval_exprs(exprs.data(), exprs.size(), dim_values.data(), expr_values.data(), &bad))
+    return invalid_argument(after + "shape expression " + core::format_expr(exprs.data(), exprs.size(), dim_names, static_cast<int32_t>(bad)) +
+                            " divides by zero or overflows int64");
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (!data_shaped[i]) continue;
+    const fb::Value* v = m->values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    TensorView& t = views[i];
+    uint64_t n = dtype_size(t.dtype);
+    bool valid = true;
+    for (int k = 0; k < t.rank; ++k) {
+      const int64_t d = expr_values[v->shape()->Get(static_cast<flatbuffers::uoffset_t>(k))];
+      valid = valid && d >= 0 && !__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n);
+      t.dims[k] = d < 0 ? 0 : d;
+    }
+    const uint64_t limit = v->storage() == fb::StorageKind::Alias ? m->values()->Get(v->alias_of())->nbytes() : v->nbytes();
+    if (!valid || n > limit)
+      return invalid_argument(after + "value '" + v->name()->str() + "' has no valid size within its reservation there");
   }
   return ok_status();
 }

@@ -91,7 +91,7 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
   std::vector<std::string> names = load_dim_names(m);
   meta.name = m->name()->str();
   if (m->dims())
-    for (const fb::Dim* d : *m->dims()) meta.dims.push_back(DimSpec{d->name()->str(), d->min(), d->max(), d->step()});
+    for (const fb::Dim* d : *m->dims()) meta.dims.push_back(DimSpec{d->name()->str(), d->min(), d->max(), d->step(), d->data()});
   if (m->inputs())
     for (int32_t id : *m->inputs()) meta.inputs.push_back(tensor_spec(m, id, exprs, names));
   if (m->outputs())

@@ -13,6 +13,7 @@ namespace {
 std::string dim_range(const DimSpec& d) {
   std::string s = "[" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
   if (d.step > 1) s += " step " + std::to_string(d.step);
+  if (d.data) s += " (data-dependent: NonZero's count, known while executing)";
   return s;
 }
 

@@ -179,6 +179,7 @@ std::vector<int64_t> repair_draw(Method& m, const std::vector<int64_t>& draw,
                                  const std::function<std::vector<std::vector<int64_t>>(const std::vector<int64_t>&)>& shapes_for) {
   const std::vector<DimSpec>& dims = m.meta().dims;
   for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d].data) continue;  // set while executing, not by the input shapes
     const int64_t lo = (dims[d].min + dims[d].step - 1) / dims[d].step * dims[d].step, hi = dims[d].max / dims[d].step * dims[d].step;
     for (int64_t dist = 1, tries = 0; tries < 1024; ++dist) {
       const int64_t below = draw[d] - dist * dims[d].step, above = draw[d] + dist * dims[d].step;

@@ -307,6 +307,31 @@ def loop_models():
 
 OPS += loop_models()
 
+# Data-dependent sizes: detection-style post-processing. Scores above a threshold, NonZero,
+# Gather of their boxes, TopK of at most 3 of them; the count is known only while running.
+_post = [node("Greater", ["scores", "thr"], ["keep"]), node("NonZero", ["keep"], ["idx2"]),
+         node("Squeeze", ["idx2", "zero"], ["idx"]), node("Gather", ["scores", "idx"], ["kept"], axis=0),
+         node("Gather", ["boxes", "idx"], ["kept_boxes"], axis=0), node("Shape", ["kept"], ["nk"]),
+         node("Min", ["nk", "three"], ["k"]), node("TopK", ["kept", "k"], ["top", "top_i"]),
+         node("Gather", ["kept_boxes", "top_i"], ["top_boxes"], axis=0)]
+OPS += [Op("nonzero_postprocess", _post, [("scores", F, ["N"]), ("boxes", F, ["N", 4])],
+           [("kept", F), ("kept_boxes", F), ("top", F), ("top_boxes", F), ("idx", I64)], {"N": (1, 12)},
+           [{"N": 5, "values": {"scores": np.full(5, -1.0, np.float32)}},
+            {"N": 1, "values": {"scores": np.array([2.0], np.float32)}},
+            {"N": 7}, {"N": 12}, {"N": 12, "values": {"scores": np.linspace(1, 2, 12, dtype=np.float32)}},
+            {"N": 3, "values": {"scores": np.array([0.9, -1.0, 0.7], np.float32)}}],
+           consts={"thr": np.array(0.5, np.float32), "zero": np.array([0], np.int64), "three": np.array([3], np.int64)},
+           notes="NonZero's count is data-dependent: none, one, some and all scores kept"),
+        Op("nonzero_pairs", [node("NonZero", ["x"], ["i2"]), node("Squeeze", ["i2", "zero"], ["i"]),
+                             node("Gather", ["x", "i"], ["nz"], axis=0), node("Reshape", ["nz", "pair"], ["y"])],
+           [("x", F, ["N"])], [("y", F)], {"N": (1, 10)},
+           [{"N": 4, "values": {"x": np.array([0, 1.5, 0, -2], np.float32)}},
+            {"N": 6, "values": {"x": np.zeros(6, np.float32)}}, {"N": 10, "values": {"x": np.array([1, 0, 2, 3, 0, 4, 5, 6, 7, 8], np.float32)}}],
+           consts={"zero": np.array([0], np.int64), "pair": np.array([-1, 2], np.int64)},
+           refused=[({"N": 3, "values": {"x": np.array([1, 2, 3], np.float32)}},
+                     "execute: node 'Reshape_3' (Reshape) needs nonzero % 2 == 0")],
+           notes="a guard on a data-dependent count (Reshape to pairs) is checked once the count is known")]
+
 
 # float16 weights with float32 inputs and outputs, as onnxconverter_common writes with
 # keep_io_types=True: Kiln computes the half-precision part in float32 (ONNX Runtime in
@@ -374,7 +399,10 @@ def model_proto(op):
 
 
 def case_name(op, c):
-    return "_".join(f"{k}{v}" for k, v in c.items() if k != "values") or "static"
+    name = "_".join(f"{k}{v}" for k, v in c.items() if k != "values") or "static"
+    if "values" in c:  # cases that differ only in their values
+        name += "_v" + format(zlib.crc32(repr(sorted((k, np.asarray(v).tolist()) for k, v in c["values"].items())).encode()) % 10000, "04d")
+    return name
 
 
 def make_inputs(op, c, name):

@@ -434,19 +434,26 @@ class Importer {
     return ok_status();
   }
 
-  // NonZero's output size depends on the input's values, which a planned program cannot
-  // bound in general. One case is known at export: torch before opset 11 lowers arange(n)
-  // to NonZero(ConstantOfShape([n], value != 0)), whose result is [[0, 1, ..., n-1]]; it
-  // becomes Unsqueeze(Range(0, n, 1)), which shape math folds like any arange.
+  // NonZero's output size depends on the input's values: its count is a data-dependent dim
+  // (DimInfo::data) bounded by the input's element count, known once the instruction runs.
+  // One case is known at export: torch before opset 11 lowers arange(n) to
+  // NonZero(ConstantOfShape([n], value != 0)), whose result is [[0, 1, ..., n-1]]; it becomes
+  // Unsqueeze(Range(0, n, 1)), which shape math folds like any arange.
   Status import_nonzero(const onnx::NodeProto& n, const std::string& name) {
-    const std::string unsupported =
-        "node '" + name +
-        "' (NonZero): its output size depends on the input's values, so no bound can be planned; only "
-        "NonZero of a ConstantOfShape over one axis with a non-zero value (torch's arange before opset 11) "
-        "is supported";
+    KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
+    auto data_dependent = [&]() -> Status {
+      core::Interval count{1, 1};
+      for (core::ExprId e : g_.shape(x)) count = core::node_range(core::ExprOp::kMul, count, g_.pool().range(e), 0);
+      const int d = g_.add_data_dim("nonzero", std::max<int64_t>(count.hi, 0));
+      core::AttrStore a;
+      a.set_int("dim", d);
+      KILN_ASSIGN_OR_RETURN(int out, g_.add("NonZero", name, {x}, a));
+      names_[n.output(0)] = out;
+      return ok_status();
+    };
     auto it = producers_.find(n.input(0));
     if (it == producers_.end() || it->second->op_type() != "ConstantOfShape" || it->second->input_size() < 1)
-      return unimplemented(unsupported);
+      return data_dependent();
     const onnx::NodeProto& fill = *it->second;
     bool nonzero = false;  // ConstantOfShape's default value is 0
     for (const onnx::AttributeProto& a : fill.attribute()) {
@@ -462,7 +469,7 @@ class Importer {
     }
     KILN_ASSIGN_OR_RETURN(int dims, lookup(fill.input(0), name));
     const std::vector<core::ExprId>& ds = g_.shape(dims);
-    if (!nonzero || ds.size() != 1 || !g_.pool().is_const_value(ds[0], 1)) return unimplemented(unsupported);
+    if (!nonzero || ds.size() != 1 || !g_.pool().is_const_value(ds[0], 1)) return data_dependent();
     core::AttrStore axis0;
     axis0.set_ints("axes", {0});
     KILN_ASSIGN_OR_RETURN(int count, g_.add("Squeeze", name + "/count", {dims}, axis0));
@@ -1117,7 +1124,8 @@ Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& mo
   report.contract_dims = pool.dims();
   for (const core::DimInfo& d : pool.dims())
     report.dims.push_back(d.name + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" +
-                          (d.step > 1 ? " step " + std::to_string(d.step) : ""));
+                          (d.step > 1 ? " step " + std::to_string(d.step) : "") +
+                          (d.data ? " (data-dependent: NonZero's count, known while executing)" : ""));
   for (int32_t id : m.inputs)
     report.inputs.push_back("'" + m.values[id].name + "' " + dtype_name(m.values[id].dtype) + " " + pool.shape_to_string(m.values[id].shape));
   for (int32_t id : m.outputs)
