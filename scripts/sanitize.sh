@@ -25,7 +25,8 @@ $SUDO apt-get install -y -qq clang-14 libclang-rt-14-dev llvm-14 g++ cmake ninja
   flatbuffers-compiler libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev \
   libprotobuf-dev protobuf-compiler libxnnpack-dev libpthreadpool-dev >/dev/null
 CMAKE=cmake; if [ -x /usr/bin/cmake ]; then CMAKE=/usr/bin/cmake; fi
-CC=clang-14 CXX=clang++-14 $CMAKE -S . -B "$BUILD_DIR" -G Ninja -DKILN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+CC=clang-14 CXX=clang++-14 $CMAKE -S . -B "$BUILD_DIR" -G Ninja -DKILN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DKILN_TEST_COMPILE_OPTIONS=-O0;-gline-tables-only" >/dev/null
 $CMAKE --build "$BUILD_DIR"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -83,9 +83,13 @@ struct MethodMeta {
   std::vector<std::vector<std::string>> instruction_fused_from;
   /// Runtime branches (an ONNX If whose condition is read at execute): the node, and the
   /// instruction ranges [begin, end) of its then and else blocks.
+  /// A runtime branch, or a runtime loop (`loop`: then_* is its body, else_* empty, `trip`
+  /// its trip count as an expression of the dims).
   struct Branch {
     std::string node;
     size_t then_begin = 0, then_end = 0, else_begin = 0, else_end = 0;
+    bool loop = false;
+    std::string trip;
   };
   std::vector<Branch> branches;
   /// Per instruction, its outputs' symbolic shapes ("[batch, 1280]"), joined with ", ".

@@ -10,6 +10,7 @@
 #include "core/crc32c.h"
 #include "export/memory_plan.h"
 #include "format/file_header.h"
+#include "format/schedule.h"
 
 namespace kiln::exporter {
 
@@ -136,7 +137,9 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
   take_guards(&ctx.guards);
   if (fold_ && num_outputs > 0) {
     // (NonZero's count is a dim of the method: it runs at execute even on a constant.)
-    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && op_type != "NonZero";
+    // (A runtime loop's markers move its state: they run at execute.)
+    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && op_type != "NonZero" &&
+                     op_type != format::kLoopOp && op_type != format::kEndLoopOp;
     for (int id : inputs) all_const = all_const && (id < 0 || is_constant(id));
     if (all_const) return fold_node(op, ctx, node_name, inputs, attrs);
     if (!op->view && num_outputs == 1) {
@@ -238,6 +241,13 @@ Result<std::vector<int>> GraphBuilder::fold_node(const kernels::OpDef* op, const
   return outs;
 }
 
+Result<int> GraphBuilder::add_sym_scalar(core::ExprId e, const std::string& node_name) {
+  kernels::SymTensor t;
+  t.dtype = DType::kI64;
+  t.sym_values = {e};
+  return fold_shape_math(t, node_name);
+}
+
 Result<int> GraphBuilder::fold_shape_math(const kernels::SymTensor& out, const std::string& node_name) {
   // An integer output whose every element export knows as an expression: keep the
   // expressions (for later shape functions) and, if the value is needed at run time,
@@ -337,6 +347,7 @@ void GraphBuilder::rollback(const Checkpoint& c) {
   nodes_.resize(c.nodes);
   guards_.resize(c.guards);
   branches_.resize(c.branches);
+  loops_.resize(c.loops);
   folded_constant_nodes_ = c.folded_constant;
   folded_shape_nodes_ = c.folded_shape;
 }
@@ -389,6 +400,47 @@ Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& then_resul
   inputs.insert(inputs.end(), then_results.begin(), then_results.end());
   inputs.insert(inputs.end(), else_results.begin(), else_results.end());
   return add_op("KilnSelect", b.name, inputs, {}, then_results.size());
+}
+
+Result<std::vector<int>> GraphBuilder::begin_loop(core::ExprId trip, int cond, const std::vector<int>& init,
+                                                  const std::string& node_name) {
+  const size_t before = nodes_.size();
+  core::AttrStore a;
+  a.set_int("body_len", 0).set_int("trip", trip);  // body_len: counted at emit, over the instructions kept
+  std::vector<int> inputs = {cond};
+  inputs.insert(inputs.end(), init.begin(), init.end());
+  KILN_ASSIGN_OR_RETURN(std::vector<int> outs, add_op("KilnLoop", node_name, inputs, a, 1 + init.size()));
+  if (nodes_.size() != before + 1) return internal_error("begin_loop: the loop node was not added");
+  nodes_.back().side_effect = true;
+  for (size_t k = 0; k < outs.size(); ++k)
+    values_[outs[k]].name = node_name + (k == 0 ? "/iteration" : "/carried" + std::to_string(k - 1));
+  loops_.push_back(OpenLoop{static_cast<int>(before), trip, outs, node_name});
+  return outs;
+}
+
+Result<std::vector<int>> GraphBuilder::end_loop(int cond, const std::vector<int>& results, const std::vector<int>& scans) {
+  if (loops_.empty()) return internal_error("end_loop: no loop is open");
+  const OpenLoop l = loops_.back();
+  if (results.size() + 1 != l.slots.size()) return internal_error("end_loop: one result per carried value");
+  auto root = [&](int v) { return values_[v].alias_of >= 0 ? values_[v].alias_of : v; };
+  for (size_t k = 0; k < results.size(); ++k)  // results are copied into the slots in order: none may be another slot
+    for (size_t j = 1; j < l.slots.size(); ++j)
+      if (j != k + 1 && root(results[k]) == root(l.slots[j]))
+        return unimplemented("node '" + l.name + "': its body passes carried value " + std::to_string(j - 1) +
+                             " on as carried value " + std::to_string(k) + "; Kiln does not exchange carried values in place");
+  loops_.pop_back();
+  core::AttrStore a;
+  a.set_int("carried", static_cast<int64_t>(results.size())).set_int("trip", l.trip);
+  std::vector<int> inputs = {l.slots[0], cond};
+  inputs.insert(inputs.end(), l.slots.begin() + 1, l.slots.end());
+  inputs.insert(inputs.end(), results.begin(), results.end());
+  inputs.insert(inputs.end(), scans.begin(), scans.end());
+  const size_t at = nodes_.size();
+  KILN_ASSIGN_OR_RETURN(std::vector<int> outs, add_op("KilnEndLoop", l.name, inputs, a, 1 + scans.size()));
+  if (nodes_.size() != at + 1) return internal_error("end_loop: the loop's end was not added");
+  nodes_.back().side_effect = true;  // it updates the slots
+  nodes_[l.loop_node].end_node = static_cast<int>(at);
+  return outs;
 }
 
 Status GraphBuilder::mark_output(int value, const std::string& name) {
@@ -533,7 +585,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   auto root = [&](int v) { return values_[v].alias_of >= 0 ? values_[v].alias_of : v; };
   std::vector<bool> needed(values_.size(), false);
   for (int o : outputs_) needed[o] = needed[root(o)] = true;
-  if (!branches_.empty()) return internal_error("method '" + method_name_ + "' has a branch left open");
+  if (!branches_.empty() || !loops_.empty()) return internal_error("method '" + method_name_ + "' has a branch or loop left open");
   std::vector<bool> keep(nodes_.size(), false);
   for (size_t n = nodes_.size(); n-- > 0;) {
     bool any = nodes_[n].side_effect;
@@ -552,17 +604,25 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   std::vector<int> kept;
   for (size_t n = 0; n < nodes_.size(); ++n)
     if (keep[n]) kept.push_back(static_cast<int>(n));
-  const int64_t end = static_cast<int64_t>(kept.size()) + 1;
-  std::vector<int64_t> first(values_.size(), -1), last(values_.size(), -1);
-  for (int i : inputs_) first[i] = 0, last[i] = end;  // inputs survive execute for re-runs
+  std::vector<format::Step> steps;
+  std::vector<format::LoopSpan> loops;
+  std::vector<int64_t> step_of(nodes_.size(), -1);
   for (size_t s = 0; s < kept.size(); ++s) {
     const Node& n = nodes_[kept[s]];
-    for (int o : n.outputs) first[o] = last[o] = static_cast<int64_t>(s) + 1;
-    if (n.scratch >= 0) first[n.scratch] = last[n.scratch] = static_cast<int64_t>(s) + 1;
-    for (int i : n.inputs)
-      if (i >= 0) last[root(i)] = std::max(last[root(i)], static_cast<int64_t>(s) + 1);
+    step_of[static_cast<size_t>(kept[s])] = static_cast<int64_t>(s) + 1;
+    format::Step st{std::vector<int32_t>(n.inputs.begin(), n.inputs.end()), std::vector<int32_t>(n.outputs.begin(), n.outputs.end())};
+    if (n.scratch >= 0) st.writes.push_back(n.scratch);
+    steps.push_back(std::move(st));
   }
-  for (int o : outputs_) last[root(o)] = end;
+  for (int n : kept)
+    if (std::strcmp(nodes_[n].op->name, format::kLoopOp) == 0 && nodes_[n].end_node >= 0)
+      loops.push_back(format::LoopSpan{step_of[static_cast<size_t>(n)], step_of[static_cast<size_t>(nodes_[n].end_node)]});
+  std::vector<int32_t> roots(values_.size());
+  for (size_t v = 0; v < values_.size(); ++v) roots[v] = root(static_cast<int>(v));
+  const format::Lifetimes life = format::compute_lifetimes(values_.size(), steps, std::vector<int32_t>(inputs_.begin(), inputs_.end()),
+                                                           std::vector<int32_t>(outputs_.begin(), outputs_.end()), roots, loops);
+  const std::vector<int64_t>& first = life.first;
+  const std::vector<int64_t>& last = life.last;
 
   format::MethodDesc m;
   m.name = method_name_;
@@ -634,10 +694,10 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     for (int i : node.inputs) in.inputs.push_back(i < 0 ? -1 : remap[i]);
     for (int o : node.outputs) in.outputs.push_back(remap[o]);
     in.attrs = node.attrs;
-    if (node.end_node >= 0) {  // a branch marker: the length of its block over the kept instructions
-      const bool is_if = node.else_node >= 0;
+    if (node.end_node >= 0) {  // a branch or loop marker: the length of its block over the kept instructions
+      const bool is_if = node.else_node >= 0, is_loop = in.op == format::kLoopOp;
       const int from = n + 1, to = is_if ? node.else_node : node.end_node;
-      in.attrs.set_int(is_if ? "then_len" : "else_len", std::count(keep.begin() + from, keep.begin() + to, true));
+      in.attrs.set_int(is_loop ? "body_len" : is_if ? "then_len" : "else_len", std::count(keep.begin() + from, keep.begin() + to, true));
     }
     in.scratch = node.scratch >= 0 ? remap[node.scratch] : -1;
     in.fused_from = node.fused_from;

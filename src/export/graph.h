@@ -91,6 +91,17 @@ class GraphBuilder {
   Result<std::vector<int>> end_if(const std::vector<int>& then_results, const std::vector<int>& else_results);
   bool in_branch() const { return !branches_.empty(); }
 
+  /// Runtime loops (src/format/control.h), for an ONNX Loop or Scan whose trip count is a
+  /// shape expression: begin_loop(trip, cond, init) opens the body and returns the iteration
+  /// (int64 scalar) and one slot per initial value, which the body reads as the carried
+  /// values; end_loop(cond, results, scans) closes it and returns the iteration count and one
+  /// [trip, ...] output per scan value. The body's results must keep the slots' shapes.
+  Result<std::vector<int>> begin_loop(core::ExprId trip, int cond, const std::vector<int>& init, const std::string& node_name);
+  Result<std::vector<int>> end_loop(int cond, const std::vector<int>& results, const std::vector<int>& scans);
+  bool in_loop() const { return !loops_.empty(); }
+  /// An int64 scalar holding expression `e` at run time (a constant when `e` is one).
+  Result<int> add_sym_scalar(core::ExprId e, const std::string& node_name);
+
   /// Requires `g.lhs g.op g.rhs` (kEq or kGe) of the shapes, as a shape function would: proven
   /// (nothing recorded), refuted (an error), or a guard (in an open block: a KilnAssert).
   Status require(const kernels::Guard& g);
@@ -98,10 +109,10 @@ class GraphBuilder {
   /// What the builder holds, to undo an attempt that failed (the importer tries an If as a
   /// runtime branch first). Expressions made meanwhile stay in the pool, unused.
   struct Checkpoint {
-    size_t values = 0, nodes = 0, guards = 0, branches = 0, folded_constant = 0, folded_shape = 0;
+    size_t values = 0, nodes = 0, guards = 0, branches = 0, folded_constant = 0, folded_shape = 0, loops = 0;
   };
   Checkpoint checkpoint() const {
-    return {values_.size(), nodes_.size(), guards_.size(), branches_.size(), folded_constant_nodes_, folded_shape_nodes_};
+    return {values_.size(), nodes_.size(), guards_.size(), branches_.size(), folded_constant_nodes_, folded_shape_nodes_, loops_.size()};
   }
   void rollback(const Checkpoint& c);
   /// Contents of a small integer value known as expressions (a folded shape computation).
@@ -164,7 +175,7 @@ class GraphBuilder {
     int scratch = -1;  // value holding the planned scratch bytes
     std::vector<std::string> fused_from;
     bool side_effect = false;  // kept without readers: KilnIf, KilnElse, KilnAssert
-    int end_node = -1;         // KilnIf, KilnElse: the first node after the block(s) they open
+    int end_node = -1;         // KilnIf, KilnElse: the first node after the block(s) they open; KilnLoop: its KilnEndLoop
     int else_node = -1;        // KilnIf: its KilnElse
   };
   struct OpenBranch {
@@ -195,6 +206,13 @@ class GraphBuilder {
   std::vector<int> inputs_, outputs_;
   std::vector<kernels::Guard> guards_;
   std::vector<OpenBranch> branches_;  // innermost last
+  struct OpenLoop {
+    int loop_node = -1;
+    core::ExprId trip = -1;
+    std::vector<int> slots;  // iteration first
+    std::string name;
+  };
+  std::vector<OpenLoop> loops_;  // innermost last
 };
 
 }  // namespace kiln::exporter

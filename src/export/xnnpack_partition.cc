@@ -289,8 +289,15 @@ void Partitioner::plan_arena() {
   format::DelegateDesc& d = m_.delegate;
   const size_t n_values = m_.values.size();
   std::vector<format::Step> steps;
+  std::vector<format::LoopSpan> loops;
+  std::vector<int64_t> loop_begin;  // KilnLoop's step, until its KilnEndLoop
   auto portable_step = [&](size_t k) {
     const format::InstructionDesc& in = m_.instructions[k];
+    if (in.op == format::kLoopOp) loop_begin.push_back(static_cast<int64_t>(steps.size()) + 1);
+    if (in.op == format::kEndLoopOp && !loop_begin.empty()) {
+      loops.push_back(format::LoopSpan{loop_begin.back(), static_cast<int64_t>(steps.size()) + 1});
+      loop_begin.pop_back();
+    }
     format::Step st{in.inputs, in.outputs};
     if (in.scratch >= 0) st.writes.push_back(in.scratch);
     steps.push_back(std::move(st));
@@ -304,7 +311,7 @@ void Partitioner::plan_arena() {
   for (; next < m_.instructions.size(); ++next) portable_step(next);
   std::vector<int32_t> roots(n_values);
   for (size_t v = 0; v < n_values; ++v) roots[v] = root(static_cast<int>(v));
-  format::Lifetimes life = format::compute_lifetimes(n_values, steps, m_.inputs, m_.outputs, roots);
+  format::Lifetimes life = format::compute_lifetimes(n_values, steps, m_.inputs, m_.outputs, roots, loops);
   std::vector<Buffer> buffers;
   std::vector<int32_t> which;
   for (size_t v = 0; v < n_values; ++v) {
@@ -341,10 +348,15 @@ Status Partitioner::run() {
   plan_supported();
   // Runtime branches: a region never spans a block boundary (a block may be skipped), and a
   // channels-last twin made inside a block is not there when the block is skipped, so twins
-  // are forgotten at every boundary (KilnIf, KilnElse, the end of an else block).
+  // are forgotten at every boundary (KilnIf, KilnElse, the end of an else block, a loop's
+  // KilnLoop and KilnEndLoop and the instructions after them).
   std::vector<bool> boundary(n + 1, false);
   for (size_t i = 0; i < n; ++i) {
     const std::string& op = m_.instructions[i].op;
+    if (op == format::kLoopOp || op == format::kEndLoopOp) {  // a loop's body: from the loop's start and after its end
+      boundary[i] = boundary[i + 1] = true;
+      continue;
+    }
     if (op != format::kIfOp && op != format::kElseOp) continue;
     boundary[i] = true;
     if (op == format::kElseOp) {

@@ -15,9 +15,10 @@ Result<std::vector<Branch>> find_branches(const std::vector<ControlInstr>& instr
     while (!open.empty() && open.back().in_else && branches[open.back().branch].end == i) open.pop_back();
     if (i == n) break;
     const ControlInstr& c = instrs[static_cast<size_t>(i)];
+    const char* else_op = c.loop ? "KilnEndLoop" : "KilnElse";
     if (c.kind == ControlInstr::kElse) {
       if (open.empty() || open.back().in_else || branches[open.back().branch].else_at != i)
-        return data_loss("damaged program: " + where(i) + " (KilnElse) belongs to no KilnIf");
+        return data_loss("damaged program: " + where(i) + " (" + else_op + ") belongs to no " + (c.loop ? "KilnLoop" : "KilnIf"));
       open.back().in_else = true;
       continue;
     }
@@ -26,17 +27,19 @@ Result<std::vector<Branch>> find_branches(const std::vector<ControlInstr>& instr
     const int64_t limit = open.empty() ? n
                           : open.back().in_else ? branches[open.back().branch].end
                                                 : branches[open.back().branch].else_at;
+    const char* if_op = c.loop ? "KilnLoop" : "KilnIf";
     if (c.len < 0 || c.len > limit - i - 2)
-      return data_loss("damaged program: " + where(i) + " (KilnIf) has a then block of " + std::to_string(c.len) +
-                       " instructions, past its enclosing block");
+      return data_loss("damaged program: " + where(i) + " (" + if_op + ") has a " + (c.loop ? "body" : "then block") + " of " +
+                       std::to_string(c.len) + " instructions, past its enclosing block");
     const int64_t else_at = i + 1 + c.len;
     const ControlInstr& e = instrs[static_cast<size_t>(else_at)];
-    if (e.kind != ControlInstr::kElse)
-      return data_loss("damaged program: " + where(i) + " (KilnIf): " + where(else_at) + " after its then block is not a KilnElse");
-    if (e.len < 0 || e.len > limit - else_at - 1)
-      return data_loss("damaged program: " + where(else_at) + " (KilnElse) has an else block of " + std::to_string(e.len) +
+    if (e.kind != ControlInstr::kElse || e.loop != c.loop)
+      return data_loss("damaged program: " + where(i) + " (" + if_op + "): " + where(else_at) + " after its " +
+                       (c.loop ? "body is not a KilnEndLoop" : "then block is not a KilnElse"));
+    if (e.len < 0 || e.len > limit - else_at - 1 || (e.loop && e.len != 0))
+      return data_loss("damaged program: " + where(else_at) + " (" + else_op + ") has an else block of " + std::to_string(e.len) +
                        " instructions, past its enclosing block");
-    branches.push_back(Branch{static_cast<int32_t>(i), static_cast<int32_t>(else_at), static_cast<int32_t>(else_at + 1 + e.len)});
+    branches.push_back(Branch{static_cast<int32_t>(i), static_cast<int32_t>(else_at), static_cast<int32_t>(else_at + 1 + e.len), c.loop});
     open.push_back(Open{branches.size() - 1, false});
   }
   if (!open.empty()) return data_loss("damaged program: a branch's blocks run past the last instruction");

@@ -100,9 +100,11 @@ Status check_bucket(const fb::Method* m) {
 
 }  // namespace
 
-std::vector<Step> schedule_steps(const fb::Method* m, bool delegated) {
+std::vector<Step> schedule_steps(const fb::Method* m, bool delegated, std::vector<LoopSpan>* loops) {
   std::vector<Step> steps;
+  std::vector<int64_t> step_of(m->instructions()->size(), -1);  // 1-based, portable instructions
   auto portable_step = [&](size_t k) {
+    step_of[k] = static_cast<int64_t>(steps.size()) + 1;
     const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(k));
     Step st;
     st.reads.assign(in->inputs()->begin(), in->inputs()->end());
@@ -122,6 +124,14 @@ std::vector<Step> schedule_steps(const fb::Method* m, bool delegated) {
     }
   }
   for (; next < n_instr; ++next) portable_step(next);
+  if (loops) {
+    loops->clear();
+    Result<std::vector<Branch>> branches = method_branches(m);  // checked by the reader
+    if (branches.ok())
+      for (const Branch& b : *branches)
+        if (b.loop && step_of[static_cast<size_t>(b.if_at)] > 0 && step_of[static_cast<size_t>(b.else_at)] > 0)
+          loops->push_back(LoopSpan{step_of[static_cast<size_t>(b.if_at)], step_of[static_cast<size_t>(b.else_at)]});
+  }
   return steps;
 }
 
@@ -129,21 +139,25 @@ Result<std::vector<Branch>> method_branches(const fb::Method* m) {
   std::vector<ControlInstr> c(len(m->instructions()));
   for (size_t i = 0; i < c.size(); ++i) {
     const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
-    const bool is_if = in->op()->str() == kIfOp, is_else = in->op()->str() == kElseOp;
-    if (!is_if && !is_else) continue;
+    const std::string& op = in->op()->str();
+    const bool loop = op == kLoopOp || op == kEndLoopOp, is_if = op == kIfOp || op == kLoopOp;
+    if (!is_if && !loop && op != kElseOp) continue;
     c[i].kind = is_if ? ControlInstr::kIf : ControlInstr::kElse;
-    c[i].len = -1;  // absent: refused below
+    c[i].loop = loop;
+    c[i].len = op == kEndLoopOp ? 0 : -1;  // absent: refused below
+    const char* key = op == kIfOp ? "then_len" : op == kElseOp ? "else_len" : "body_len";
     for (size_t k = 0; k < len(in->attrs()); ++k) {
       const fb::Attribute* a = in->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k));
-      if (a->kind() == fb::AttrKind::Int && a->name()->str() == (is_if ? "then_len" : "else_len")) c[i].len = a->i();
+      if (a->kind() == fb::AttrKind::Int && a->name()->str() == key && op != kEndLoopOp) c[i].len = a->i();
     }
   }
   return find_branches(c);
 }
 
 Lifetimes method_lifetimes(const fb::Method* m, bool delegated) {
-  return compute_lifetimes(m->values()->size(), schedule_steps(m, delegated), value_list(m->inputs()),
-                           value_list(m->outputs()), roots(m));
+  std::vector<LoopSpan> loops;
+  const std::vector<Step> steps = schedule_steps(m, delegated, &loops);
+  return compute_lifetimes(m->values()->size(), steps, value_list(m->inputs()), value_list(m->outputs()), roots(m), loops);
 }
 
 namespace {
@@ -477,7 +491,8 @@ Status check_delegate(const fb::Method* m) {
       if (covered[k] != 1) return bad(rw + " computes instruction #" + std::to_string(k) + " " + std::to_string(covered[k]) + " times");
     next = static_cast<size_t>(r->first() + r->count());
   }
-  const std::vector<Step> steps = schedule_steps(m, /*delegated=*/true);
+  std::vector<LoopSpan> loops;
+  const std::vector<Step> steps = schedule_steps(m, /*delegated=*/true, &loops);
   const std::vector<int32_t> root = roots(m);
   std::vector<bool> written(n_values, false);
   for (size_t i = 0; i < n_values; ++i) written[i] = m->values()->Get(i)->storage() == fb::StorageKind::Constant;
@@ -489,7 +504,7 @@ Status check_delegate(const fb::Method* m) {
   }
   for (int32_t v : *m->outputs())
     if (!written[root[v]]) return bad(name + " never writes output value #" + std::to_string(v));
-  const Lifetimes life = compute_lifetimes(n_values, steps, value_list(m->inputs()), value_list(m->outputs()), root);
+  const Lifetimes life = compute_lifetimes(n_values, steps, value_list(m->inputs()), value_list(m->outputs()), root, loops);
   const uint64_t arena = d->plan()->arena_bytes();
   uint64_t slot_bytes = 0;
   std::vector<int32_t> slots;

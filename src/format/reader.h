@@ -33,7 +33,8 @@ Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_c
 Status verify_constants(const ProgramFile& f);
 /// The steps of a method's portable schedule, or (`delegated`) of its delegated one (regions'
 /// ops in place of the instructions they cover). The method must have passed the reader.
-std::vector<Step> schedule_steps(const fb::Method* m, bool delegated);
+/// `loops` (optional) receives the schedule's runtime loop spans (schedule.h).
+std::vector<Step> schedule_steps(const fb::Method* m, bool delegated, std::vector<LoopSpan>* loops = nullptr);
 /// The method's runtime branches (KilnIf/KilnElse blocks, see control.h), checked to nest.
 Result<std::vector<Branch>> method_branches(const fb::Method* m);
 /// Its values' lifetimes over that schedule (export's planning rule).

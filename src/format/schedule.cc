@@ -5,7 +5,8 @@
 namespace kiln::format {
 
 Lifetimes compute_lifetimes(size_t n_values, const std::vector<Step>& steps, const std::vector<int32_t>& inputs,
-                            const std::vector<int32_t>& outputs, const std::vector<int32_t>& root) {
+                            const std::vector<int32_t>& outputs, const std::vector<int32_t>& root,
+                            const std::vector<LoopSpan>& loops) {
   Lifetimes l;
   l.first.assign(n_values, -1);
   l.last.assign(n_values, -1);
@@ -17,6 +18,18 @@ Lifetimes compute_lifetimes(size_t n_values, const std::vector<Step>& steps, con
       if (o >= 0 && l.first[o] < 0) l.first[o] = l.last[o] = step;
     for (int32_t i : steps[k].reads)
       if (i >= 0) l.last[root[i]] = std::max(l.last[root[i]], step);
+  }
+  // Inner loops first (their spans end earlier); an outer loop then extends what an inner
+  // one already extended.
+  std::vector<LoopSpan> order = loops;
+  std::sort(order.begin(), order.end(), [](const LoopSpan& a, const LoopSpan& b) { return a.end - a.begin < b.end - b.begin; });
+  for (const LoopSpan& sp : order) {
+    if (sp.begin < 1 || sp.end > static_cast<int64_t>(steps.size()) || sp.begin > sp.end) continue;
+    for (int64_t step = sp.begin; step <= sp.end; ++step)
+      for (int32_t i : steps[static_cast<size_t>(step - 1)].reads)
+        if (i >= 0 && l.first[root[i]] < sp.begin) l.last[root[i]] = std::max(l.last[root[i]], sp.end);
+    for (int32_t o : steps[static_cast<size_t>(sp.end - 1)].writes)
+      if (o >= 0) l.first[o] = std::min(l.first[o], sp.begin);
   }
   for (int32_t o : outputs) l.last[root[o]] = end;
   return l;

@@ -25,9 +25,19 @@ struct Lifetimes {
   int64_t end(int32_t v) const { return first[v] > last[v] ? first[v] : last[v]; }
 };
 
-/// `root[v]` is the value whose bytes v uses (v itself unless v is an alias).
+/// A runtime loop's steps in a schedule (1-based, as lifetimes count): its KilnLoop and its
+/// KilnEndLoop (control.h). The body between them runs again after KilnEndLoop.
+struct LoopSpan {
+  int64_t begin = 0, end = 0;
+};
+
+/// `root[v]` is the value whose bytes v uses (v itself unless v is an alias). Over each loop
+/// span, a value made before the loop and read in it lives to the loop's end (the next
+/// iteration reads it again), and what the loop's end writes lives from the loop's start
+/// (it accumulates over iterations).
 Lifetimes compute_lifetimes(size_t n_values, const std::vector<Step>& steps, const std::vector<int32_t>& inputs,
-                            const std::vector<int32_t>& outputs, const std::vector<int32_t>& root);
+                            const std::vector<int32_t>& outputs, const std::vector<int32_t>& root,
+                            const std::vector<LoopSpan>& loops = {});
 
 /// Among `slots` (value ids with an offset and a size), the first pair alive at the same step
 /// whose bytes overlap; returns false when there is none. Zero-sized slots never overlap.

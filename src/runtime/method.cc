@@ -73,9 +73,12 @@ struct Method::Impl {
   struct Step {
     int32_t instr = -1;
     int32_t region = -1;
-    enum Control : uint8_t { kNone = 0, kIf = 1, kElse = 2 } control = kNone;
-    int32_t jump = -1;  ///< kIf: the else block's first step (condition false); kElse: the step after its block
-    int32_t branch = -1;  ///< kIf: its branch (blocks 2*branch: then, 2*branch + 1: else)
+    enum Control : uint8_t { kNone = 0, kIf = 1, kElse = 2, kLoop = 3, kEndLoop = 4 } control = kNone;
+    /// kIf: the else block's first step (condition false); kElse: the step after its block;
+    /// kLoop: the step after its KilnEndLoop (no iteration); kEndLoop: the body's first step.
+    int32_t jump = -1;
+    int32_t branch = -1;  ///< kIf, kLoop: its branch (blocks 2*branch: then or body, 2*branch + 1: else, empty for a loop)
+    int32_t trip = -1;    ///< kLoop, kEndLoop: the trip count's expression
   };
   /// Per value: the innermost branch block whose instructions make it (or read it, for a
   /// view), -1 outside every block. Bind lets such a value's shape be invalid (a guard of its
@@ -654,11 +657,26 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
                   end_step = step_at[static_cast<size_t>(b.end)];
     if (if_step < 0 || else_step < 0 || end_step < 0)
       return data_loss("create: method '" + name + "': a delegate region crosses the branch at instruction #" + std::to_string(b.if_at));
-    s.schedule[static_cast<size_t>(if_step)].control = Impl::Step::kIf;
-    s.schedule[static_cast<size_t>(if_step)].jump = else_step + 1;
-    s.schedule[static_cast<size_t>(if_step)].branch = static_cast<int32_t>(&b - branches.data());
-    s.schedule[static_cast<size_t>(else_step)].control = Impl::Step::kElse;
-    s.schedule[static_cast<size_t>(else_step)].jump = end_step;
+    Impl::Step& at_if = s.schedule[static_cast<size_t>(if_step)];
+    Impl::Step& at_else = s.schedule[static_cast<size_t>(else_step)];
+    at_if.branch = static_cast<int32_t>(&b - branches.data());
+    if (b.loop) {  // KilnLoop: past the loop when it runs no iteration; KilnEndLoop: back to the body
+      const fb::Instruction* li = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(b.if_at));
+      const Instr& lin = s.instrs[static_cast<size_t>(b.if_at)];
+      const int64_t trip = core::Attrs(s.attrs.data() + lin.attr_begin, lin.n_attr).get_int("trip", -1);
+      if (trip < 0 || static_cast<size_t>(trip) >= s.exprs.size() || li->inputs()->size() < 1)
+        return data_loss("create: method '" + name + "': the loop at instruction #" + std::to_string(b.if_at) + " has no trip count");
+      at_if.control = Impl::Step::kLoop;
+      at_if.jump = end_step;
+      at_else.control = Impl::Step::kEndLoop;
+      at_else.jump = if_step + 1;
+      at_if.trip = at_else.trip = static_cast<int32_t>(trip);
+      continue;
+    }
+    at_if.control = Impl::Step::kIf;
+    at_if.jump = else_step + 1;
+    at_else.control = Impl::Step::kElse;
+    at_else.jump = end_step;
   }
   if (!branches.empty()) {  // which block makes each value (inner blocks after outer ones)
     s.value_block.assign(nv, -1);
@@ -686,7 +704,7 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
       }
     for (size_t bi = 0; bi < branches.size(); ++bi) {
       const size_t at = static_cast<size_t>(branches[bi].end);
-      if (at >= n_instr) continue;
+      if (at >= n_instr || branches[bi].loop) continue;
       const fb::Instruction* sel = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(at));
       if (sel->op()->str() != "KilnSelect" || sel->inputs()->size() < 3) continue;
       const uint32_t n = (sel->inputs()->size() - 1) / 2;
@@ -822,6 +840,18 @@ Status Method::execute() {
     ctx.scratch_bytes = in.scratch ? in.scratch->nbytes() : 0;
     ctx.produced_dim = in.produces >= 0 ? &s.dim_values[static_cast<size_t>(in.produces)] : nullptr;
     kernels::KernelStatus ks = in.op->run(ctx);
+    if (ks == kernels::KernelStatus::kOk && step.control == Impl::Step::kLoop) {  // slots hold the initial values
+      const int64_t trip = s.expr_values[static_cast<size_t>(step.trip)];
+      if (trip <= 0 || !kernels::branch_condition(*s.in_ptrs[in.in_begin])) {
+        k = static_cast<size_t>(step.jump);
+      } else if (s.block_bad[static_cast<size_t>(2 * step.branch)] >= 0) {
+        return s.blocked(2 * step.branch);
+      }
+    } else if (ks == kernels::KernelStatus::kOk && step.control == Impl::Step::kEndLoop) {  // one more iteration?
+      const int64_t done = *static_cast<const int64_t*>(s.in_ptrs[in.in_begin]->data);
+      if (done < s.expr_values[static_cast<size_t>(step.trip)] && kernels::branch_condition(*s.in_ptrs[in.in_begin + 1]))
+        k = static_cast<size_t>(step.jump);
+    }
     if (ks == kernels::KernelStatus::kOk && in.produces >= 0) KILN_TRY(s.refresh_data_shapes(in));
     if (s.profiling)
       s.instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
@@ -838,12 +868,15 @@ Status Method::execute() {
 }
 
 Status Method::Impl::refresh_data_shapes(const Instr& producer) {
-  const std::string& dim = meta.dims[static_cast<size_t>(producer.produces)].name;
-  const std::string after = "execute: after node '" + meta.instruction_nodes[static_cast<size_t>(producer.index)] + "' found " + dim +
-                            " = " + std::to_string(dim_values[static_cast<size_t>(producer.produces)]) + ": ";
+  // Runs inside execute: the message is built only on failure (execute allocates nothing).
+  const auto after = [&] {
+    return "execute: after node '" + meta.instruction_nodes[static_cast<size_t>(producer.index)] + "' found " +
+           meta.dims[static_cast<size_t>(producer.produces)].name + " = " +
+           std::to_string(dim_values[static_cast<size_t>(producer.produces)]) + ": ";
+  };
   size_t bad = 0;
   if (!core::eval_exprs(exprs.data(), exprs.size(), dim_values.data(), expr_values.data(), &bad))
-    return invalid_argument(after + "shape expression " + core::format_expr(exprs.data(), exprs.size(), dim_names, static_cast<int32_t>(bad)) +
+    return invalid_argument(after() + "shape expression " + core::format_expr(exprs.data(), exprs.size(), dim_names, static_cast<int32_t>(bad)) +
                             " divides by zero or overflows int64");
   for (size_t i = 0; i < views.size(); ++i) {
     if (!data_shaped[i]) continue;
@@ -858,7 +891,7 @@ Status Method::Impl::refresh_data_shapes(const Instr& producer) {
     }
     const uint64_t limit = v->storage() == fb::StorageKind::Alias ? m->values()->Get(v->alias_of())->nbytes() : v->nbytes();
     if (!valid || n > limit)
-      return invalid_argument(after + "value '" + v->name()->str() + "' has no valid size within its reservation there");
+      return invalid_argument(after() + "value '" + v->name()->str() + "' has no valid size within its reservation there");
   }
   return ok_status();
 }

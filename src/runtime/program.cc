@@ -129,10 +129,17 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
     }
     Result<std::vector<format::Branch>> branches = format::method_branches(m);  // checked at load
     if (branches.ok())
-      for (const format::Branch& b : *branches)
-        meta.branches.push_back(MethodMeta::Branch{meta.instruction_nodes[static_cast<size_t>(b.if_at)],
-                                                   static_cast<size_t>(b.if_at) + 1, static_cast<size_t>(b.else_at),
-                                                   static_cast<size_t>(b.else_at) + 1, static_cast<size_t>(b.end)});
+      for (const format::Branch& b : *branches) {
+        MethodMeta::Branch mb{meta.instruction_nodes[static_cast<size_t>(b.if_at)],
+                              static_cast<size_t>(b.if_at) + 1, static_cast<size_t>(b.else_at),
+                              static_cast<size_t>(b.else_at) + 1, static_cast<size_t>(b.end), b.loop, ""};
+        const fb::Instruction* li = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(b.if_at));
+        if (b.loop && li->attrs())
+          for (const fb::Attribute* a : *li->attrs())
+            if (a->kind() == fb::AttrKind::Int && a->name()->str() == "trip" && a->i() >= 0 && static_cast<size_t>(a->i()) < exprs.size())
+              mb.trip = core::format_expr(exprs.data(), exprs.size(), names, static_cast<int32_t>(a->i()));
+        meta.branches.push_back(std::move(mb));
+      }
   }
   (void)file;
   if (const fb::Delegate* d = m->delegate()) {

@@ -1,5 +1,6 @@
 #include "tooling/inspect.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -117,8 +118,10 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
       sep = ", ";
     }
     o << (counts.empty() ? "" : ")") << "\n";
-    if (!m.branches.empty()) o << "  runtime branches (the condition read at execute; a block's guards checked when it runs):\n";
+    const bool any_if = std::any_of(m.branches.begin(), m.branches.end(), [](const MethodMeta::Branch& b) { return !b.loop; });
+    if (any_if) o << "  runtime branches (the condition read at execute; a block's guards checked when it runs):\n";
     for (const MethodMeta::Branch& b : m.branches) {
+      if (b.loop) continue;
       size_t asserts = 0;
       for (size_t k = b.then_begin; k < b.else_end; ++k) asserts += m.instruction_ops[k] == "KilnAssert";
       auto block = [](size_t begin, size_t end) {
@@ -129,6 +132,10 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
       o << "    node '" << b.node << "': then " << block(b.then_begin, b.then_end) << ", else " << block(b.else_begin, b.else_end)
         << "; " << asserts << " block guard" << (asserts == 1 ? "" : "s") << "\n";
     }
+    for (const MethodMeta::Branch& b : m.branches)
+      if (b.loop)
+        o << "  runtime loop node '" << b.node << "': body #" << b.then_begin << " to #" << b.then_end - 1 << " ("
+          << b.then_end - b.then_begin << " instructions), at most " << b.trip << " iterations\n";
     size_t fused = 0, from = 0;
     for (const auto& f : m.instruction_fused_from) fused += !f.empty(), from += f.size();
     if (fused) o << "  fused: " << fused << " instruction(s) from " << from << " model nodes\n";
@@ -218,7 +225,10 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
     }
     jm["branches"] = json::array();
     for (const MethodMeta::Branch& b : m.branches)
-      jm["branches"].push_back(json{{"node", b.node}, {"then", {b.then_begin, b.then_end}}, {"else", {b.else_begin, b.else_end}}});
+      if (b.loop)
+        jm["branches"].push_back(json{{"node", b.node}, {"loop", true}, {"body", {b.then_begin, b.then_end}}, {"trip", b.trip}});
+      else
+        jm["branches"].push_back(json{{"node", b.node}, {"then", {b.then_begin, b.then_end}}, {"else", {b.else_begin, b.else_end}}});
     jm["instructions"] = json::array();
     for (size_t k = 0; k < m.instruction_ops.size(); ++k)
       jm["instructions"].push_back(

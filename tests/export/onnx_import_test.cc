@@ -15,37 +15,11 @@
 #include "kiln/program.h"
 #include "e2e/e2e_util.h"
 #include "onnx_model_util.h"
+#include "export_test_util.h"
 #include "aligned_bytes.h"
 
 namespace kiln::testing {
 namespace {
-
-using exporter::ExportOptions;
-
-ExportOptions dims(std::vector<std::string> args) {
-  ExportOptions o;
-  for (const auto& a : args) o.dims.push_back(*exporter::parse_dim_arg(a));
-  return o;
-}
-
-struct Loaded {
-  explicit Loaded(const std::vector<uint8_t>& bytes) : buf(bytes) {}
-  AlignedBytes buf;  // declared first: destroyed after the program and method borrowing it
-  std::unique_ptr<Program> program;
-  std::unique_ptr<Method> method;
-};
-
-std::unique_ptr<Loaded> load(const format::ProgramDesc& d) {
-  auto l = std::make_unique<Loaded>(*format::serialize_program(d));
-  auto p = l->buf.load();
-  if (!p.ok()) {
-    ADD_FAILURE() << "the exported program does not load: " << p.status().message();
-    std::abort();  // the caller cannot go on
-  }
-  l->program = std::move(*p);
-  l->method = Method::create(*l->program, d.methods[0].name).value();
-  return l;
-}
 
 TEST(OnnxImport, ParsesDimAndInputArguments) {
   auto d = exporter::parse_dim_arg("H=32..224:32");
@@ -888,61 +862,6 @@ TEST(OnnxImport, HalfPrecisionInputsAreNotDeclaredFloat) {
   auto r = exporter::export_onnx(out_only.save("half_out.onnx"), dims({"n=1..4"}), &d);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("output 'y' is float16"), std::string::npos) << r.status().message();
-}
-
-}  // namespace
-}  // namespace kiln::testing
-
-namespace kiln::testing {
-namespace {
-
-/// Loop(trips, "", x) whose body doubles x and passes the condition through.
-OnnxModel doubling_loop(const std::string& trips_from) {
-  OnnxModel m;
-  m.input("x", {"n", "3"}).output("y");
-  m.ints("zero", {1}, {0});
-  if (trips_from == "const") {
-    m.ints("trips", {}, {3});
-  } else {  // the dynamic axis n
-    m.node("Shape", "shape", {"x"}, {"s"});
-    m.node("Gather", "first", {"s", "zero"}, {"trips1"});
-    m.node("Squeeze", "trips", {"trips1", "zero"}, {"trips"});
-  }
-  auto& loop = m.node("Loop", "loop", {"trips", "", "x"}, {"y"});
-  auto* a = loop.add_attribute();
-  a->set_name("body");
-  a->set_type(onnx::AttributeProto::GRAPH);
-  onnx::GraphProto* b = a->mutable_g();
-  for (const char* in : {"i", "c", "acc"}) b->add_input()->set_name(in);
-  auto* add = b->add_node();
-  add->set_op_type("Add"), add->add_input("acc"), add->add_input("acc"), add->add_output("acc2");
-  auto* id = b->add_node();
-  id->set_op_type("Identity"), id->add_input("c"), id->add_output("c2");
-  b->add_output()->set_name("c2");
-  b->add_output()->set_name("acc2");
-  return m;
-}
-
-TEST(OnnxImport, LoopsWithAStaticTripCountUnroll) {
-  OnnxModel fixed = doubling_loop("const");
-  format::ProgramDesc d;
-  auto r = exporter::export_onnx(fixed.save("loop.onnx"), dims({"n=1..4"}), &d);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Add", 3}}));
-  auto l = load(d);
-  ASSERT_TRUE(l->method->bind_shapes({{2, 3}}).ok());
-  for (int i = 0; i < 6; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i);
-  ASSERT_TRUE(l->method->execute().ok());
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(l->method->output(0).as<float>()[i], 8.f * static_cast<float>(i));
-
-  OnnxModel dynamic = doubling_loop("shape");
-  r = exporter::export_onnx(dynamic.save("loop_dyn.onnx"), dims({"n=1..4"}), &d);
-  EXPECT_EQ(r.status().message(), "node 'loop' (Loop): its trip count is not known at export (it depends on the input shapes "
-                                  "or data); Kiln unrolls loops whose count is static: pin the dims it reads");
-  format::ProgramDesc pinned;
-  r = exporter::export_onnx(dynamic.save("loop_dyn.onnx"), dims({"n=2"}), &pinned);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Add", 2}}));
 }
 
 }  // namespace

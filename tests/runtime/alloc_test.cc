@@ -267,3 +267,65 @@ TEST(Allocations, EveryAllocationInLoadAndCreateMayFail) {
 
 }  // namespace
 }  // namespace kiln
+
+#include "e2e/e2e_util.h"
+#include "scratch_dir.h"
+#include "tooling/npy.h"
+
+namespace kiln {
+namespace {
+
+// Programs whose execute does more than run kernels in order: a data-dependent count
+// (NonZero; execute re-sizes the values that read it), runtime branches (Silero VAD's If on
+// the sample rate) and runtime loops (execute jumps back). Exported with their op zoo
+// contracts, run at every reference case with its real inputs: execute allocates nothing.
+TEST(Allocations, OpZooControlAndDataDependentProgramsExecuteWithoutAllocating) {
+  const nlohmann::json all = testing::zoo_manifest("ops/manifest.json");
+  ASSERT_FALSE(all.is_discarded());
+  int tried = 0;
+  for (const auto& model : all["models"]) {
+    const std::string name = model["name"];
+    if (name != "nonzero_postprocess" && name != "nonzero_pairs" && name != "silero_vad" && name != "loop_dynamic" &&
+        name != "loop_while")
+      continue;
+    ++tried;
+    const std::string path = testing::scratch_dir() + "/alloc_" + name + ".kiln";
+    std::string cmd = testing::bin("kiln") + " export " + testing::zoo_dir() + "/" + model["onnx"].get<std::string>() + " -o " + path;
+    for (const auto& a : model["export_args"]) cmd += " " + a.get<std::string>();
+    testing::CommandResult exp = testing::run_command(cmd);
+    ASSERT_EQ(exp.exit_code, 0) << exp.output;
+    std::ifstream f(path, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    testing::AlignedBytes buf(bytes);
+    auto p = buf.load();
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    for (bool delegate : {true, false}) {
+      MethodOptions opts;
+      opts.use_delegate = delegate;
+      auto m = Method::create(**p, "forward", opts);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      for (const auto& c : model["cases"]) {
+        std::vector<tooling::NpyArray> in;
+        std::vector<std::vector<int64_t>> shapes;
+        for (const auto& file : c["inputs"]) {
+          auto a = tooling::read_npy(testing::zoo_dir() + "/" + file.get<std::string>());
+          ASSERT_TRUE(a.ok()) << a.status().message();
+          shapes.push_back(a->shape);
+          in.push_back(std::move(*a));
+        }
+        const std::string what = name + " case " + c["name"].get<std::string>() + (delegate ? " delegated" : " portable");
+        ASSERT_TRUE((*m)->bind_shapes(shapes).ok()) << what;
+        for (size_t i = 0; i < in.size(); ++i) {
+          ASSERT_EQ((*m)->input(i).nbytes(), in[i].data.size()) << what;
+          std::memcpy((*m)->input(i).data, in[i].data.data(), in[i].data.size());
+        }
+        long n = count_allocs([&] { ASSERT_TRUE((*m)->execute().ok()) << what; });
+        EXPECT_EQ(n, 0) << what;
+      }
+    }
+  }
+  EXPECT_EQ(tried, 5);
+}
+
+}  // namespace
+}  // namespace kiln

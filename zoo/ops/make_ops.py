@@ -292,7 +292,44 @@ def loop_models():
         [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("a", F, None),
          helper.make_tensor_value_info("b", F, None)],
         [helper.make_tensor_value_info("s_out", F, None), helper.make_tensor_value_info("o", F, None)])
+    # A recurrent decoder as torch's `for t in range(x.size(0))` exports it: the trip count is
+    # x's first dim (dynamic), the body reads x[t] with Gather, carries h and emits every h.
+    rbody = helper.make_graph(
+        [node("Gather", ["x", "t"], ["xt"], axis=0), node("MatMul", ["xt", "W"], ["a"]), node("MatMul", ["h", "U"], ["b"]),
+         node("Add", ["a", "b"], ["s"]), node("Tanh", ["s"], ["h_out"]), node("Identity", ["c"], ["c_out"]),
+         node("Identity", ["h_out"], ["y_t"])], "rbody",
+        [helper.make_tensor_value_info("t", I64, []), helper.make_tensor_value_info("c", BOOL, []),
+         helper.make_tensor_value_info("h", F, None)],
+        [helper.make_tensor_value_info("c_out", BOOL, []), helper.make_tensor_value_info("h_out", F, None),
+         helper.make_tensor_value_info("y_t", F, None)])
+    rnn = [node("Shape", ["x"], ["xs"]), node("Gather", ["xs", "zero"], ["steps"], axis=0),
+           node("Loop", ["steps", "", "h0"], ["h_final", "ys"], body=rbody)]
+    rng = np.random.default_rng(7)
+    # A while loop (tf2onnx's pattern): a computed condition stops it before its trip count
+    # (the input's length); it counts the iterations it ran.
+    wbody = helper.make_graph(
+        [node("Mul", ["acc", "half"], ["ah"]), node("Add", ["ah", "x"], ["acc_out"]), node("Add", ["k", "one"], ["k_out"]),
+         node("ReduceSum", ["acc_out"], ["tot"], keepdims=0), node("Less", ["tot", "limit"], ["c_out"])], "wbody",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c", BOOL, []),
+         helper.make_tensor_value_info("acc", F, None), helper.make_tensor_value_info("k", I64, None)],
+        [helper.make_tensor_value_info("c_out", BOOL, []), helper.make_tensor_value_info("acc_out", F, None),
+         helper.make_tensor_value_info("k_out", I64, None)],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half"), numpy_helper.from_array(np.array(1, np.int64), "one"),
+         numpy_helper.from_array(np.array(6.0, np.float32), "limit")])
+    wloop = [node("Shape", ["x"], ["xs"]), node("Gather", ["xs", "zero"], ["steps"], axis=0),
+             node("ReduceSum", ["x"], ["x_tot"], keepdims=0), node("Less", ["x_tot", "limit0"], ["go"]),
+             node("Loop", ["steps", "go", "x", "k0"], ["acc_final", "k_final"], body=wbody)]
     return [
+        Op("loop_dynamic", rnn, [("x", F, ["T", "B", 3]), ("h0", F, ["B", 4])], [("h_final", F), ("ys", F)],
+           {"T": (1, 12), "B": (1, 3)}, [{"T": 1, "B": 1}, {"T": 2, "B": 3}, {"T": 5, "B": 2}, {"T": 12, "B": 3}, {"T": 12, "B": 1}],
+           consts={"zero": np.array(0, np.int64), "W": (rng.standard_normal((3, 4)) * 0.5).astype(np.float32),
+                   "U": (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)},
+           notes="Loop over a dynamic trip count (x's first dim): a runtime loop, scan output planned at the bound"),
+        Op("loop_while", wloop, [("x", F, ["N"])], [("acc_final", F), ("k_final", I64)], {"N": (1, 16)},
+           [{"N": 1}, {"N": 2}, {"N": 5}, {"N": 9}, {"N": 16}, {"N": 3, "values": {"x": np.array([4.0, 4.0, 4.0], np.float32)}},
+            {"N": 4, "values": {"x": np.array([0.1, 0.2, 0.1, 0.3], np.float32)}}],
+           consts={"zero": np.array(0, np.int64), "k0": np.array(0, np.int64), "limit0": np.array(5.0, np.float32)},
+           notes="a while loop: a computed condition stops it early (or before its first iteration)"),
         Op("loop_static", loop, [("x0", F, ["N", 3]), ("x", F, ["N", 3]), ("w", F, [4, 2])],
            [("acc_final", F), ("ys", F)], {"N": (0, 6)}, batch_cases(hi=6), consts={"zero": np.array(0, np.int64)},
            notes="Loop, trip count 4 from a static axis: unrolled at export"),

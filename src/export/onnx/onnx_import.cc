@@ -583,7 +583,31 @@ class Importer {
     return false;
   }
 
+  /// True unless the Loop body's condition output is a constant true or its condition input
+  /// passed through (torch's `for` loops); unrolling needs the full trip count.
+  static bool body_condition_computed(const onnx::GraphProto& body) {
+    if (body.output_size() < 1 || body.input_size() < 2) return true;
+    const std::string& out = body.output(0).name();
+    if (out == body.input(1).name()) return false;
+    for (const onnx::NodeProto& n : body.node()) {
+      bool makes = false;
+      for (const std::string& o : n.output()) makes = makes || o == out;
+      if (!makes) continue;
+      if (n.op_type() == "Identity" && n.input_size() == 1 && n.input(0) == body.input(1).name()) return false;
+      if (n.op_type() != "Constant") return true;
+      for (const onnx::AttributeProto& a : n.attribute())
+        if (a.name() == "value" && a.t().data_type() == onnx::TensorProto::BOOL &&
+            ((a.t().int32_data_size() == 1 && a.t().int32_data(0) != 0) || (a.t().raw_data().size() == 1 && a.t().raw_data()[0] != 0)))
+          return false;
+      return true;
+    }
+    for (const onnx::TensorProto& t : body.initializer())
+      if (t.name() == out) return false;  // a constant initializer: checked when unrolled
+    return true;
+  }
+
   /// Imports `body` once with its inputs bound to `inputs`; returns its outputs' values.
+  /// Iteration `i` of an unrolled loop names its nodes with "@i"; -1: a runtime loop's body.
   Result<std::vector<int>> import_iteration(const onnx::GraphProto& body, const std::vector<int>& inputs, const std::string& name,
                                             int64_t i) {
     if (body.input_size() != static_cast<int>(inputs.size()))
@@ -591,7 +615,7 @@ class Importer {
                               std::to_string(inputs.size()));
     for (size_t k = 0; k < inputs.size(); ++k) names_[body.input(static_cast<int>(k)).name()] = inputs[k];
     const std::string saved = iteration_suffix_;
-    iteration_suffix_ += "@" + std::to_string(i);
+    if (i >= 0) iteration_suffix_ += "@" + std::to_string(i);
     Status st = import_nodes(body);
     iteration_suffix_ = saved;
     KILN_TRY(st);
@@ -638,33 +662,95 @@ class Importer {
     return ok_status();
   }
 
+  /// A runtime loop (GraphBuilder::begin_loop) of `body` over `trip` iterations: `init` the
+  /// carried values, `cond` the initial condition; `body_inputs(iteration, slots)` gives the
+  /// body's inputs; returns the final carried values and the scan outputs ([trip, ...]).
+  /// Refuses a body whose condition is computed when it has scan outputs (their length would
+  /// depend on the data).
+  Result<std::vector<int>> import_runtime_loop(const onnx::GraphProto& body, const std::string& name, const char* op,
+                                               core::ExprId trip, int cond, const std::vector<int>& init,
+                                               const std::function<Result<std::vector<int>>(int, const std::vector<int>&)>& body_inputs,
+                                               size_t scan_outputs) {
+    KILN_TRY(add_body_constants(body));
+    report_->onnx_nodes += static_cast<size_t>(body.node_size());
+    ++report_->runtime_loops;
+    KILN_ASSIGN_OR_RETURN(std::vector<int> state, g_.begin_loop(trip, cond, init, name));
+    const std::vector<int> slots(state.begin() + 1, state.end());
+    KILN_ASSIGN_OR_RETURN(std::vector<int> ins, body_inputs(state[0], slots));
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, import_iteration(body, ins, name, -1));
+    const bool computed_cond = std::string(op) == "Loop";
+    int cond_out = -1;
+    size_t at = 0;
+    if (computed_cond) {
+      cond_out = outs[at++];
+      int64_t go = 0;
+      if (scan_outputs > 0 && (!const_scalar(cond_out, &go) || !go))
+        return unimplemented("node '" + name + "' (Loop): its body's condition is computed and it has scan outputs, whose "
+                             "length would depend on the data; Kiln runs such loops without scan outputs");
+    } else {
+      KILN_ASSIGN_OR_RETURN(cond_out, g_.add_constant(name + "/go", DType::kBool, {}, std::vector<uint8_t>{1}));
+    }
+    const std::vector<int> results(outs.begin() + static_cast<long>(at), outs.begin() + static_cast<long>(at + init.size()));
+    const std::vector<int> scans(outs.begin() + static_cast<long>(at + init.size()), outs.end());
+    KILN_ASSIGN_OR_RETURN(std::vector<int> ends, g_.end_loop(cond_out, results, scans));
+    std::vector<int> final_values = slots;
+    final_values.insert(final_values.end(), ends.begin() + 1, ends.end());
+    return final_values;
+  }
+
   Status import_loop(const onnx::NodeProto& n, const std::string& name) {
     const onnx::GraphProto* body = body_of(n);
     if (!body) return invalid_argument("node '" + name + "' (Loop) has no body");
     const int carried = n.input_size() - 2;
-    if (body->output_size() < 1 + carried || n.output_size() != body->output_size() - 1)
-      return invalid_argument("node '" + name + "' (Loop): its body's outputs do not match the node's");
+    if (body->output_size() < 1 + carried || n.output_size() != body->output_size() - 1 || body->input_size() != 2 + carried)
+      return invalid_argument("node '" + name + "' (Loop): its body's inputs and outputs do not match the node's");
     int64_t trips = -1;
+    core::ExprId trip_expr = core::kNoExpr;
     if (!n.input(0).empty()) {
       KILN_ASSIGN_OR_RETURN(int m, lookup(n.input(0), name));
-      if (!const_scalar(m, &trips))
-        return unimplemented("node '" + name + "' (Loop): its trip count is not known at export (it depends on the input "
-                             "shapes or data); Kiln unrolls loops whose count is static: pin the dims it reads");
+      const std::vector<core::ExprId>& sv = g_.sym_values(m);
+      if (!const_scalar(m, &trips) && sv.size() == 1) trip_expr = sv[0];
+      else if (trips < 0)
+        return unimplemented("node '" + name + "' (Loop): its trip count '" + n.input(0) + "' is data, not a size of the "
+                             "inputs; Kiln runs loops whose trip count the input shapes bound");
     }
+    bool cond_const = true;
+    int cond = -1;
     if (!n.input(1).empty()) {
-      KILN_ASSIGN_OR_RETURN(int c, lookup(n.input(1), name));
+      KILN_ASSIGN_OR_RETURN(cond, lookup(n.input(1), name));
       int64_t go = 0;
-      if (!const_scalar(c, &go) || !go)
-        return unimplemented("node '" + name + "' (Loop): its initial condition is not a constant true");
+      cond_const = const_scalar(cond, &go) && go;
     }
-    if (trips < 0) return unimplemented("node '" + name + "' (Loop) has no trip count: it runs until a computed condition");
-    KILN_TRY(check_unroll(name, "Loop", trips, *body));
-    KILN_TRY(add_body_constants(*body));
     std::vector<int> state;
     for (int k = 0; k < carried; ++k) {
       KILN_ASSIGN_OR_RETURN(int v, lookup(n.input(2 + k), name));
       state.push_back(v);
     }
+    if (trips < 0 && trip_expr == core::kNoExpr)
+      return unimplemented("node '" + name + "' (Loop) has no trip count: it runs until a computed condition; Kiln runs "
+                           "loops whose trip count the input shapes bound");
+    const bool unroll = trip_expr == core::kNoExpr && cond_const && trips >= 1 &&
+                        trips * std::max(1, body->node_size()) <= kMaxUnrolledNodes && !body_condition_computed(*body);
+    if (!unroll) {  // a runtime loop over the trip count (static, or an expression of the dims)
+      if (trip_expr == core::kNoExpr) trip_expr = g_.pool().constant(trips);
+      if (cond < 0) {
+        KILN_ASSIGN_OR_RETURN(cond, g_.add_constant(name + "/cond", DType::kBool, {}, std::vector<uint8_t>{1}));
+      }
+      KILN_ASSIGN_OR_RETURN(int yes, g_.add_constant(name + "/cond_in", DType::kBool, {}, std::vector<uint8_t>{1}));
+      KILN_ASSIGN_OR_RETURN(std::vector<int> outs,
+                            import_runtime_loop(*body, name, "Loop", trip_expr, cond, state,
+                                                [&](int iter, const std::vector<int>& slots) -> Result<std::vector<int>> {
+                                                  std::vector<int> ins = {iter, yes};
+                                                  ins.insert(ins.end(), slots.begin(), slots.end());
+                                                  return ins;
+                                                },
+                                                static_cast<size_t>(n.output_size() - carried)));
+      for (int k = 0; k < n.output_size(); ++k)
+        if (!n.output(k).empty()) names_[n.output(k)] = outs[static_cast<size_t>(k)];
+      return ok_status();
+    }
+    KILN_TRY(check_unroll(name, "Loop", trips, *body));
+    KILN_TRY(add_body_constants(*body));
     KILN_ASSIGN_OR_RETURN(int yes, g_.add_constant(name + "/cond", DType::kBool, {}, std::vector<uint8_t>{1}));
     std::vector<std::vector<int>> scans(static_cast<size_t>(body->output_size() - 1 - carried));
     for (int64_t i = 0; i < trips; ++i) {
@@ -674,8 +760,7 @@ class Importer {
       KILN_ASSIGN_OR_RETURN(std::vector<int> outs, import_iteration(*body, ins, name, i));
       int64_t go = 0;
       if (!const_scalar(outs[0], &go) || !go)
-        return unimplemented("node '" + name + "' (Loop): its body's condition is computed (it may stop early on the data); "
-                             "Kiln unrolls loops that run their full trip count");
+        return internal_error("node '" + name + "' (Loop): its body's condition is computed, yet it was unrolled");
       state.assign(outs.begin() + 1, outs.begin() + 1 + carried);
       for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(outs[1 + static_cast<size_t>(carried) + k]);
     }
@@ -1150,6 +1235,9 @@ std::string format_report(const ExportReport& r) {
   if (r.runtime_branches)
     o << "  runtime branches: " << r.runtime_branches << " If node" << (r.runtime_branches == 1 ? "" : "s")
       << " with both blocks kept, the condition evaluated at execute (KilnIf/KilnElse/KilnSelect)\n";
+  if (r.runtime_loops)
+    o << "  runtime loops: " << r.runtime_loops << " Loop/Scan node" << (r.runtime_loops == 1 ? "" : "s")
+      << " with the body kept once and run per iteration at execute (KilnLoop/KilnEndLoop; scan outputs planned at the bound)\n";
   if (!r.fusions.empty()) {
     std::map<std::string, int> by_op;
     for (const std::string& f : r.fusions) ++by_op[f.substr(0, f.find(' '))];

@@ -51,6 +51,7 @@ struct ExportReport {
   size_t folded_shape_nodes = 0;     ///< shape arithmetic folded into SymExprs
   size_t removed_nodes = 0;          ///< Identity/Dropout/Constant/If/BatchNormalization folded into a Conv
   size_t runtime_branches = 0;       ///< If nodes whose condition is known only at run time (both blocks kept)
+  size_t runtime_loops = 0;          ///< Loop/Scan nodes run as runtime loops (trip count from the dims, or too long to unroll)
   size_t views = 0;
   std::vector<std::string> inputs;   ///< "'pixels' f32 [batch, 3, H, W]"
   std::vector<std::string> outputs;

@@ -6,6 +6,13 @@
 //   KilnElse()     attrs: else_len.
 //   KilnSelect(cond, t_0..t_{n-1}, e_0..e_{n-1}) -> y_0..y_{n-1}: y_k = cond ? t_k : e_k.
 //   KilnAssert()   attrs: relation (0 ==, 1 >=, 2 divisible), lhs, rhs (expression ids), text.
+// Runtime loops (control.h): the kernels move values; execute decides whether to run the body.
+//   KilnLoop(cond, init_0..init_{n-1}) -> (iter, slot_0..slot_{n-1})
+//       attrs: body_len, trip (expression id of the trip count). iter = 0, slot_k = init_k.
+//   KilnEndLoop(iter, cond, slot_0..slot_{n-1}, result_0..result_{n-1}, scan_0..scan_{m-1})
+//       -> (count, out_0..out_{m-1})   attrs: carried = n, trip.
+//       out_j row `iter` (out_j is [trip, scan_j's shape]) = scan_j; slot_k = result_k (in
+//       place: the slots are the loop's state); iter += 1; count = iter.
 #include <cstring>
 
 #include "kernels/kernel.h"
@@ -115,6 +122,111 @@ KernelStatus kiln_assert_run(const RunCtx& c) {
   const int64_t l = c.expr_values[c.attrs.get_int("lhs", 0)], r = c.expr_values[c.attrs.get_int("rhs", 0)];
   const bool holds = rel == 0 ? l == r : rel == 1 ? l >= r : (r != 0 && core::floor_mod(l, r) == 0);
   return holds ? KernelStatus::kOk : KernelStatus::kInvalidValue;
+}
+
+namespace {
+
+constexpr size_t kMaxLoopCarried = 1024;
+
+Status check_trip(ShapeCtx& c) {
+  const int64_t trip = c.attrs.get_int("trip", -1);
+  if (trip < 0 || static_cast<size_t>(trip) >= c.pool.size()) return c.error("attribute 'trip' must be an expression id");
+  return ok_status();
+}
+
+}  // namespace
+
+Status kiln_loop_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(1, 1 + kMaxLoopCarried));
+  KILN_TRY(check_condition(c));
+  KILN_TRY(check_trip(c));
+  if (c.attrs.get_int("body_len", -1) < 0) return c.error("attribute 'body_len' must be >= 0");
+  if (c.outputs.size() != c.num_inputs()) return c.error("needs one output per loop-carried value, and the iteration");
+  c.out(0).dtype = DType::kI64;
+  c.out(0).shape.clear();
+  for (size_t k = 1; k < c.num_inputs(); ++k) {
+    c.out(k).dtype = c.in(k).dtype;
+    c.out(k).shape = c.in(k).shape;
+  }
+  return ok_status();
+}
+
+KernelStatus kiln_loop_run(const RunCtx& c) {
+  if (c.num_outputs != c.num_inputs || c.out(0).dtype != DType::kI64 || c.out(0).numel() != 1) return KernelStatus::kInvalidValue;
+  *static_cast<int64_t*>(c.out(0).data) = 0;
+  for (uint32_t k = 1; k < c.num_inputs; ++k) {
+    const TensorView& from = c.in(k);
+    TensorView& slot = c.out(k);
+    if (from.nbytes() != slot.nbytes()) return KernelStatus::kInvalidValue;
+    if (slot.nbytes() > 0 && slot.data != from.data) std::memmove(slot.data, from.data, slot.nbytes());
+  }
+  return KernelStatus::kOk;
+}
+
+Status kiln_end_loop_shape(ShapeCtx& c) {
+  KILN_TRY(check_trip(c));
+  const int64_t n = c.attrs.get_int("carried", -1);
+  if (n < 0 || static_cast<size_t>(n) > kMaxLoopCarried || c.num_inputs() < 2 + 2 * static_cast<size_t>(n))
+    return c.error("attribute 'carried' must count the slots and results among its inputs");
+  KILN_TRY(c.expect_inputs(c.num_inputs(), c.num_inputs()));
+  const SymTensor& iter = c.in(0);
+  if (iter.dtype != DType::kI64 || !iter.shape.empty()) return c.error("input 0 must be the loop's iteration (an int64 scalar)");
+  for (ExprId d : c.in(1).shape)
+    if (!c.pool.is_const_value(d, 1)) return c.error("the body's condition must hold exactly one element");
+  for (size_t k = 0; k < static_cast<size_t>(n); ++k) {
+    const SymTensor& slot = c.in(2 + k);
+    const SymTensor& r = c.in(2 + static_cast<size_t>(n) + k);
+    const std::string which = "loop-carried value " + std::to_string(k);
+    if (slot.dtype != r.dtype)
+      return c.error(which + " enters the body as " + dtype_name(slot.dtype) + " and leaves it as " + dtype_name(r.dtype));
+    bool same = slot.shape.size() == r.shape.size();
+    for (size_t a = 0; same && a < slot.shape.size(); ++a) same = slot.shape[a] == r.shape[a] || c.pool.always(slot.shape[a], core::ExprPool::Relation::kEq, r.shape[a]);
+    if (!same)
+      return c.error(which + " enters the body as " + c.pool.shape_to_string(slot.shape) + " and leaves it as " +
+                     c.pool.shape_to_string(r.shape) + "; Kiln runs loops whose carried values keep their shape");
+  }
+  const size_t scans = c.num_inputs() - 2 - 2 * static_cast<size_t>(n);
+  if (c.outputs.size() != 1 + scans) return c.error("needs the iteration count and one output per scan value");
+  c.out(0).dtype = DType::kI64;
+  c.out(0).shape.clear();
+  const ExprId trip = static_cast<ExprId>(c.attrs.get_int("trip", 0));
+  for (size_t j = 0; j < scans; ++j) {
+    const SymTensor& v = c.in(2 + 2 * static_cast<size_t>(n) + j);
+    if (v.shape.size() + 1 > static_cast<size_t>(kMaxRank)) return c.error("scan value " + std::to_string(j) + " has too high a rank");
+    c.out(1 + j).dtype = v.dtype;
+    c.out(1 + j).shape = {trip};
+    c.out(1 + j).shape.insert(c.out(1 + j).shape.end(), v.shape.begin(), v.shape.end());
+  }
+  return ok_status();
+}
+
+KernelStatus kiln_end_loop_run(const RunCtx& c) {
+  const int64_t n = c.attrs.get_int("carried", -1);
+  if (n < 0 || c.num_inputs < 2 + 2 * static_cast<uint32_t>(n) || c.num_outputs < 1) return KernelStatus::kInvalidValue;
+  const TensorView& iter_t = c.in(0);
+  if (iter_t.dtype != DType::kI64 || iter_t.numel() != 1) return KernelStatus::kInvalidValue;
+  int64_t* iter = static_cast<int64_t*>(iter_t.data);  // the loop's state: updated in place
+  const int64_t i = *iter;
+  const uint32_t first_scan = 2 + 2 * static_cast<uint32_t>(n);
+  for (uint32_t j = first_scan; j < c.num_inputs; ++j) {
+    const TensorView& v = c.in(j);
+    TensorView& out = c.out(1 + j - first_scan);
+    const size_t row = v.nbytes();
+    if (out.dtype != v.dtype || out.rank < 1 || i < 0 || i >= out.dims[0] || out.nbytes() != row * static_cast<size_t>(out.dims[0]))
+      return KernelStatus::kInvalidValue;
+    if (row > 0) std::memcpy(static_cast<uint8_t*>(out.data) + row * static_cast<size_t>(i), v.data, row);
+  }
+  for (uint32_t k = 0; k < static_cast<uint32_t>(n); ++k) {
+    const TensorView& slot = c.in(2 + k);
+    const TensorView& r = c.in(2 + static_cast<uint32_t>(n) + k);
+    if (slot.nbytes() != r.nbytes()) return KernelStatus::kInvalidValue;
+    if (slot.nbytes() > 0 && slot.data != r.data) std::memmove(slot.data, r.data, slot.nbytes());
+  }
+  *iter = i + 1;
+  TensorView& count = c.out(0);
+  if (count.dtype != DType::kI64 || count.numel() != 1) return KernelStatus::kInvalidValue;
+  *static_cast<int64_t*>(count.data) = i + 1;
+  return KernelStatus::kOk;
 }
 
 }  // namespace kiln::kernels
