@@ -136,9 +136,9 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
                               " outputs; the op produces " + std::to_string(k));
   take_guards(&ctx.guards);
   if (fold_ && num_outputs > 0) {
-    // (NonZero's count is a dim of the method: it runs at execute even on a constant.)
-    // (A runtime loop's markers move its state: they run at execute.)
-    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && op_type != "NonZero" &&
+    // (NonZero's count is a dim of the method: it runs at execute even on a constant. A
+    // runtime loop's markers move its state: they run at execute.)
+    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && !kernels::produces_data_dim(*op) &&
                      op_type != format::kLoopOp && op_type != format::kEndLoopOp;
     for (int id : inputs) all_const = all_const && (id < 0 || is_constant(id));
     if (all_const) return fold_node(op, ctx, node_name, inputs, attrs);
@@ -245,6 +245,14 @@ Result<int> GraphBuilder::add_sym_scalar(core::ExprId e, const std::string& node
   kernels::SymTensor t;
   t.dtype = DType::kI64;
   t.sym_values = {e};
+  return fold_shape_math(t, node_name);
+}
+
+Result<int> GraphBuilder::add_sym_ints(const std::vector<core::ExprId>& e, const std::string& node_name) {
+  kernels::SymTensor t;
+  t.dtype = DType::kI64;
+  t.shape = {pool_.constant(static_cast<int64_t>(e.size()))};
+  t.sym_values = e;
   return fold_shape_math(t, node_name);
 }
 
@@ -418,7 +426,8 @@ Result<std::vector<int>> GraphBuilder::begin_loop(core::ExprId trip, int cond, c
   return outs;
 }
 
-Result<std::vector<int>> GraphBuilder::end_loop(int cond, const std::vector<int>& results, const std::vector<int>& scans) {
+Result<std::vector<int>> GraphBuilder::end_loop(int cond, const std::vector<int>& results, const std::vector<int>& scans,
+                                                const std::vector<int64_t>& reverse) {
   if (loops_.empty()) return internal_error("end_loop: no loop is open");
   const OpenLoop l = loops_.back();
   if (results.size() + 1 != l.slots.size()) return internal_error("end_loop: one result per carried value");
@@ -431,6 +440,7 @@ Result<std::vector<int>> GraphBuilder::end_loop(int cond, const std::vector<int>
   loops_.pop_back();
   core::AttrStore a;
   a.set_int("carried", static_cast<int64_t>(results.size())).set_int("trip", l.trip);
+  if (std::any_of(reverse.begin(), reverse.end(), [](int64_t r) { return r != 0; })) a.set_ints("reverse", reverse);
   std::vector<int> inputs = {l.slots[0], cond};
   inputs.insert(inputs.end(), l.slots.begin() + 1, l.slots.end());
   inputs.insert(inputs.end(), results.begin(), results.end());

@@ -97,10 +97,15 @@ class GraphBuilder {
   /// values; end_loop(cond, results, scans) closes it and returns the iteration count and one
   /// [trip, ...] output per scan value. The body's results must keep the slots' shapes.
   Result<std::vector<int>> begin_loop(core::ExprId trip, int cond, const std::vector<int>& init, const std::string& node_name);
-  Result<std::vector<int>> end_loop(int cond, const std::vector<int>& results, const std::vector<int>& scans);
+  /// `reverse[k]` nonzero: scan output k is written from its last step back (ONNX Scan's
+  /// scan_output_directions).
+  Result<std::vector<int>> end_loop(int cond, const std::vector<int>& results, const std::vector<int>& scans,
+                                    const std::vector<int64_t>& reverse = {});
   bool in_loop() const { return !loops_.empty(); }
   /// An int64 scalar holding expression `e` at run time (a constant when `e` is one).
   Result<int> add_sym_scalar(core::ExprId e, const std::string& node_name);
+  /// A 1-D int64 tensor holding expressions `e` (a shape for Reshape, ...).
+  Result<int> add_sym_ints(const std::vector<core::ExprId>& e, const std::string& node_name);
 
   /// Requires `g.lhs g.op g.rhs` (kEq or kGe) of the shapes, as a shape function would: proven
   /// (nothing recorded), refuted (an error), or a guard (in an open block: a KilnAssert).

@@ -132,7 +132,7 @@ void Partitioner::plan_supported() {
     for (int32_t v : in.inputs) data = data || data_shaped(v);
     for (int32_t v : in.outputs) data = data || data_shaped(v);
     if (data) {
-      d.declined.push_back(format::DeclinedDesc{static_cast<int32_t>(i), "its shapes depend on the data (a NonZero count)"});
+      d.declined.push_back(format::DeclinedDesc{static_cast<int32_t>(i), "its shapes depend on the data (a NonZero or Compress count)"});
       continue;
     }
     std::vector<std::vector<ExprId>> outs;

@@ -596,7 +596,7 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
         }
         ins.n_attr = in->attrs()->size();
       }
-      if (std::strcmp(ins.op->name, "NonZero") == 0)
+      if (kernels::produces_data_dim(*ins.op))
         ins.produces = static_cast<int32_t>(core::Attrs(s.attrs.data() + ins.attr_begin, ins.n_attr).get_int("dim", -1));
       s.instrs.push_back(ins);
     }
@@ -856,6 +856,13 @@ Status Method::execute() {
     if (s.profiling)
       s.instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    if (ks != kernels::KernelStatus::kOk && in.produces >= 0 &&
+        s.dim_values[static_cast<size_t>(in.produces)] > s.meta.dims[static_cast<size_t>(in.produces)].max) {
+      const DimSpec& d = s.meta.dims[static_cast<size_t>(in.produces)];
+      return invalid_argument("execute: node '" + s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") found " + d.name +
+                              " = " + std::to_string(s.dim_values[static_cast<size_t>(in.produces)]) + ", above its bound " +
+                              std::to_string(d.max) + " (export's --dim " + d.name + "=..N sets it)");
+    }
     if (ks != kernels::KernelStatus::kOk && std::strcmp(in.op->name, "KilnAssert") == 0)
       return invalid_argument("execute: " + std::string(ctx.attrs.get_str("text", "a guard")) +
                               "; it fails at these input shapes, in a branch's block (checked when the block runs)");

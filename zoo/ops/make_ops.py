@@ -319,6 +319,13 @@ def loop_models():
     wloop = [node("Shape", ["x"], ["xs"]), node("Gather", ["xs", "zero"], ["steps"], axis=0),
              node("ReduceSum", ["x"], ["x_tot"], keepdims=0), node("Less", ["x_tot", "limit0"], ["go"]),
              node("Loop", ["steps", "go", "x", "k0"], ["acc_final", "k_final"], body=wbody)]
+    sbody2 = helper.make_graph(
+        [node("Add", ["s", "a"], ["s1"]), node("Mul", ["s1", "b"], ["o"]), node("Sub", ["s1", "b"], ["o2"]),
+         node("Identity", ["s1"], ["s_out"])], "sbody2",
+        [helper.make_tensor_value_info("s", F, None), helper.make_tensor_value_info("a", F, None),
+         helper.make_tensor_value_info("b", F, None)],
+        [helper.make_tensor_value_info("s_out", F, None), helper.make_tensor_value_info("o", F, None),
+         helper.make_tensor_value_info("o2", F, None)])
     return [
         Op("loop_dynamic", rnn, [("x", F, ["T", "B", 3]), ("h0", F, ["B", 4])], [("h_final", F), ("ys", F)],
            {"T": (1, 12), "B": (1, 3)}, [{"T": 1, "B": 1}, {"T": 2, "B": 3}, {"T": 5, "B": 2}, {"T": 12, "B": 3}, {"T": 12, "B": 1}],
@@ -330,6 +337,13 @@ def loop_models():
             {"N": 4, "values": {"x": np.array([0.1, 0.2, 0.1, 0.3], np.float32)}}],
            consts={"zero": np.array(0, np.int64), "k0": np.array(0, np.int64), "limit0": np.array(5.0, np.float32)},
            notes="a while loop: a computed condition stops it early (or before its first iteration)"),
+        Op("scan_dynamic", [node("Scan", ["s0", "a", "b"], ["s_final", "outs", "outs_back"], num_scan_inputs=2,
+                                 scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[1, 0],
+                                 scan_output_directions=[0, 1], body=sbody2)],
+           [("s0", F, ["N"]), ("a", F, ["N", "T"]), ("b", F, ["T", "N"])], [("s_final", F), ("outs", F), ("outs_back", F)],
+           {"N": (1, 4), "T": (1, 9)}, [{"N": 1, "T": 1}, {"N": 2, "T": 3}, {"N": 4, "T": 9}, {"N": 1, "T": 9}, {"N": 3, "T": 2}],
+           notes="Scan over a dynamic length T: a runtime loop; one input read backwards, outputs on axis 1 and "
+                 "written backwards"),
         Op("loop_static", loop, [("x0", F, ["N", 3]), ("x", F, ["N", 3]), ("w", F, [4, 2])],
            [("acc_final", F), ("ys", F)], {"N": (0, 6)}, batch_cases(hi=6), consts={"zero": np.array(0, np.int64)},
            notes="Loop, trip count 4 from a static axis: unrolled at export"),
@@ -368,6 +382,27 @@ OPS += [Op("nonzero_postprocess", _post, [("scores", F, ["N"]), ("boxes", F, ["N
            refused=[({"N": 3, "values": {"x": np.array([1, 2, 3], np.float32)}},
                      "execute: node 'Reshape_3' (Reshape) needs nonzero % 2 == 0")],
            notes="a guard on a data-dependent count (Reshape to pairs) is checked once the count is known")]
+
+
+# Compress (boolean-mask selection, as tf2onnx writes boxes[scores > t]) and a contract's
+# bound on a data-dependent count below its natural one (--dim nonzero=..3).
+OPS += [Op("compress_boxes", [node("Greater", ["scores", "thr"], ["m"]), node("Compress", ["boxes", "m"], ["kept"], axis=0),
+                              node("Compress", ["scores", "m"], ["kept_scores"])],
+           [("scores", F, ["N"]), ("boxes", F, ["N", 4])], [("kept", F), ("kept_scores", F)], {"N": (1, 12)},
+           [{"N": 5, "values": {"scores": np.full(5, -1.0, np.float32)}},
+            {"N": 1, "values": {"scores": np.array([2.0], np.float32)}},
+            {"N": 7}, {"N": 12}, {"N": 12, "values": {"scores": np.linspace(1, 2, 12, dtype=np.float32)}}],
+           consts={"thr": np.array(0.5, np.float32)},
+           notes="Compress's count is data-dependent: none, one, some and all kept (on an axis, and flattened)"),
+        Op("nonzero_bounded", [node("NonZero", ["x"], ["i2"]), node("Squeeze", ["i2", "zero"], ["i"]),
+                               node("Gather", ["x", "i"], ["y"], axis=0)],
+           [("x", F, ["N"])], [("y", F)], {"N": (1, 12)},
+           [{"N": 4, "values": {"x": np.array([0, 1.5, 0, -2], np.float32)}}, {"N": 12, "values": {"x": np.zeros(12, np.float32)}},
+            {"N": 12, "values": {"x": np.array([0, 0, 0, 1, 0, 0, 0, 0, 2, 0, 3, 0], np.float32)}}],
+           consts={"zero": np.array([0], np.int64)}, extra_args=["--dim", "nonzero=..3"],
+           refused=[({"N": 6, "values": {"x": np.array([1, 2, 3, 0, 4, 5], np.float32)}},
+                     "execute: node 'NonZero_0' (NonZero) found nonzero = 5, above its bound 3 (export's --dim nonzero=..N sets it)")],
+           notes="the contract bounds NonZero's count at 3 (its arena reservation); more fails execute, naming it")]
 
 
 # float16 weights with float32 inputs and outputs, as onnxconverter_common writes with
@@ -425,6 +460,54 @@ OPS += [Published("silero_vad", "silero-vad==5.1.2", "silero_vad/data/silero_vad
                   notes="real published model: runtime If on the sample rate, shape Ifs inside")]
 
 
+class Scripted(Op):
+    """A model torch exports from a scripted module (TorchScript exporter, opset `opset`):
+    `module()` builds it (seeded); its inputs are named and given dynamic axes as `inputs` says."""
+
+    def __init__(self, name, module, **kw):
+        super().__init__(name, [], kw.pop("inputs"), kw.pop("outputs"), kw.pop("dims"), kw.pop("cases"), **kw)
+        self.module = module
+
+
+def export_scripted(op, dest):
+    import torch  # torch 2.13.0 (CPU, on disk): pip install torch==2.13.0
+    torch.manual_seed(0)
+    m = torch.jit.script(op.module())
+    example = tuple(torch.zeros([x if isinstance(x, int) else op.dims[x][1] for x in d]) for _, _, d in op.inputs)
+    axes = {n: {i: x for i, x in enumerate(d) if not isinstance(x, int)} for n, _, d in op.inputs}
+    torch.onnx.export(m, example, dest, input_names=[n for n, _, _ in op.inputs], output_names=[n for n, _ in op.outputs],
+                      dynamic_axes=axes, opset_version=op.opset, dynamo=False)
+
+
+def recurrent_decoder():
+    import torch
+
+    class Decoder(torch.nn.Module):
+        """A recurrent decoder as people write it: a Python loop over the steps, a list of outputs."""
+
+        def __init__(self):
+            super().__init__()
+            self.inp = torch.nn.Linear(3, 4)
+            self.rec = torch.nn.Linear(4, 4)
+
+        def forward(self, x, h):
+            ys = []
+            for t in range(x.size(0)):
+                h = torch.tanh(self.inp(x[t]) + self.rec(h))
+                ys.append(h)
+            return torch.stack(ys), h
+
+    return Decoder()
+
+
+# torch's export of that loop: Loop over x.size(0) carrying h and a list (SequenceEmpty,
+# SequenceInsert in the body, ConcatFromSequence after): the list becomes a scan output.
+OPS += [Scripted("torch_decoder", recurrent_decoder, inputs=[("x", F, ["T", "B", 3]), ("h", F, ["B", 4])],
+                 outputs=[("ys", F), ("h_last", F)], dims={"T": (1, 10), "B": (1, 3)},
+                 cases=[{"T": 1, "B": 1}, {"T": 2, "B": 3}, {"T": 7, "B": 2}, {"T": 10, "B": 3}, {"T": 10, "B": 1}],
+                 notes="torch.jit.script of a for-loop decoder appending to a list: a runtime loop")]
+
+
 def model_proto(op):
     g_inputs = [helper.make_tensor_value_info(n, e, d) for n, e, d in op.inputs]
     g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
@@ -468,6 +551,8 @@ def build(op, sess_options):
     os.makedirs(os.path.join(ZOO, "ops/models"), exist_ok=True)
     if isinstance(op, Published):
         fetch_published(op, os.path.join(ZOO, onnx_rel))
+    elif isinstance(op, Scripted):
+        export_scripted(op, os.path.join(ZOO, onnx_rel))
     else:
         onnx.save(model_proto(op), os.path.join(ZOO, onnx_rel))
     sess = ort.InferenceSession(os.path.join(ZOO, onnx_rel), sess_options, providers=["CPUExecutionProvider"])

@@ -36,7 +36,8 @@ bool is_integer(const std::string& s) {
 
 Result<DimArg> parse_dim_arg(const std::string& text) {
   auto bad = [&]() {
-    return invalid_argument("cannot parse --dim '" + text + "': write NAME=MIN..MAX, NAME=MIN..MAX:STEP or NAME=VALUE");
+    return invalid_argument("cannot parse --dim '" + text + "': write NAME=MIN..MAX, NAME=MIN..MAX:STEP or NAME=VALUE "
+                            "(NAME=..MAX: a bound on a data-dependent size)");
   };
   size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0) return bad();
@@ -61,7 +62,8 @@ Result<DimArg> parse_dim_arg(const std::string& text) {
     if (!num(hi.substr(colon + 1), &d.step)) return bad();
     hi = hi.substr(0, colon);
   }
-  if (!num(rest.substr(0, dots), &d.min) || !num(hi, &d.max)) return bad();
+  if (dots == 0) d.min = 0;  // "..MAX": from 0 (a data-dependent size's bound)
+  if ((dots > 0 && !num(rest.substr(0, dots), &d.min)) || !num(hi, &d.max)) return bad();
   return d;
 }
 
@@ -86,7 +88,8 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
 namespace {
 
 // Ops the importer resolves itself instead of passing to the registry.
-const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero", "Loop", "Scan"};
+const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero", "Compress", "Loop", "Scan",
+                                             "SequenceEmpty", "SequenceInsert", "ConcatFromSequence"};
 
 class Importer {
  public:
@@ -114,6 +117,9 @@ class Importer {
     }
     KILN_TRY(add_inputs(graph));
     KILN_TRY(import_nodes(graph, true));
+    if (!data_bounds_.empty())
+      return invalid_argument("--dim names '" + data_bounds_.begin()->first +
+                              "', which no input axis uses and no data-dependent size (NonZero's, Compress's) takes");
     for (const onnx::ValueInfoProto& o : graph.output()) {
       KILN_TRY(check_io_type(o, "output"));
       auto it = names_.find(o.name());
@@ -241,8 +247,10 @@ class Importer {
       if (!known_inputs.count(n)) errors.push_back("--input names '" + n + "', which is not an input of the model");
     for (const auto& [n, v] : opts_.consts)
       if (!known_inputs.count(n)) errors.push_back("--const names '" + n + "', which is not an input of the model");
-    for (const DimArg& d : opts_.dims)
-      if (!used_dims.count(d.name)) errors.push_back("--dim names '" + d.name + "', which no input axis uses");
+    for (const DimArg& d : opts_.dims)  // else a bound on a data-dependent size (NonZero's, ...), checked after import
+      if (!used_dims.count(d.name)) data_bounds_[d.name] = d;
+    if (!errors.empty())  // the contract is refused before import: a data-dependent size cannot claim these
+      for (const auto& [n, d] : data_bounds_) errors.push_back("--dim names '" + n + "', which no input axis uses");
     if (!errors.empty()) {
       std::string msg = errors.size() == 1 ? errors[0] : std::to_string(errors.size()) + " problems with the shape contract:";
       if (errors.size() > 1)
@@ -412,8 +420,10 @@ class Importer {
     }
     if (op == "If") return import_if(n, name);
     if (op == "NonZero") return import_nonzero(n, name);
+    if (op == "Compress") return import_compress(n, name);
     if (op == "Loop") return import_loop(n, name);
     if (op == "Scan") return import_scan(n, name);
+    if (op == "SequenceEmpty" || op == "SequenceInsert" || op == "ConcatFromSequence") return import_sequence_op(n, name);
     KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, attrs_from_node(n));
     std::vector<int> inputs;
     for (const std::string& in : n.input()) {
@@ -439,12 +449,51 @@ class Importer {
   // One case is known at export: torch before opset 11 lowers arange(n) to
   // NonZero(ConstantOfShape([n], value != 0)), whose result is [[0, 1, ..., n-1]]; it becomes
   // Unsqueeze(Range(0, n, 1)), which shape math folds like any arange.
+  /// A data-dependent dim named `base` (or base2, ...) bounded by `max`, or by the contract's
+  /// `--dim NAME=..K` when it names this dim (no input axis uses that name).
+  Result<int> data_dim(const std::string& base, int64_t max, const std::string& node) {
+    std::string name = base;
+    for (int k = 2; g_.pool().find_dim(name) >= 0; ++k) name = base + std::to_string(k);
+    auto bound = data_bounds_.find(name);
+    if (bound != data_bounds_.end()) {
+      if (bound->second.pinned || bound->second.step != 1)
+        return invalid_argument("--dim '" + name + "' bounds node '" + node + "''s data-dependent size: give it as " + name +
+                                "=..MAX (its value is known only while executing)");
+      max = std::min(max, bound->second.max);
+      data_bounds_.erase(bound);
+    }
+    return g_.add_data_dim(name, std::max<int64_t>(max, 0));
+  }
+
+  Status import_compress(const onnx::NodeProto& n, const std::string& name) {
+    if (n.input_size() != 2 || n.output_size() != 1) return invalid_argument("node '" + name + "' (Compress) takes 2 inputs and gives 1 output");
+    KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
+    KILN_ASSIGN_OR_RETURN(int cond, lookup(n.input(1), name));
+    KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
+    // At most the condition's length, and the length of what it selects from.
+    int64_t bound = g_.shape(cond).size() == 1 ? g_.pool().range(g_.shape(cond)[0]).hi : 0;
+    const std::vector<core::ExprId>& xs = g_.shape(x);
+    core::Interval len{1, 1};
+    if (a.view().has("axis")) {
+      int64_t axis = a.view().get_int("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(xs.size());
+      if (axis >= 0 && axis < static_cast<int64_t>(xs.size())) len = g_.pool().range(xs[static_cast<size_t>(axis)]);
+    } else {
+      for (core::ExprId e : xs) len = core::node_range(core::ExprOp::kMul, len, g_.pool().range(e), 0);
+    }
+    KILN_ASSIGN_OR_RETURN(int d, data_dim("compress", std::min(bound, len.hi), name));
+    a.set_int("dim", d);
+    KILN_ASSIGN_OR_RETURN(int out, g_.add("Compress", name, {x, cond}, a));
+    names_[n.output(0)] = out;
+    return ok_status();
+  }
+
   Status import_nonzero(const onnx::NodeProto& n, const std::string& name) {
     KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
     auto data_dependent = [&]() -> Status {
       core::Interval count{1, 1};
       for (core::ExprId e : g_.shape(x)) count = core::node_range(core::ExprOp::kMul, count, g_.pool().range(e), 0);
-      const int d = g_.add_data_dim("nonzero", std::max<int64_t>(count.hi, 0));
+      KILN_ASSIGN_OR_RETURN(const int d, data_dim("nonzero", count.hi, name));
       core::AttrStore a;
       a.set_int("dim", d);
       KILN_ASSIGN_OR_RETURN(int out, g_.add("NonZero", name, {x}, a));
@@ -613,7 +662,8 @@ class Importer {
     if (body.input_size() != static_cast<int>(inputs.size()))
       return invalid_argument("node '" + name + "': its body takes " + std::to_string(body.input_size()) + " inputs, expected " +
                               std::to_string(inputs.size()));
-    for (size_t k = 0; k < inputs.size(); ++k) names_[body.input(static_cast<int>(k)).name()] = inputs[k];
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k] >= 0) names_[body.input(static_cast<int>(k)).name()] = inputs[k];  // -1: a list (sequences_)
     const std::string saved = iteration_suffix_;
     if (i >= 0) iteration_suffix_ += "@" + std::to_string(i);
     Status st = import_nodes(body);
@@ -621,6 +671,10 @@ class Importer {
     KILN_TRY(st);
     std::vector<int> outs;
     for (const onnx::ValueInfoProto& o : body.output()) {
+      if (sequences_.count(o.name()) && !names_.count(o.name())) {  // a list: the loop reads it from sequences_
+        outs.push_back(-1);
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(int id, lookup(o.name(), name));
       outs.push_back(id);
     }
@@ -663,19 +717,27 @@ class Importer {
   }
 
   /// A runtime loop (GraphBuilder::begin_loop) of `body` over `trip` iterations: `init` the
-  /// carried values, `cond` the initial condition; `body_inputs(iteration, slots)` gives the
-  /// body's inputs; returns the final carried values and the scan outputs ([trip, ...]).
-  /// Refuses a body whose condition is computed when it has scan outputs (their length would
-  /// depend on the data).
+  /// carried values (-1: a list the body appends to, torch's `ys.append(y)`), `cond` the
+  /// initial condition; `body_inputs(iteration, slots)` gives the body's inputs (slots: -1 at
+  /// the lists). Returns, per carried value, its final value (a list: -1, the stacked list in
+  /// `stacked`), then the scan outputs ([trip, ...]). Refuses a body whose condition is
+  /// computed when it has scan outputs or lists (their length would depend on the data).
+  /// `reverse[k]`: scan output k is written from its last step back.
   Result<std::vector<int>> import_runtime_loop(const onnx::GraphProto& body, const std::string& name, const char* op,
                                                core::ExprId trip, int cond, const std::vector<int>& init,
                                                const std::function<Result<std::vector<int>>(int, const std::vector<int>&)>& body_inputs,
-                                               size_t scan_outputs) {
+                                               size_t scan_outputs, const std::vector<int64_t>& reverse = {},
+                                               std::vector<int>* stacked = nullptr) {
     KILN_TRY(add_body_constants(body));
     report_->onnx_nodes += static_cast<size_t>(body.node_size());
     ++report_->runtime_loops;
-    KILN_ASSIGN_OR_RETURN(std::vector<int> state, g_.begin_loop(trip, cond, init, name));
-    const std::vector<int> slots(state.begin() + 1, state.end());
+    std::vector<int> real_init;
+    for (int v : init)
+      if (v >= 0) real_init.push_back(v);
+    const size_t lists = init.size() - real_init.size();
+    KILN_ASSIGN_OR_RETURN(std::vector<int> state, g_.begin_loop(trip, cond, real_init, name));
+    std::vector<int> slots;
+    for (size_t k = 0, j = 1; k < init.size(); ++k) slots.push_back(init[k] >= 0 ? state[j++] : -1);
     KILN_ASSIGN_OR_RETURN(std::vector<int> ins, body_inputs(state[0], slots));
     KILN_ASSIGN_OR_RETURN(std::vector<int> outs, import_iteration(body, ins, name, -1));
     const bool computed_cond = std::string(op) == "Loop";
@@ -684,18 +746,103 @@ class Importer {
     if (computed_cond) {
       cond_out = outs[at++];
       int64_t go = 0;
-      if (scan_outputs > 0 && (!const_scalar(cond_out, &go) || !go))
+      if ((scan_outputs > 0 || lists > 0) && (!const_scalar(cond_out, &go) || !go))
         return unimplemented("node '" + name + "' (Loop): its body's condition is computed and it has scan outputs, whose "
                              "length would depend on the data; Kiln runs such loops without scan outputs");
     } else {
       KILN_ASSIGN_OR_RETURN(cond_out, g_.add_constant(name + "/go", DType::kBool, {}, std::vector<uint8_t>{1}));
     }
-    const std::vector<int> results(outs.begin() + static_cast<long>(at), outs.begin() + static_cast<long>(at + init.size()));
-    const std::vector<int> scans(outs.begin() + static_cast<long>(at + init.size()), outs.end());
-    KILN_ASSIGN_OR_RETURN(std::vector<int> ends, g_.end_loop(cond_out, results, scans));
+    std::vector<int> results, list_items;
+    for (size_t k = 0; k < init.size(); ++k) {
+      if (init[k] >= 0) {
+        if (outs[at + k] < 0) return invalid_argument("node '" + name + "' (Loop): carried value " + std::to_string(k) + " becomes a list");
+        results.push_back(outs[at + k]);
+        continue;
+      }
+      // A list: the body must give back the list it read with one item appended.
+      const std::string& out_name = body.output(static_cast<int>(at + k)).name();
+      auto it = sequences_.find(out_name);
+      if (it == sequences_.end() || it->second.kind != Sequence::kAppended || it->second.list != static_cast<int>(k))
+        return unimplemented("node '" + name + "' (Loop): its body does not append exactly one item to the list it carries as value " +
+                             std::to_string(k) + "; Kiln runs loops whose lists grow by one SequenceInsert at the end per iteration");
+      list_items.push_back(it->second.value);
+    }
+    std::vector<int> scans(outs.begin() + static_cast<long>(at + init.size()), outs.end());
+    std::vector<int64_t> rev = reverse;
+    rev.resize(scans.size(), 0);
+    scans.insert(scans.end(), list_items.begin(), list_items.end());
+    rev.resize(scans.size(), 0);
+    KILN_ASSIGN_OR_RETURN(std::vector<int> ends, g_.end_loop(cond_out, results, scans, rev));
     std::vector<int> final_values = slots;
-    final_values.insert(final_values.end(), ends.begin() + 1, ends.end());
+    final_values.insert(final_values.end(), ends.begin() + 1, ends.end() - static_cast<long>(list_items.size()));
+    if (stacked) {
+      stacked->assign(init.size(), -1);
+      for (size_t k = 0, j = ends.size() - list_items.size(); k < init.size(); ++k)
+        if (init[k] < 0) (*stacked)[k] = ends[j++];
+    }
     return final_values;
+  }
+
+  // Lists (ONNX sequences) as torch exports a list a loop appends to: SequenceEmpty before
+  // the loop, SequenceInsert at the end of its body, ConcatFromSequence after it (stack or
+  // cat). The list becomes one of the loop's scan outputs; other uses of sequences are refused.
+  struct Sequence {
+    enum Kind { kEmpty, kInBody, kAppended, kStacked } kind = kEmpty;
+    int list = -1;   ///< kInBody, kAppended: which carried value of the loop being imported
+    int value = -1;  ///< kAppended: the item appended; kStacked: the items stacked on a new axis 0
+  };
+  std::unordered_map<std::string, Sequence> sequences_;
+
+  Status import_sequence_op(const onnx::NodeProto& n, const std::string& name) {
+    const std::string& op = n.op_type();
+    auto refuse = [&](const std::string& why) {
+      return unimplemented("node '" + name + "' (" + op + "): " + why +
+                           "; Kiln runs lists only as a loop's body appends to them (torch's list.append in a loop), "
+                           "stacked or concatenated after the loop");
+    };
+    if (n.output_size() < 1) return invalid_argument("node '" + name + "' (" + op + ") has no output");
+    if (op == "SequenceEmpty") {
+      if (n.input_size() > 0) return refuse("takes inputs");
+      sequences_[n.output(0)] = Sequence{};
+      return ok_status();
+    }
+    auto in = n.input_size() > 0 ? sequences_.find(n.input(0)) : sequences_.end();
+    if (op == "SequenceInsert") {
+      if (n.input_size() != 2) return refuse("inserts at a position");
+      if (in == sequences_.end() || in->second.kind != Sequence::kInBody) return refuse("appends to a list a loop does not carry");
+      KILN_ASSIGN_OR_RETURN(int item, lookup(n.input(1), name));
+      sequences_[n.output(0)] = Sequence{Sequence::kAppended, in->second.list, item};
+      return ok_status();
+    }
+    // ConcatFromSequence(list): axis, new_axis (1: stack, 0: concatenate).
+    if (in == sequences_.end() || in->second.kind != Sequence::kStacked) return refuse("reads a list no loop made");
+    KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
+    const core::Attrs attrs = a.view();
+    const int64_t new_axis = attrs.get_int("new_axis", 0), axis = attrs.get_int("axis", 0);
+    const int stacked = in->second.value;
+    const int64_t r = static_cast<int64_t>(g_.shape(stacked).size());  // the items' rank + 1
+    const int64_t ax = axis < 0 ? axis + (new_axis ? r : r - 1) : axis;
+    if (ax < 0 || ax >= (new_axis ? r : r - 1)) return invalid_argument("node '" + name + "' (ConcatFromSequence): axis out of range");
+    int y = stacked;
+    if (ax != 0) {  // the items' axis 0 moves to `ax`
+      std::vector<int64_t> perm;
+      for (int64_t d = 1; d <= ax; ++d) perm.push_back(d);
+      perm.push_back(0);
+      for (int64_t d = ax + 1; d < r; ++d) perm.push_back(d);
+      core::AttrStore pa;
+      pa.set_ints("perm", perm);
+      KILN_ASSIGN_OR_RETURN(y, g_.add("Transpose", name + "/axis", {y}, pa));
+    }
+    if (!new_axis) {  // concatenate: merge the list's axis with the items' axis `ax`
+      std::vector<core::ExprId> shape = g_.shape(y);
+      std::vector<core::ExprId> merged(shape.begin(), shape.begin() + ax);
+      merged.push_back(g_.pool().mul(shape[static_cast<size_t>(ax)], shape[static_cast<size_t>(ax) + 1]));
+      merged.insert(merged.end(), shape.begin() + ax + 2, shape.end());
+      KILN_ASSIGN_OR_RETURN(int to, g_.add_sym_ints(merged, name + "/shape"));
+      KILN_ASSIGN_OR_RETURN(y, g_.add("Reshape", name, {y, to}));
+    }
+    names_[n.output(0)] = y;
+    return ok_status();
   }
 
   Status import_loop(const onnx::NodeProto& n, const std::string& name) {
@@ -722,14 +869,24 @@ class Importer {
       cond_const = const_scalar(cond, &go) && go;
     }
     std::vector<int> state;
+    bool lists = false;
     for (int k = 0; k < carried; ++k) {
+      auto seq = sequences_.find(n.input(2 + k));
+      if (seq != sequences_.end()) {
+        if (seq->second.kind != Sequence::kEmpty)
+          return unimplemented("node '" + name + "' (Loop): it carries a list that is not empty when it starts; Kiln runs loops "
+                               "whose lists start empty (SequenceEmpty)");
+        state.push_back(-1);
+        lists = true;
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(int v, lookup(n.input(2 + k), name));
       state.push_back(v);
     }
     if (trips < 0 && trip_expr == core::kNoExpr)
       return unimplemented("node '" + name + "' (Loop) has no trip count: it runs until a computed condition; Kiln runs "
                            "loops whose trip count the input shapes bound");
-    const bool unroll = trip_expr == core::kNoExpr && cond_const && trips >= 1 &&
+    const bool unroll = trip_expr == core::kNoExpr && cond_const && trips >= 1 && !lists &&
                         trips * std::max(1, body->node_size()) <= kMaxUnrolledNodes && !body_condition_computed(*body);
     if (!unroll) {  // a runtime loop over the trip count (static, or an expression of the dims)
       if (trip_expr == core::kNoExpr) trip_expr = g_.pool().constant(trips);
@@ -737,16 +894,26 @@ class Importer {
         KILN_ASSIGN_OR_RETURN(cond, g_.add_constant(name + "/cond", DType::kBool, {}, std::vector<uint8_t>{1}));
       }
       KILN_ASSIGN_OR_RETURN(int yes, g_.add_constant(name + "/cond_in", DType::kBool, {}, std::vector<uint8_t>{1}));
+      std::vector<int> stacked;
       KILN_ASSIGN_OR_RETURN(std::vector<int> outs,
                             import_runtime_loop(*body, name, "Loop", trip_expr, cond, state,
                                                 [&](int iter, const std::vector<int>& slots) -> Result<std::vector<int>> {
                                                   std::vector<int> ins = {iter, yes};
                                                   ins.insert(ins.end(), slots.begin(), slots.end());
+                                                  for (size_t k = 0; k < slots.size(); ++k)  // a list the body appends to
+                                                    if (slots[k] < 0)
+                                                      sequences_[body->input(2 + static_cast<int>(k)).name()] =
+                                                          Sequence{Sequence::kInBody, static_cast<int>(k), -1};
                                                   return ins;
                                                 },
-                                                static_cast<size_t>(n.output_size() - carried)));
-      for (int k = 0; k < n.output_size(); ++k)
-        if (!n.output(k).empty()) names_[n.output(k)] = outs[static_cast<size_t>(k)];
+                                                static_cast<size_t>(n.output_size() - carried), {}, &stacked));
+      for (int k = 0; k < n.output_size(); ++k) {
+        if (n.output(k).empty()) continue;
+        if (k < carried && stacked[static_cast<size_t>(k)] >= 0)
+          sequences_[n.output(k)] = Sequence{Sequence::kStacked, -1, stacked[static_cast<size_t>(k)]};
+        else
+          names_[n.output(k)] = outs[static_cast<size_t>(k)];
+      }
       return ok_status();
     }
     KILN_TRY(check_unroll(name, "Loop", trips, *body));
@@ -770,6 +937,57 @@ class Importer {
       KILN_ASSIGN_OR_RETURN(int st, stack(scans[k], 0, name + "/scan" + std::to_string(k)));
       if (!n.output(carried + static_cast<int>(k)).empty()) names_[n.output(carried + static_cast<int>(k))] = st;
     }
+    return ok_status();
+  }
+
+  /// A Scan over a sequence of `len` steps as a runtime loop: each iteration gathers its
+  /// step of every scan input (backwards where its direction says); the loop writes scan
+  /// outputs backwards where theirs says, and a Transpose moves the steps to their axis.
+  Status import_runtime_scan(const onnx::NodeProto& n, const onnx::GraphProto& body, const std::string& name, core::ExprId len,
+                             const std::vector<int>& state, const std::vector<int>& scan_in, const std::vector<int64_t>& in_axes,
+                             const std::vector<int64_t>& in_dirs, const std::vector<int64_t>& out_axes,
+                             const std::vector<int64_t>& out_dirs) {
+    KILN_ASSIGN_OR_RETURN(int go, g_.add_constant(name + "/cond", DType::kBool, {}, std::vector<uint8_t>{1}));
+    int last = -1;  // len - 1, for inputs read backwards
+    auto body_inputs = [&](int iter, const std::vector<int>& slots) -> Result<std::vector<int>> {
+      std::vector<int> ins = slots;
+      for (size_t j = 0; j < scan_in.size(); ++j) {
+        int at = iter;
+        if (in_dirs[j]) {
+          if (last < 0) {
+            KILN_ASSIGN_OR_RETURN(last, g_.add_sym_scalar(g_.pool().add(len, g_.pool().constant(-1)), name + "/last"));
+          }
+          KILN_ASSIGN_OR_RETURN(at, g_.add("Sub", name + "/back" + std::to_string(j), {last, iter}));
+        }
+        core::AttrStore ax;
+        ax.set_int("axis", in_axes[j]);
+        KILN_ASSIGN_OR_RETURN(int slice, g_.add("Gather", name + "/step" + std::to_string(j), {scan_in[j], at}, ax));
+        ins.push_back(slice);
+      }
+      return ins;
+    };
+    const size_t k_out = out_axes.size();
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs,
+                          import_runtime_loop(body, name, "Scan", len, go, state, body_inputs, k_out, out_dirs));
+    const size_t states = state.size();
+    for (size_t k = 0; k < k_out; ++k) {
+      int y = outs[states + k];
+      const int64_t r = static_cast<int64_t>(g_.shape(y).size());
+      const int64_t axis = out_axes[k] < 0 ? out_axes[k] + r : out_axes[k];
+      if (axis < 0 || axis >= r) return invalid_argument("node '" + name + "' (Scan): scan output axis out of range");
+      if (axis != 0) {  // the steps' axis moves from 0 to `axis`
+        std::vector<int64_t> perm;
+        for (int64_t a = 1; a <= axis; ++a) perm.push_back(a);
+        perm.push_back(0);
+        for (int64_t a = axis + 1; a < r; ++a) perm.push_back(a);
+        core::AttrStore pa;
+        pa.set_ints("perm", perm);
+        KILN_ASSIGN_OR_RETURN(y, g_.add("Transpose", name + "/axis" + std::to_string(k), {y}, pa));
+      }
+      if (!n.output(static_cast<int>(states + k)).empty()) names_[n.output(static_cast<int>(states + k))] = y;
+    }
+    for (size_t k = 0; k < states; ++k)
+      if (!n.output(static_cast<int>(k)).empty()) names_[n.output(static_cast<int>(k))] = outs[k];
     return ok_status();
   }
 
@@ -804,18 +1022,20 @@ class Importer {
       (k < states ? state : scan_in).push_back(v);
     }
     int64_t len = -1;
+    core::ExprId len_expr = core::kNoExpr;
     for (size_t j = 0; j < scan_in.size(); ++j) {
       const int64_t r = static_cast<int64_t>(g_.shape(scan_in[j]).size());
       if (in_axes[j] < -r || in_axes[j] >= r) return invalid_argument("node '" + name + "' (Scan): scan input axis out of range");
       if (in_axes[j] < 0) in_axes[j] += r;
       const core::ExprId d = g_.shape(scan_in[j])[static_cast<size_t>(in_axes[j])];
-      if (!g_.pool().is_const(d))
-        return unimplemented("node '" + name + "' (Scan): its sequence length " + g_.pool().to_string(d) +
-                             " is not static; Kiln unrolls scans over a static length: pin that dim");
-      if (len >= 0 && g_.pool().const_value(d) != len)
-        return invalid_argument("node '" + name + "' (Scan): its scan inputs have different lengths");
-      len = g_.pool().const_value(d);
+      if (len_expr == core::kNoExpr) len_expr = d;
+      else KILN_TRY(g_.require(kernels::Guard{kernels::Guard::Op::kEq, d, len_expr, name, "Scan", "(the scan inputs' lengths)"}));
     }
+    if (g_.pool().is_const(len_expr)) len = g_.pool().const_value(len_expr);
+    for (size_t k = 0; k < k_out; ++k)
+      if (std::abs(out_axes[k]) > kMaxRank) return invalid_argument("node '" + name + "' (Scan): scan output axis out of range");
+    if (len < 1 || len * std::max(1, body->node_size()) > kMaxUnrolledNodes)  // a runtime loop over the sequence
+      return import_runtime_scan(n, *body, name, len_expr, state, scan_in, in_axes, in_dirs, out_axes, out_dirs);
     KILN_TRY(check_unroll(name, "Scan", len, *body));
     KILN_TRY(add_body_constants(*body));
     std::vector<std::vector<int>> scans(k_out);
@@ -1031,6 +1251,7 @@ class Importer {
   int64_t opset_ = 13;
   std::map<std::string, const onnx::NodeProto*> producers_;  ///< value name -> the node that makes it
   std::unordered_map<std::string, int> names_;
+  std::map<std::string, DimArg> data_bounds_;  ///< --dim names no input uses: bounds of data-dependent sizes
   std::vector<FusionCandidate> fusions_;  // main graph, ascending first node
   std::set<std::string> fused_names_;
   std::string iteration_suffix_;  ///< "@2" while importing a loop body's third iteration

@@ -10,8 +10,9 @@
 //   KilnLoop(cond, init_0..init_{n-1}) -> (iter, slot_0..slot_{n-1})
 //       attrs: body_len, trip (expression id of the trip count). iter = 0, slot_k = init_k.
 //   KilnEndLoop(iter, cond, slot_0..slot_{n-1}, result_0..result_{n-1}, scan_0..scan_{m-1})
-//       -> (count, out_0..out_{m-1})   attrs: carried = n, trip.
-//       out_j row `iter` (out_j is [trip, scan_j's shape]) = scan_j; slot_k = result_k (in
+//       -> (count, out_0..out_{m-1})   attrs: carried = n, trip, reverse (optional, one per
+//       scan value). out_j row `iter` (out_j is [trip, scan_j's shape]; row trip - 1 - iter
+//       where reverse[j] is nonzero) = scan_j; slot_k = result_k (in
 //       place: the slots are the loop's state); iter += 1; count = iter.
 #include <cstring>
 
@@ -48,6 +49,11 @@ Status kiln_else_shape(ShapeCtx& c);
 Status kiln_assert_shape(ShapeCtx& c);
 
 bool branch_condition(const TensorView& cond) { return condition_true(cond); }
+
+Status nonzero_shape(ShapeCtx& c);
+Status compress_shape(ShapeCtx& c);
+
+bool produces_data_dim(const OpDef& op) { return op.shape == &nonzero_shape || op.shape == &compress_shape; }
 
 bool produces_no_outputs(const OpDef& op) {
   return op.shape == &kiln_if_shape || op.shape == &kiln_else_shape || op.shape == &kiln_assert_shape;
@@ -187,6 +193,7 @@ Status kiln_end_loop_shape(ShapeCtx& c) {
   }
   const size_t scans = c.num_inputs() - 2 - 2 * static_cast<size_t>(n);
   if (c.outputs.size() != 1 + scans) return c.error("needs the iteration count and one output per scan value");
+  if (c.attrs.has("reverse") && c.attrs.ints_size("reverse") != scans) return c.error("attribute 'reverse' needs one value per scan value");
   c.out(0).dtype = DType::kI64;
   c.out(0).shape.clear();
   const ExprId trip = static_cast<ExprId>(c.attrs.get_int("trip", 0));
@@ -214,7 +221,10 @@ KernelStatus kiln_end_loop_run(const RunCtx& c) {
     const size_t row = v.nbytes();
     if (out.dtype != v.dtype || out.rank < 1 || i < 0 || i >= out.dims[0] || out.nbytes() != row * static_cast<size_t>(out.dims[0]))
       return KernelStatus::kInvalidValue;
-    if (row > 0) std::memcpy(static_cast<uint8_t*>(out.data) + row * static_cast<size_t>(i), v.data, row);
+    const uint32_t k = j - first_scan;
+    const bool back = c.attrs.has("reverse") && k < c.attrs.ints_size("reverse") && c.attrs.ints("reverse")[k] != 0;
+    const int64_t at = back ? out.dims[0] - 1 - i : i;
+    if (row > 0) std::memcpy(static_cast<uint8_t*>(out.data) + row * static_cast<size_t>(at), v.data, row);
   }
   for (uint32_t k = 0; k < static_cast<uint32_t>(n); ++k) {
     const TensorView& slot = c.in(2 + k);
