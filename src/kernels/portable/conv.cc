@@ -1,5 +1,5 @@
-// Conv: 1-D and 2-D convolution over NC[H]W input with [M, C/group, kH, kW] weights,
-// optional bias [M]; attributes group, strides, dilations, pads, kernel_shape, auto_pad.
+// Conv: 1-D, 2-D and 3-D convolution over NC[[D]H]W input with [M, C/group, [[kD]kH]kW]
+// weights, optional bias [M]; attributes group, strides, dilations, pads, kernel_shape, auto_pad.
 #include "kernels/kernel.h"
 #include "kernels/portable/window.h"
 
@@ -12,8 +12,8 @@ Status conv_shape(ShapeCtx& c) {
   core::ExprPool& p = c.pool;
   const std::vector<ExprId>& x = c.in(0).shape;
   const std::vector<ExprId>& w = c.in(1).shape;
-  if (x.size() != 3 && x.size() != 4)
-    return c.error("supports 1-D and 2-D convolution (input rank 3 or 4), got input " + p.shape_to_string(x));
+  if (x.size() < 3 || x.size() > 2 + kMaxSpatial)
+    return c.error("supports 1-D, 2-D and 3-D convolution (input rank 3, 4 or 5), got input " + p.shape_to_string(x));
   if (w.size() != x.size())
     return c.error("weight " + p.shape_to_string(w) + " must have the rank of input " + p.shape_to_string(x));
   size_t nsp = x.size() - 2;
