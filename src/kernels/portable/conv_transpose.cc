@@ -1,6 +1,6 @@
-// ConvTranspose: 1-D and 2-D transposed convolution of NC[H]W input with [C, M/group, kH, kW]
-// weights, optional bias [M]; attributes group, strides, dilations, pads, output_padding,
-// kernel_shape, output_shape, auto_pad. Per spatial axis (ONNX):
+// ConvTranspose: 1-D, 2-D and 3-D transposed convolution of NC[[D]H]W input with
+// [C, M/group, [[kD]kH]kW] weights, optional bias [M]; attributes group, strides, dilations,
+// pads, output_padding, kernel_shape, output_shape, auto_pad. Per spatial axis (ONNX):
 //   out = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pad_begin - pad_end,
 // except that SAME_UPPER/SAME_LOWER give out = in*stride and an output_shape attribute gives
 // out directly; in both cases the total padding follows from that out and is split as
@@ -43,8 +43,8 @@ Status conv_transpose_shape(ShapeCtx& c) {
   core::ExprPool& p = c.pool;
   const std::vector<ExprId>& x = c.in(0).shape;
   const std::vector<ExprId>& w = c.in(1).shape;
-  if (x.size() != 3 && x.size() != 4)
-    return c.error("supports 1-D and 2-D transposed convolution (input rank 3 or 4), got input " +
+  if (x.size() < 3 || x.size() > 2 + kMaxSpatial)
+    return c.error("supports 1-D, 2-D and 3-D transposed convolution (input rank 3, 4 or 5), got input " +
                    p.shape_to_string(x));
   if (w.size() != x.size())
     return c.error("weight " + p.shape_to_string(w) + " must have the rank of input " + p.shape_to_string(x));
