@@ -59,6 +59,47 @@ TEST(Conv, HandComputed1DGroupsAndSamePadding) {
   EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{10, 21, 32, 43}));
 }
 
+TEST(Conv, HandComputed3D) {
+  // The whole 2x2x2 input under a 2x2x2 kernel of ones: one output, the sum 1 + ... + 8.
+  Tensor x = make_tensor<float>({1, 1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor ones = make_tensor<float>({1, 1, 2, 2, 2}, std::vector<float>(8, 1));
+  OpResult r = run_op("Conv", {x, ones, make_tensor<float>({1}, {0.5f})});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{36.5f}));
+
+  // Pads 1 and stride 2 on every axis: each output's window holds exactly one input element.
+  r = run_op("Conv", {x, ones}, AttrStore().set_ints("pads", {1, 1, 1, 1, 1, 1}).set_ints("strides", {2, 2, 2}));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 1, 2, 2, 2}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+
+  // Taps along D only: y[d] = x[d] + 10 x[d + 1] at every (h, w); dilation 2 skips a plane.
+  Tensor xd = make_tensor<float>({1, 1, 3, 1, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor wd = make_tensor<float>({1, 1, 2, 1, 1}, {1, 10});
+  r = run_op("Conv", {xd, wd});
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 1, 2, 1, 2}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{31, 42, 53, 64}));
+  r = run_op("Conv", {xd, wd}, AttrStore().set_ints("dilations", {2, 1, 1}));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{51, 62}));
+
+  // One pad in total along D: SAME_UPPER puts it at the end, SAME_LOWER at the start.
+  Tensor x4 = make_tensor<float>({1, 1, 4, 1, 1}, {1, 2, 3, 4});
+  r = run_op("Conv", {x4, wd}, AttrStore().set_str("auto_pad", "SAME_UPPER"));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{21, 32, 43, 4}));
+  r = run_op("Conv", {x4, wd}, AttrStore().set_str("auto_pad", "SAME_LOWER"));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{10, 21, 32, 43}));
+
+  // Depthwise: group = channels.
+  Tensor xg = make_tensor<float>({1, 2, 1, 1, 2}, {1, 2, 3, 4});
+  Tensor wg = make_tensor<float>({2, 1, 1, 1, 1}, {2, 3});
+  r = run_op("Conv", {xg, wg}, AttrStore().set_int("group", 2));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{2, 4, 9, 12}));
+}
+
 /// One convolution to check: everything the reference needs, chosen at random.
 struct ConvCase {
   int64_t n = 1, c = 1, m = 1, group = 1;
@@ -128,21 +169,24 @@ std::vector<double> reference_conv(const ConvCase& cc, const Tensor& x, const Te
   return y;
 }
 
-TEST(Conv, RandomSweepAgainstReference) {
-  std::mt19937 rng(20240611);
+/// Runs `iters` random convolutions with `nsp_lo` to `nsp_hi` spatial axes (all attributes,
+/// group, bias, auto_pad) against the reference, also inside oversized slots. Counts the
+/// cases that ran and those whose empty output the shape function refused.
+void random_sweep(uint32_t seed, int iters, size_t nsp_lo, size_t nsp_hi, int* ran, int* rejected) {
+  std::mt19937 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   const char* modes[] = {"NOTSET", "NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
-  int ran = 0, rejected = 0;
-  for (int iter = 0; iter < 400; ++iter) {
+  const int64_t max_in[] = {0, 12, 8, 5};  // per spatial rank: keeps the reference quick
+  for (int iter = 0; iter < iters; ++iter) {
     ConvCase cc;
-    size_t nsp = pick(1, 2);
+    size_t nsp = pick(nsp_lo, nsp_hi);
     cc.group = pick(1, 3);
     cc.n = pick(1, 2);
     cc.c = cc.group * pick(1, 3);
     cc.m = cc.group * pick(1, 3);
     cc.auto_pad = modes[pick(0, 5)];
     for (size_t a = 0; a < nsp; ++a) {
-      cc.in.push_back(pick(1, nsp == 1 ? 12 : 8));
+      cc.in.push_back(pick(1, max_in[nsp]));
       cc.k.push_back(pick(1, 4));
       cc.s.push_back(pick(1, 3));
       cc.d.push_back(pick(1, 2));
@@ -172,7 +216,7 @@ TEST(Conv, RandomSweepAgainstReference) {
     if (empty) {  // the output would be empty: the shape function must refuse
       ASSERT_FALSE(s.exact.status.ok()) << "iter " << iter;
       EXPECT_NE(s.exact.status.message().find("must be at least 1"), std::string::npos) << s.exact.status.message();
-      ++rejected;
+      ++*rejected;
       continue;
     }
     ASSERT_TRUE(s.exact.status.ok()) << "iter " << iter << ": " << s.exact.status.message();
@@ -182,9 +226,21 @@ TEST(Conv, RandomSweepAgainstReference) {
       ASSERT_NEAR(s.exact.outputs[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << "iter " << iter << " at " << i;
       ASSERT_EQ(s.outputs[0].at(i), s.exact.outputs[0].at(i)) << "slotted run differs, iter " << iter;
     }
-    ++ran;
+    ++*ran;
   }
+}
+
+TEST(Conv, RandomSweepAgainstReference) {
+  int ran = 0, rejected = 0;
+  random_sweep(20240611, 400, 1, 2, &ran, &rejected);
   EXPECT_GT(ran, 300);
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(Conv, RandomSweep3DAgainstReference) {
+  int ran = 0, rejected = 0;
+  random_sweep(20260301, 400, 3, 3, &ran, &rejected);
+  EXPECT_GT(ran, 250);
   EXPECT_GT(rejected, 0);
 }
 
@@ -209,8 +265,23 @@ TEST(Conv, Errors) {
   EXPECT_NE(message({x, zeros({8, 1, 3, 3})}, AttrStore().set_int("group", 3))
                 .find("size 8 must be divisible by 3 (output channels of weight [8, 1, 3, 3]"),
             std::string::npos);
-  EXPECT_NE(message({zeros({1, 3, 2, 5, 5}), zeros({8, 3, 1, 3, 3})})
-                .find("supports 1-D and 2-D convolution (input rank 3 or 4), got input [1, 3, 2, 5, 5]"),
+  EXPECT_NE(message({zeros({1, 3, 1, 2, 5, 5}), zeros({8, 3, 1, 1, 3, 3})})
+                .find("supports 1-D, 2-D and 3-D convolution (input rank 3, 4 or 5), got input [1, 3, 1, 2, 5, 5]"),
+            std::string::npos);
+  EXPECT_NE(message({zeros({1, 3}), zeros({8, 3})}).find("got input [1, 3]"), std::string::npos);
+  Tensor x3 = zeros({1, 3, 4, 5, 5});
+  EXPECT_NE(message({x3, zeros({8, 3, 3, 3})}).find("weight [8, 3, 3, 3] must have the rank of input [1, 3, 4, 5, 5]"),
+            std::string::npos);
+  EXPECT_NE(message({x3, zeros({8, 3, 3, 3, 3})}, AttrStore().set_ints("strides", {2, 2}))
+                .find("attribute 'strides' needs 3 values, got 2"),
+            std::string::npos);
+  EXPECT_NE(message({x3, zeros({8, 3, 3, 3, 3})}, AttrStore().set_ints("pads", {0, 0, 0, 0}))
+                .find("attribute 'pads' needs 6 values, got 4"),
+            std::string::npos);
+  EXPECT_NE(message({x3, zeros({8, 3, 3, 3, 3})}, AttrStore().set_ints("kernel_shape", {2, 3, 3}))
+                .find("attribute 'kernel_shape' must match weight [8, 3, 3, 3, 3]"),
+            std::string::npos);
+  EXPECT_NE(message({x3, zeros({8, 3, 5, 3, 3})}).find("size 0 must be at least 1 (output size of spatial axis 0"),
             std::string::npos);
   EXPECT_NE(message({x, zeros({8, 3, 3})}).find("weight [8, 3, 3] must have the rank of input [1, 3, 5, 5]"),
             std::string::npos);
@@ -313,6 +384,62 @@ TEST_F(ConvSymbolic, BindThenExecuteBelowTheBound) {
     ASSERT_EQ(run_kernel("Conv", {x, wt}, &out, a), kernels::KernelStatus::kOk);
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(out[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << "H=" << hv << " W=" << wv;
+  }
+}
+
+/// 3-D: symbolic depth, height and width (dims in this order after batch).
+class Conv3DSymbolic : public ConvSymbolic {
+ protected:
+  ExprId d = pool.dim(pool.add_dim({"D", 1, 64, 1}));
+};
+
+TEST_F(Conv3DSymbolic, ShapesAndGuardsPerAxis) {
+  AttrStore a;
+  a.set_ints("pads", {1, 1, 1, 1, 1, 1}).set_ints("strides", {2, 2, 2});
+  SymResult r = conv({{batch, k(3), d, h, w}, {k(16), k(3), k(3), k(3), k(3)}, {k(16)}}, a);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.shape, "[batch, 16, ceildiv(D,2), ceildiv(H,2), ceildiv(W,2)]");
+  EXPECT_EQ(guards_text(pool, r), "");
+
+  SymResult same = conv({{batch, k(4), d, h, w}, {k(4), k(1), k(2), k(5), k(5)}},
+                        AttrStore().set_str("auto_pad", "SAME_UPPER").set_ints("strides", {1, 2, 3}).set_int("group", 4));
+  ASSERT_TRUE(same.status.ok()) << same.status.message();
+  EXPECT_EQ(same.shape, "[batch, 4, D, ceildiv(H,2), ceildiv(W,3)]");
+  EXPECT_EQ(guards_text(pool, same), "");
+
+  SymResult valid = conv({{batch, k(3), d, h, w}, {k(8), k(3), k(3), k(1), k(2)}});
+  ASSERT_TRUE(valid.status.ok()) << valid.status.message();
+  EXPECT_EQ(valid.shape, "[batch, 8, D - 2, H, W - 1]");
+  EXPECT_EQ(guards_text(pool, valid), "D - 2 >= 1; W - 1 >= 1");
+}
+
+TEST_F(Conv3DSymbolic, BindThenExecuteBelowTheBound) {
+  // Every attribute differs per axis, so a slot mix-up cannot go unnoticed.
+  AttrStore a;
+  a.set_ints("pads", {1, 0, 2, 0, 1, 1}).set_ints("strides", {2, 1, 3}).set_ints("dilations", {1, 2, 1});
+  a.set_int("group", 2);
+  SymResult r = conv({{batch, k(4), d, h, w}, {k(6), k(2), k(3), k(2), k(2)}, {k(6)}}, a);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(guards_text(pool, r), "floordiv(D,2) >= 1; H - 1 >= 1");  // W: floordiv(W + 1,3) + 1 >= 1 always
+  std::mt19937 rng(7);
+  for (int it = 0; it < 30; ++it) {
+    int64_t nb = 1 + rng() % 2, dv = 2 + rng() % 9, hv = 2 + rng() % 9, wv = 1 + rng() % 12;
+    if (it == 0) dv = 2, hv = 2, wv = 1;  // each axis at its smallest admissible size
+    std::vector<int64_t> dims = {nb, hv, wv, dv};
+    for (const kernels::Guard& g : r.guards) ASSERT_TRUE(guard_holds(pool, g, dims));
+    ConvCase cc;
+    cc.n = nb, cc.c = 4, cc.m = 6, cc.group = 2;
+    cc.in = {dv, hv, wv}, cc.k = {3, 2, 2}, cc.s = {2, 1, 3}, cc.d = {1, 2, 1}, cc.pads = {1, 0, 2, 0, 1, 1};
+    Tensor x = random_f32(rng, {nb, 4, dv, hv, wv}), wt = random_f32(rng, {6, 2, 3, 2, 2}), b = random_f32(rng, {6});
+    std::vector<int64_t> want_shape;
+    std::vector<double> want = reference_conv(cc, x, wt, &b, &want_shape);
+    std::vector<Tensor> out(1);
+    out[0].shape = eval_shape(pool, r.outputs[0].shape, dims);
+    std::string what = "D=" + std::to_string(dv) + " H=" + std::to_string(hv) + " W=" + std::to_string(wv);
+    ASSERT_EQ(out[0].shape, want_shape) << what;
+    ASSERT_EQ(run_kernel("Conv", {x, wt, b}, &out, a), kernels::KernelStatus::kOk);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(out[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << what;
   }
 }
 

@@ -66,6 +66,53 @@ TEST(ConvTranspose, HandComputed1DPaddingAndGroups) {
   EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{3, 4, 10, 12}));
 }
 
+TEST(ConvTranspose, HandComputed3D) {
+  // Stride 2 with a 2x2x2 kernel of ones: every input element becomes a 2x2x2 block.
+  Tensor x = make_tensor<float>({1, 1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor ones = make_tensor<float>({1, 1, 2, 2, 2}, std::vector<float>(8, 1));
+  OpResult r = run_op("ConvTranspose", {x, ones, make_tensor<float>({1}, {0.5f})},
+                      AttrStore().set_ints("strides", {2, 2, 2}));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  ASSERT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 1, 4, 4, 4}));
+  for (int64_t d = 0; d < 4; ++d)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t w = 0; w < 4; ++w)
+        EXPECT_EQ(r.outputs[0].at((d * 4 + h) * 4 + w), x.at((d / 2 * 2 + h / 2) * 2 + w / 2) + 0.5)
+            << d << "," << h << "," << w;
+
+  // The 1-D cases of HandComputed1DPaddingAndGroups, along D (H = W = 1).
+  Tensor xd = make_tensor<float>({1, 1, 2, 1, 1}, {1, 2});
+  Tensor wd = make_tensor<float>({1, 1, 3, 1, 1}, {1, 1, 1});
+  auto run = [&](const AttrStore& a) {
+    OpResult rr = run_op("ConvTranspose", {xd, wd}, a);
+    EXPECT_TRUE(rr.status.ok()) << rr.status.message();
+    return rr.status.ok() ? rr.outputs[0].values<float>() : std::vector<float>{};
+  };
+  const std::vector<int64_t> s2 = {2, 1, 1};
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2)), (std::vector<float>{1, 1, 3, 2, 2}));
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2).set_ints("pads", {1, 0, 0, 1, 0, 0})),
+            (std::vector<float>{1, 3, 2}));
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2).set_ints("output_padding", {1, 0, 0})),
+            (std::vector<float>{1, 1, 3, 2, 2, 0}));
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2).set_str("auto_pad", "SAME_UPPER")),
+            (std::vector<float>{1, 1, 3, 2}));
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2).set_str("auto_pad", "SAME_LOWER")),
+            (std::vector<float>{1, 3, 2, 2}));
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2).set_ints("output_shape", {4, 1, 1}).set_ints("pads", {2, 0, 0, 2, 0, 0})),
+            (std::vector<float>{1, 3, 2, 2}));
+  EXPECT_EQ(run(AttrStore().set_ints("strides", s2).set_ints("output_shape", {1, 1, 3, 1, 1})),
+            (std::vector<float>{1, 3, 2}));
+  EXPECT_EQ(run(AttrStore().set_ints("dilations", {2, 1, 1})), (std::vector<float>{1, 2, 1, 2, 1, 2}));
+
+  // Groups (depthwise): each input channel feeds its own output channel.
+  Tensor xg = make_tensor<float>({1, 2, 1, 1, 1}, {1, 2});
+  Tensor wg = make_tensor<float>({2, 1, 1, 1, 2}, {3, 4, 5, 6});
+  r = run_op("ConvTranspose", {xg, wg}, AttrStore().set_int("group", 2));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.outputs[0].shape, (std::vector<int64_t>{1, 2, 1, 1, 2}));
+  EXPECT_EQ(r.outputs[0].values<float>(), (std::vector<float>{3, 4, 10, 12}));
+}
+
 /// One transposed convolution to check: everything the reference needs, chosen at random.
 struct Case {
   int64_t n = 1, c = 1, m = 1, group = 1;
@@ -130,21 +177,24 @@ std::vector<double> reference(const Case& cc, const Tensor& x, const Tensor& w, 
   return y;
 }
 
-TEST(ConvTranspose, RandomSweepAgainstReference) {
-  std::mt19937 rng(20240612);
+/// Runs `iters` random transposed convolutions with `nsp_lo` to `nsp_hi` spatial axes (all
+/// attributes, group, bias, auto_pad, output_padding, output_shape) against the reference, also
+/// inside oversized slots. Counts the cases that ran and the refused empty outputs.
+void random_sweep(uint32_t seed, int iters, size_t nsp_lo, size_t nsp_hi, int* ran, int* rejected) {
+  std::mt19937 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   const char* modes[] = {"NOTSET", "NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
-  int ran = 0, rejected = 0;
-  for (int iter = 0; iter < 400; ++iter) {
+  const int64_t max_in[] = {0, 9, 5, 4};  // per spatial rank: keeps the reference quick
+  for (int iter = 0; iter < iters; ++iter) {
     Case cc;
-    size_t nsp = pick(1, 2);
+    size_t nsp = pick(nsp_lo, nsp_hi);
     cc.group = pick(1, 3);
     cc.n = pick(1, 2);
     cc.c = cc.group * pick(1, 2);
     cc.m = cc.group * pick(1, 3);
     cc.auto_pad = modes[pick(0, 5)];
     for (size_t a = 0; a < nsp; ++a) {
-      cc.in.push_back(pick(1, nsp == 1 ? 9 : 5));
+      cc.in.push_back(pick(1, max_in[nsp]));
       cc.k.push_back(pick(1, 4));
       cc.s.push_back(pick(1, 3));
       cc.d.push_back(pick(1, 2));
@@ -178,7 +228,7 @@ TEST(ConvTranspose, RandomSweepAgainstReference) {
     std::string what = "iter " + std::to_string(iter);
     if (empty) {
       ASSERT_TRUE(has_text(s.exact.status, "must be at least 1")) << what;
-      ++rejected;
+      ++*rejected;
       continue;
     }
     ASSERT_TRUE(s.exact.status.ok()) << what << ": " << s.exact.status.message();
@@ -188,9 +238,21 @@ TEST(ConvTranspose, RandomSweepAgainstReference) {
       ASSERT_NEAR(s.exact.outputs[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << what << " at " << i;
       ASSERT_EQ(s.outputs[0].at(i), s.exact.outputs[0].at(i)) << "slotted run differs, " << what;
     }
-    ++ran;
+    ++*ran;
   }
+}
+
+TEST(ConvTranspose, RandomSweepAgainstReference) {
+  int ran = 0, rejected = 0;
+  random_sweep(20240612, 400, 1, 2, &ran, &rejected);
   EXPECT_GT(ran, 300);
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(ConvTranspose, RandomSweep3DAgainstReference) {
+  int ran = 0, rejected = 0;
+  random_sweep(20260302, 400, 3, 3, &ran, &rejected);
+  EXPECT_GT(ran, 250);
   EXPECT_GT(rejected, 0);
 }
 
@@ -214,8 +276,17 @@ TEST(ConvTranspose, Errors) {
   EXPECT_TRUE(has_text(status({x, zeros({4, 2, 3, 3}), zeros({2})}, AttrStore().set_int("group", 2)),
                        "sizes 2 and 4 must be equal (bias length must equal the output channels, group 2 times dim 1 "
                        "of weight [4, 2, 3, 3])"));
-  EXPECT_TRUE(has_text(status({zeros({1, 4, 2, 2, 2}), zeros({4, 2, 1, 1, 1})}),
-                       "supports 1-D and 2-D transposed convolution (input rank 3 or 4), got input [1, 4, 2, 2, 2]"));
+  EXPECT_TRUE(has_text(status({zeros({1, 4, 1, 2, 2, 2}), zeros({4, 2, 1, 1, 1, 1})}),
+                       "supports 1-D, 2-D and 3-D transposed convolution (input rank 3, 4 or 5), got input "
+                       "[1, 4, 1, 2, 2, 2]"));
+  Tensor x3 = zeros({1, 4, 3, 5, 5});
+  EXPECT_TRUE(has_text(status({x3, zeros({4, 2, 3, 3})}), "weight [4, 2, 3, 3] must have the rank of input [1, 4, 3, 5, 5]"));
+  EXPECT_TRUE(has_text(status({x3, zeros({4, 2, 3, 3, 3})}, AttrStore().set_ints("output_shape", {7, 7})),
+                       "attribute 'output_shape' needs 3 values (or 5 with N and C), got 2"));
+  EXPECT_TRUE(has_text(status({x3, zeros({4, 2, 3, 3, 3})}, AttrStore().set_ints("output_padding", {0, 0})),
+                       "attribute 'output_padding' needs 3 values, got 2"));
+  EXPECT_TRUE(has_text(status({x3, zeros({4, 2, 1, 1, 1})}, AttrStore().set_ints("pads", {0, 0, 3, 0, 0, 3})),
+                       "size -1 must be at least 1 (output size of spatial axis 2"));
   EXPECT_TRUE(has_text(status({x, zeros({4, 2, 3})}), "weight [4, 2, 3] must have the rank of input [1, 4, 5, 5]"));
   EXPECT_TRUE(has_text(status({x, zeros({4, 2, 3, 3})}, AttrStore().set_ints("output_shape", {7})),
                        "attribute 'output_shape' needs 2 values (or 4 with N and C), got 1"));
@@ -292,6 +363,68 @@ TEST_F(ConvTransposeSymbolic, BindThenExecuteBelowTheBound) {
     ASSERT_EQ(run_kernel("ConvTranspose", {x, wt}, &out, a), kernels::KernelStatus::kOk);
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(out[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << "H=" << hv << " W=" << wv;
+  }
+}
+
+/// 3-D: symbolic depth, height and width (dims in this order after batch).
+class ConvTranspose3DSymbolic : public ConvTransposeSymbolic {
+ protected:
+  ExprId d = pool.dim(pool.add_dim({"D", 1, 32, 1}));
+};
+
+TEST_F(ConvTranspose3DSymbolic, ReadableShapes) {
+  AttrStore a;
+  a.set_ints("strides", {2, 2, 2}).set_ints("pads", {1, 1, 1, 1, 1, 1});
+  SymResult r = infer_ct({{batch, k(8), d, h, w}, {k(8), k(4), k(4), k(4), k(4)}, {k(4)}}, a);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.shape, "[batch, 4, 2*D, 2*H, 2*W]");
+  EXPECT_EQ(guards_text(pool, r), "");
+
+  SymResult same = infer_ct({{batch, k(6), d, h, w}, {k(6), k(1), k(3), k(2), k(1)}},
+                            AttrStore().set_ints("strides", {1, 2, 3}).set_str("auto_pad", "SAME_LOWER").set_int("group", 6));
+  ASSERT_TRUE(same.status.ok()) << same.status.message();
+  EXPECT_EQ(same.shape, "[batch, 6, D, 2*H, 3*W]");
+
+  SymResult cropped = infer_ct({{batch, k(8), d, h, w}, {k(8), k(2), k(1), k(3), k(1)}},
+                               AttrStore().set_ints("pads", {1, 0, 0, 1, 1, 0}));
+  ASSERT_TRUE(cropped.status.ok()) << cropped.status.message();
+  EXPECT_EQ(cropped.shape, "[batch, 2, D - 2, H + 1, W]");
+  EXPECT_EQ(guards_text(pool, cropped), "D - 2 >= 1");
+
+  SymResult fixed = infer_ct({{batch, k(8), d, h, w}, {k(8), k(2), k(3), k(3), k(3)}},
+                             AttrStore().set_ints("strides", {2, 2, 2}).set_ints("output_shape", {5, 6, 7}));
+  ASSERT_TRUE(fixed.status.ok()) << fixed.status.message();
+  EXPECT_EQ(fixed.shape, "[batch, 2, 5, 6, 7]");
+}
+
+TEST_F(ConvTranspose3DSymbolic, BindThenExecuteBelowTheBound) {
+  // Every attribute differs per axis, so a slot mix-up cannot go unnoticed.
+  AttrStore a;
+  a.set_ints("strides", {3, 1, 2}).set_ints("pads", {0, 1, 1, 2, 0, 0}).set_ints("dilations", {2, 1, 1});
+  a.set_ints("output_padding", {1, 0, 1}).set_int("group", 2);
+  SymResult r = infer_ct({{batch, k(4), d, h, w}, {k(4), k(3), k(2), k(3), k(2)}, {k(6)}}, a);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.shape, "[batch, 6, 3*D - 1, H + 1, 2*W]");
+  EXPECT_EQ(guards_text(pool, r), "");
+  std::mt19937 rng(8);
+  for (int it = 0; it < 30; ++it) {
+    int64_t nb = 1 + rng() % 2, dv = 1 + rng() % 8, hv = 1 + rng() % 8, wv = 1 + rng() % 8;
+    if (it == 0) dv = 1, hv = 1, wv = 1;
+    std::vector<int64_t> dims = {nb, hv, wv, dv};
+    Case cc;
+    cc.n = nb, cc.c = 4, cc.m = 6, cc.group = 2;
+    cc.in = {dv, hv, wv}, cc.k = {2, 3, 2}, cc.s = {3, 1, 2}, cc.d = {2, 1, 1}, cc.pads = {0, 1, 1, 2, 0, 0};
+    cc.out_pad = {1, 0, 1};
+    Tensor x = random_f32(rng, {nb, 4, dv, hv, wv}), wt = random_f32(rng, {4, 3, 2, 3, 2}), b = random_f32(rng, {6});
+    std::vector<int64_t> want_shape;
+    std::vector<double> want = reference(cc, x, wt, &b, &want_shape);
+    std::vector<Tensor> out(1);
+    out[0].shape = eval_shape(pool, r.outputs[0].shape, dims);
+    std::string what = "D=" + std::to_string(dv) + " H=" + std::to_string(hv) + " W=" + std::to_string(wv);
+    ASSERT_EQ(out[0].shape, want_shape) << what;
+    ASSERT_EQ(run_kernel("ConvTranspose", {x, wt, b}, &out, a), kernels::KernelStatus::kOk);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(out[0].at(i), want[i], 1e-4 * (1 + std::abs(want[i]))) << what;
   }
 }
 

@@ -210,6 +210,48 @@ def if_models():
 OPS += if_models()
 
 
+def conv3d_models():
+    # Every window attribute differs per axis, so a D/H/W mix-up changes the output; D, H and W
+    # are symbolic from the smallest size with a non-empty output to the bound.
+    r = np.random.default_rng(33)
+    w = (r.standard_normal((6, 2, 3, 2, 3)) * 0.4).astype(np.float32)
+    wd = (r.standard_normal((4, 1, 3, 2, 3)) * 0.4).astype(np.float32)
+    wt = (r.standard_normal((4, 3, 2, 3, 2)) * 0.4).astype(np.float32)
+    b6 = np.array([0.5, -0.25, 0.1, 0.0, -1.0, 2.0], np.float32)
+    return [
+        Op("conv3d", [node("Conv", ["x", "w", "b"], ["y"], group=2, strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0],
+                           dilations=[1, 2, 1])],
+           [("x", F, ["N", 4, "D", "H", "W"])], [("y", F)], {"N": (0, 2), "D": (1, 6), "H": (2, 7), "W": (2, 9)},
+           [{"N": 0, "D": 3, "H": 4, "W": 5}, {"N": 1, "D": 1, "H": 2, "W": 2}, {"N": 1, "D": 4, "H": 3, "W": 8},
+            {"N": 2, "D": 2, "H": 6, "W": 3}, {"N": 2, "D": 5, "H": 2, "W": 6}, {"N": 2, "D": 6, "H": 7, "W": 9}],
+           consts={"w": w, "b": b6},
+           notes="group 2, strides (2, 1, 2), pads (1, 0, 1 | 1, 1, 0), dilations (1, 2, 1): "
+                 "out = [N, 6, floordiv(D - 1, 2) + 1, H - 1, floordiv(W, 2)]"),
+        Op("conv3d_same_depthwise", [node("Conv", ["x", "w"], ["y"], group=4, strides=[2, 1, 3], auto_pad="SAME_LOWER")],
+           [("x", F, ["N", 4, "D", "H", "W"])], [("y", F)], {"N": (1, 2), "D": (1, 7), "H": (1, 5), "W": (1, 8)},
+           [{"N": 1, "D": 1, "H": 1, "W": 1}, {"N": 1, "D": 4, "H": 2, "W": 7}, {"N": 2, "D": 5, "H": 3, "W": 2},
+            {"N": 2, "D": 7, "H": 5, "W": 8}],
+           consts={"w": wd}, notes="depthwise, auto_pad SAME_LOWER: out = [N, 4, ceildiv(D,2), H, ceildiv(W,3)]"),
+        Op("conv_transpose3d", [node("ConvTranspose", ["x", "w", "b"], ["y"], group=2, strides=[2, 1, 2],
+                                     pads=[0, 1, 1, 1, 0, 0], output_padding=[1, 0, 1], dilations=[1, 1, 2])],
+           [("x", F, ["N", 4, "D", "H", "W"])], [("y", F)], {"N": (0, 2), "D": (1, 5), "H": (1, 6), "W": (1, 6)},
+           [{"N": 0, "D": 2, "H": 3, "W": 4}, {"N": 1, "D": 1, "H": 1, "W": 1}, {"N": 1, "D": 3, "H": 5, "W": 2},
+            {"N": 2, "D": 4, "H": 2, "W": 5}, {"N": 2, "D": 5, "H": 6, "W": 6}],
+           consts={"w": wt, "b": b6},
+           notes="group 2, strides (2, 1, 2), pads (0, 1, 1 | 1, 0, 0), output_padding (1, 0, 1), dilations (1, 1, 2): "
+                 "out = [N, 6, 2*D, H + 1, 2*W + 1]"),
+        Op("conv_transpose3d_same", [node("ConvTranspose", ["x", "w"], ["y"], group=2, strides=[2, 3, 1], dilations=[1, 2, 1],
+                                          auto_pad="SAME_UPPER")],
+           [("x", F, ["N", 4, "D", "H", "W"])], [("y", F)], {"N": (1, 2), "D": (1, 4), "H": (1, 5), "W": (1, 5)},
+           [{"N": 1, "D": 1, "H": 1, "W": 1}, {"N": 1, "D": 2, "H": 5, "W": 3}, {"N": 2, "D": 3, "H": 2, "W": 4},
+            {"N": 2, "D": 4, "H": 5, "W": 5}],
+           consts={"w": wt}, notes="auto_pad SAME_UPPER: out = [N, 6, 2*D, 3*H, W] (every kernel extent >= its stride: "
+                                   "ONNX Runtime's output is smaller than in*stride otherwise)"),
+    ]
+
+
+OPS += conv3d_models()
+
 def unary_domain(op, scale=1.0, shift=0.0):
     """A unary op on x * scale + shift (inside the op's domain)."""
     return Op(op.lower(), [node("Mul", ["x", "k"], ["xs"]), node("Add", ["xs", "b"], ["xd"]), node(op, ["xd"], ["y"])],

@@ -12,6 +12,8 @@ namespace {
 using core::ExprId;
 using core::ExprNode;
 using core::ExprOp;
+using kernels::kSlotH;
+using kernels::kSlotW;
 
 Status decline(const std::string& why) { return unimplemented(why); }
 
@@ -44,17 +46,17 @@ Status window_plan(core::Attrs attrs, int nsp, OpPlan* p) {
   w.read(attrs, nsp);
   if (w.auto_pad == kernels::AutoPad::kSameLower) return decline("auto_pad SAME_LOWER is not supported");
   p->same_upper = w.auto_pad == kernels::AutoPad::kSameUpper;
-  for (int k = 0; k < 2; ++k)
+  for (int k = 0; k < kernels::kMaxSpatial; ++k)
     if (!small(w.stride[k]) || !small(w.dilation[k]) || !small(w.pad_begin[k]) || !small(w.pad_end[k]))
       return decline("window attributes out of range");
-  p->stride_h = static_cast<uint32_t>(w.stride[0]);
-  p->stride_w = static_cast<uint32_t>(w.stride[1]);
-  p->dilation_h = static_cast<uint32_t>(w.dilation[0]);
-  p->dilation_w = static_cast<uint32_t>(w.dilation[1]);
-  p->pad_top = static_cast<uint32_t>(w.pad_begin[0]);
-  p->pad_left = static_cast<uint32_t>(w.pad_begin[1]);
-  p->pad_bottom = static_cast<uint32_t>(w.pad_end[0]);
-  p->pad_right = static_cast<uint32_t>(w.pad_end[1]);
+  p->stride_h = static_cast<uint32_t>(w.stride[kSlotH]);
+  p->stride_w = static_cast<uint32_t>(w.stride[kSlotW]);
+  p->dilation_h = static_cast<uint32_t>(w.dilation[kSlotH]);
+  p->dilation_w = static_cast<uint32_t>(w.dilation[kSlotW]);
+  p->pad_top = static_cast<uint32_t>(w.pad_begin[kSlotH]);
+  p->pad_left = static_cast<uint32_t>(w.pad_begin[kSlotW]);
+  p->pad_bottom = static_cast<uint32_t>(w.pad_end[kSlotH]);
+  p->pad_right = static_cast<uint32_t>(w.pad_end[kSlotW]);
   return ok_status();
 }
 

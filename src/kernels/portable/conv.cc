@@ -1,5 +1,5 @@
-// Conv: 1-D and 2-D convolution over NC[H]W input with [M, C/group, kH, kW] weights,
-// optional bias [M]; attributes group, strides, dilations, pads, kernel_shape, auto_pad.
+// Conv: 1-D, 2-D and 3-D convolution over NC[[D]H]W input with [M, C/group, [[kD]kH]kW]
+// weights, optional bias [M]; attributes group, strides, dilations, pads, kernel_shape, auto_pad.
 #include "kernels/kernel.h"
 #include "kernels/portable/window.h"
 
@@ -12,8 +12,8 @@ Status conv_shape(ShapeCtx& c) {
   core::ExprPool& p = c.pool;
   const std::vector<ExprId>& x = c.in(0).shape;
   const std::vector<ExprId>& w = c.in(1).shape;
-  if (x.size() != 3 && x.size() != 4)
-    return c.error("supports 1-D and 2-D convolution (input rank 3 or 4), got input " + p.shape_to_string(x));
+  if (x.size() < 3 || x.size() > 2 + kMaxSpatial)
+    return c.error("supports 1-D, 2-D and 3-D convolution (input rank 3, 4 or 5), got input " + p.shape_to_string(x));
   if (w.size() != x.size())
     return c.error("weight " + p.shape_to_string(w) + " must have the rank of input " + p.shape_to_string(x));
   size_t nsp = x.size() - 2;
@@ -59,49 +59,75 @@ void conv_prepare(const PrepareCtx& c, OpData* d) {
   p.win.read(c.attrs, c.input_ranks[0] - 2);
 }
 
+namespace {
+
+/// Adds, for each of the `channels` input channels, one H x W plane of the kernel applied to
+/// that channel's input plane to one output plane: y[oh, ow] += w[kh, kw] *
+/// x[oh*stride + kh*dilation - pad_begin, ...] over the taps that land inside the input (those
+/// in the padding read zeros). Channel c's input plane is x + c*x_step, its kernel w + c*w_step.
+/// Out of line, as ConvTranspose's scatter_planes, so the depth loops around it cannot take
+/// registers from its inner loops.
+[[gnu::noinline]] void conv_planes(const float* x, int64_t x_step, const float* w, int64_t w_step, int64_t channels,
+                                   float* yp, const ConvDims& g, const Window& win) {
+  const int64_t in_h = g.in[kSlotH], in_w = g.in[kSlotW], out_h = g.out[kSlotH], out_w = g.out[kSlotW];
+  const int64_t k_h = g.k[kSlotH], k_w = g.k[kSlotW];
+  const int64_t stride_h = win.stride[kSlotH], stride_w = win.stride[kSlotW];
+  for (int64_t ic = 0; ic < channels; ++ic) {
+    const float* xp = x + ic * x_step;
+    const float* wp = w + ic * w_step;
+    for (int64_t kh = 0; kh < k_h; ++kh) {
+      // Output rows oh read input row oh*stride + off_h; keep those inside the input.
+      int64_t off_h = kh * win.dilation[kSlotH] - win.pad_begin[kSlotH], oh_lo, oh_hi;
+      clip_range(off_h, stride_h, in_h, out_h, &oh_lo, &oh_hi);
+      for (int64_t kw = 0; kw < k_w; ++kw) {
+        float wt = wp[kh * k_w + kw];
+        int64_t off_w = kw * win.dilation[kSlotW] - win.pad_begin[kSlotW], ow_lo, ow_hi;
+        clip_range(off_w, stride_w, in_w, out_w, &ow_lo, &ow_hi);
+        for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
+          const float* xr = xp + (oh * stride_h + off_h) * in_w;
+          float* yr = yp + oh * out_w;
+          for (int64_t ow = ow_lo; ow < ow_hi; ++ow) yr[ow] += wt * xr[ow * stride_w + off_w];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 KernelStatus conv_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const TensorView& wv = c.in(1);
   TensorView& yv = c.out(0);
   const ConvDims g(xv, wv, yv);
-  const int64_t n_batch = g.batch, in_ch = g.in_ch, in_h = g.in_h, in_w = g.in_w, out_ch = g.out_ch;
-  const int64_t group_ch = wv.dims[1], k_h = g.k_h, k_w = g.k_w, out_h = g.out_h, out_w = g.out_w;
   const ConvPrep& prep = c.op_data->as<ConvPrep>();
-  int64_t group = prep.group;
-  int64_t out_per_group = out_ch / group;
+  const int64_t n_batch = g.batch, in_ch = g.in_ch, out_ch = g.out_ch, group_ch = wv.dims[1];
+  const int64_t out_per_group = out_ch / prep.group;
   Window win = prep.win;
-  win.resolve(0, in_h, out_h, k_h);
-  win.resolve(1, in_w, out_w, k_w);
+  for (int slot = 0; slot < kMaxSpatial; ++slot) win.resolve(slot, g.in[slot], g.out[slot], g.k[slot]);
   const float* x = xv.as<float>();
   const float* w = wv.as<float>();
   const float* bias = c.has_input(2) ? c.in(2).as<float>() : nullptr;
   float* y = yv.as<float>();
+  // A 1-D or 2-D convolution is a 3-D one of depth 1: one (kd, od) pair of planes.
+  const int64_t in_d = g.in[kSlotD], out_d = g.out[kSlotD], k_d = g.k[kSlotD];
   const int64_t in_plane = g.in_plane(), out_plane = g.out_plane(), k_plane = g.k_plane();
+  const int64_t in_vol = in_d * in_plane, out_vol = out_d * out_plane, k_vol = k_d * k_plane;
 
   for (int64_t n = 0; n < n_batch; ++n) {
     for (int64_t m = 0; m < out_ch; ++m) {
-      float* yp = y + (n * out_ch + m) * out_plane;
+      float* yp = y + (n * out_ch + m) * out_vol;
       float b = bias ? bias[m] : 0.f;
-      for (int64_t i = 0; i < out_plane; ++i) yp[i] = b;
-      int64_t first_in = (m / out_per_group) * group_ch;
-      for (int64_t ic = 0; ic < group_ch; ++ic) {
-        const float* xp = x + (n * in_ch + first_in + ic) * in_plane;
-        const float* wp = w + (m * group_ch + ic) * k_plane;
-        for (int64_t kh = 0; kh < k_h; ++kh) {
-          // Output rows oh read input row oh*stride + off_h; keep those inside the input.
-          int64_t off_h = kh * win.dilation[0] - win.pad_begin[0], oh_lo, oh_hi;
-          clip_range(off_h, win.stride[0], in_h, out_h, &oh_lo, &oh_hi);
-          for (int64_t kw = 0; kw < k_w; ++kw) {
-            float wt = wp[kh * k_w + kw];
-            int64_t off_w = kw * win.dilation[1] - win.pad_begin[1], ow_lo, ow_hi;
-            clip_range(off_w, win.stride[1], in_w, out_w, &ow_lo, &ow_hi);
-            for (int64_t oh = oh_lo; oh < oh_hi; ++oh) {
-              const float* xr = xp + (oh * win.stride[0] + off_h) * in_w;
-              float* yr = yp + oh * out_w;
-              for (int64_t ow = ow_lo; ow < ow_hi; ++ow) yr[ow] += wt * xr[ow * win.stride[1] + off_w];
-            }
-          }
-        }
+      for (int64_t i = 0; i < out_vol; ++i) yp[i] = b;
+      const float* xg = x + (n * in_ch + (m / out_per_group) * group_ch) * in_vol;  // the group's channels
+      const float* wm = w + m * group_ch * k_vol;
+      for (int64_t kd = 0; kd < k_d; ++kd) {
+        // Output planes od read input plane od*stride + off_d; keep those inside the input.
+        int64_t off_d = kd * win.dilation[kSlotD] - win.pad_begin[kSlotD], od_lo, od_hi;
+        clip_range(off_d, win.stride[kSlotD], in_d, out_d, &od_lo, &od_hi);
+        for (int64_t od = od_lo; od < od_hi; ++od)
+          conv_planes(xg + (od * win.stride[kSlotD] + off_d) * in_plane, in_vol, wm + kd * k_plane, k_vol, group_ch,
+                      yp + od * out_plane, g, win);
       }
     }
   }

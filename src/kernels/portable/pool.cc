@@ -81,13 +81,13 @@ struct PoolGeometry {
     k_h = prep.k_h;
     k_w = prep.k_w;
     win = prep.win;
-    win.resolve(0, in_h, out_h, k_h);
-    win.resolve(1, in_w, out_w, k_w);
+    win.resolve(kSlotH, in_h, out_h, k_h);
+    win.resolve(kSlotW, in_w, out_w, k_w);
   }
-  /// Window taps [lo, hi) of output position o on axis a that land inside the input;
-  /// *padded = taps inside the input or its pads.
+  /// Window taps [lo, hi) of output position o on axis slot a (kSlotH or kSlotW) that land
+  /// inside the input; *padded = taps inside the input or its pads.
   void taps(int a, int64_t o, int64_t* lo, int64_t* hi, int64_t* padded) const {
-    int64_t in = a == 0 ? in_h : in_w, k = a == 0 ? k_h : k_w;
+    int64_t in = a == kSlotH ? in_h : in_w, k = a == kSlotH ? k_h : k_w;
     int64_t start = o * win.stride[a] - win.pad_begin[a];
     clip_range(start, win.dilation[a], in, k, lo, hi);
     int64_t plo, phi;
@@ -110,11 +110,11 @@ struct PoolGeometry {
     for (int64_t pl = 0; pl < planes; ++pl) {
       t.plane = x + pl * in_plane;
       for (int64_t oh = 0; oh < out_h; ++oh) {
-        taps(0, oh, &t.h_lo, &t.h_hi, &t.h_pad);
-        t.h0 = oh * win.stride[0] - win.pad_begin[0];
+        taps(kSlotH, oh, &t.h_lo, &t.h_hi, &t.h_pad);
+        t.h0 = oh * win.stride[kSlotH] - win.pad_begin[kSlotH];
         for (int64_t ow = 0; ow < out_w; ++ow) {
-          taps(1, ow, &t.w_lo, &t.w_hi, &t.w_pad);
-          t.w0 = ow * win.stride[1] - win.pad_begin[1];
+          taps(kSlotW, ow, &t.w_lo, &t.w_hi, &t.w_pad);
+          t.w0 = ow * win.stride[kSlotW] - win.pad_begin[kSlotW];
           t.out = (pl * out_h + oh) * out_w + ow;
           fn(t);
         }
@@ -146,7 +146,7 @@ KernelStatus max_pool_run(const RunCtx& c) {
   float* y = c.out(0).as<float>();
   int64_t* ind = c.num_outputs > 1 && c.outputs[1] ? c.out(1).as<int64_t>() : nullptr;
   const bool column_major = c.op_data->as<PoolPrep>().column_major;
-  const int64_t in_plane = g.in_h * g.in_w, dh = g.win.dilation[0], dw = g.win.dilation[1];
+  const int64_t in_plane = g.in_h * g.in_w, dh = g.win.dilation[kSlotH], dw = g.win.dilation[kSlotW];
   g.for_each_window(c.in(0).as<float>(), [&](const PoolGeometry::Taps& t) {
     float best = std::numeric_limits<float>::lowest();
     int64_t best_h = -1, best_w = -1;
@@ -176,7 +176,7 @@ KernelStatus average_pool_run(const RunCtx& c) {
   PoolGeometry g(c);
   float* y = c.out(0).as<float>();
   const bool include_pad = c.op_data->as<PoolPrep>().include_pad;
-  const int64_t dh = g.win.dilation[0], dw = g.win.dilation[1];
+  const int64_t dh = g.win.dilation[kSlotH], dw = g.win.dilation[kSlotW];
   g.for_each_window(c.in(0).as<float>(), [&](const PoolGeometry::Taps& t) {
     float sum = 0.f;
     for (int64_t kh = t.h_lo; kh < t.h_hi; ++kh) {

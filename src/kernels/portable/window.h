@@ -1,7 +1,8 @@
 #pragma once
-// Sliding-window geometry shared by Conv and the pools: attribute checks and symbolic output
-// sizes for the shape functions, and the same attributes read at run time (no allocation).
-// Spatial axes are 1 or 2; a 1-D window is run as a 2-D one with a leading axis of size 1.
+// Sliding-window geometry shared by Conv, ConvTranspose and the pools: attribute checks and
+// symbolic output sizes for the shape functions, and the same attributes read at run time (no
+// allocation). Up to three spatial axes (D, H, W) sit in fixed slots; a window with fewer axes
+// uses the last ones and leaves the leading slots as axes of size 1 (stride 1, no padding).
 
 #include <algorithm>
 #include <string>
@@ -11,18 +12,26 @@
 
 namespace kiln::kernels {
 
+/// Spatial slots of a window and their order: a 1-D window uses kSlotW, a 2-D one kSlotH and
+/// kSlotW, a 3-D one all three.
+constexpr int kMaxSpatial = 3;
+constexpr int kSlotD = 0, kSlotH = 1, kSlotW = 2;
+
+/// Slot of spatial axis `k` (0-based, after N and C) of a window with `nsp` spatial axes.
+constexpr int spatial_slot(int nsp, int k) { return kMaxSpatial - nsp + k; }
+
 enum class AutoPad : uint8_t { kNotSet, kValid, kSameUpper, kSameLower };
 
 /// Window attributes of one node as the kernel sees them; pads are final after resolve().
 struct Window {
   AutoPad auto_pad = AutoPad::kNotSet;
-  int64_t stride[2] = {1, 1};
-  int64_t dilation[2] = {1, 1};
-  int64_t pad_begin[2] = {0, 0};
-  int64_t pad_end[2] = {0, 0};
+  int64_t stride[kMaxSpatial] = {1, 1, 1};
+  int64_t dilation[kMaxSpatial] = {1, 1, 1};
+  int64_t pad_begin[kMaxSpatial] = {0, 0, 0};
+  int64_t pad_end[kMaxSpatial] = {0, 0, 0};
 
-  /// Reads strides/dilations/pads/auto_pad for `nsp` spatial axes, stored in the last
-  /// `nsp` slots (slot 0 keeps the identity when nsp == 1). The shape function validated them.
+  /// Reads strides/dilations/pads/auto_pad for `nsp` spatial axes (1 to kMaxSpatial) into
+  /// their slots; the leading slots keep the identity. The shape function validated them.
   void read(const core::Attrs& a, int nsp) {
     auto_pad = a.str_equals("auto_pad", "VALID")        ? AutoPad::kValid
                : a.str_equals("auto_pad", "SAME_UPPER") ? AutoPad::kSameUpper
@@ -32,7 +41,7 @@ struct Window {
     const int64_t* d = a.ints("dilations");
     const int64_t* p = auto_pad == AutoPad::kNotSet ? a.ints("pads") : nullptr;
     for (int k = 0; k < nsp; ++k) {
-      int slot = 2 - nsp + k;
+      const int slot = spatial_slot(nsp, k);
       if (s) stride[slot] = s[k];
       if (d) dilation[slot] = d[k];
       if (p) {
@@ -51,26 +60,27 @@ struct Window {
   }
 };
 
-/// Actual sizes of a Conv or ConvTranspose run (x [N, C, (H,) W], weight [., ., (kH,) kW],
-/// y [N, M, (OH,) OW]); a 1-D one is seen as 2-D with H = kH = OH = 1.
+/// Actual sizes of a Conv or ConvTranspose run (x [N, C, spatial...], weight [., ., kernel...],
+/// y [N, M, spatial...]) with the spatial sizes in Window's slots; absent leading axes are 1.
 struct ConvDims {
-  int nsp;  ///< spatial axes: 1 or 2
-  int64_t batch, in_ch, in_h, in_w, out_ch, out_h, out_w, k_h, k_w;
+  int nsp;  ///< spatial axes: 1 to kMaxSpatial
+  int64_t batch, in_ch, out_ch;
+  int64_t in[kMaxSpatial], out[kMaxSpatial], k[kMaxSpatial];
 
   ConvDims(const TensorView& x, const TensorView& w, const TensorView& y)
-      : nsp(x.rank - 2),
-        batch(x.dims[0]),
-        in_ch(x.dims[1]),
-        in_h(nsp == 2 ? x.dims[2] : 1),
-        in_w(x.dims[x.rank - 1]),
-        out_ch(y.dims[1]),
-        out_h(nsp == 2 ? y.dims[2] : 1),
-        out_w(y.dims[y.rank - 1]),
-        k_h(nsp == 2 ? w.dims[2] : 1),
-        k_w(w.dims[w.rank - 1]) {}
-  int64_t in_plane() const { return in_h * in_w; }
-  int64_t out_plane() const { return out_h * out_w; }
-  int64_t k_plane() const { return k_h * k_w; }
+      : nsp(x.rank - 2), batch(x.dims[0]), in_ch(x.dims[1]), out_ch(y.dims[1]) {
+    for (int slot = 0; slot < kMaxSpatial; ++slot) {
+      const int axis = 2 + slot - spatial_slot(nsp, 0);  // tensor axis of this slot, < 2 if absent
+      const bool present = axis >= 2;
+      in[slot] = present ? x.dims[axis] : 1;
+      out[slot] = present ? y.dims[axis] : 1;
+      k[slot] = present ? w.dims[axis] : 1;
+    }
+  }
+  /// Elements of one H x W plane of the input, the output and a kernel.
+  int64_t in_plane() const { return in[kSlotH] * in[kSlotW]; }
+  int64_t out_plane() const { return out[kSlotH] * out[kSlotW]; }
+  int64_t k_plane() const { return k[kSlotH] * k[kSlotW]; }
 };
 
 /// Sets [lo, hi) to the indices j in [0, n) with 0 <= start + j*step < limit (step >= 1): the

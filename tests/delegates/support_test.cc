@@ -1,0 +1,87 @@
+// What the XNNPACK delegate takes: convolutions' window attributes land in XNNPACK's H and W
+// parameters (1-D as H = 1), and 3-D convolutions stay on the portable kernels.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/attr_store.h"
+#include "delegates/xnnpack/support.h"
+
+namespace kiln::delegates::xnnpack {
+namespace {
+
+using core::AttrStore;
+using core::ExprId;
+
+class ConvSupport : public ::testing::Test {
+ protected:
+  std::vector<ExprId> shape(const std::vector<int64_t>& dims) {
+    std::vector<ExprId> s;
+    for (int64_t d : dims) s.push_back(pool.constant(d));
+    return s;
+  }
+  /// plan_op for a Conv or ConvTranspose of input `x` and constant weights `w`.
+  Result<OpPlan> plan(const char* op, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                      const std::vector<int64_t>& y, const AttrStore& a = AttrStore()) {
+    Operand xo, wo;
+    xo.shape = shape(x);
+    wo.shape = shape(w);
+    wo.const_data = weights;
+    std::vector<std::vector<ExprId>> out = {shape(y)};
+    return plan_op(op, a.view(), {xo, wo}, out, pool.nodes().data());
+  }
+  core::ExprPool pool;
+  const float weights[1] = {0.f};  // never read: the plan looks at shapes and attributes only
+};
+
+TEST_F(ConvSupport, WindowAttributesLandOnHeightAndWidth) {
+  AttrStore a;
+  a.set_ints("strides", {2, 3}).set_ints("dilations", {1, 2}).set_ints("pads", {1, 2, 3, 4});
+  Result<OpPlan> p = plan("Conv", {1, 4, 16, 16}, {8, 4, 3, 2}, {1, 8, 9, 6}, a);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->kind, OpKind::kConv);
+  EXPECT_EQ(p->kernel_h, 3u);
+  EXPECT_EQ(p->kernel_w, 2u);
+  EXPECT_EQ(p->stride_h, 2u);
+  EXPECT_EQ(p->stride_w, 3u);
+  EXPECT_EQ(p->dilation_h, 1u);
+  EXPECT_EQ(p->dilation_w, 2u);
+  EXPECT_EQ(p->pad_top, 1u);
+  EXPECT_EQ(p->pad_left, 2u);
+  EXPECT_EQ(p->pad_bottom, 3u);
+  EXPECT_EQ(p->pad_right, 4u);
+
+  // 1-D: the one axis is W; H is the identity.
+  Result<OpPlan> q = plan("ConvTranspose", {1, 4, 10}, {4, 2, 3}, {1, 2, 21},
+                          AttrStore().set_ints("strides", {2}).set_ints("pads", {1, 0}).set_ints("output_padding", {1}));
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(q->kind, OpKind::kConvTranspose);
+  EXPECT_EQ(q->kernel_h, 1u);
+  EXPECT_EQ(q->kernel_w, 3u);
+  EXPECT_EQ(q->stride_h, 1u);
+  EXPECT_EQ(q->stride_w, 2u);
+  EXPECT_EQ(q->pad_top, 0u);
+  EXPECT_EQ(q->pad_left, 1u);
+  EXPECT_EQ(q->adjust_h, 0u);
+  EXPECT_EQ(q->adjust_w, 1u);
+}
+
+TEST_F(ConvSupport, ThreeDimensionalConvolutionsAreDeclined) {
+  Result<OpPlan> c = plan("Conv", {1, 4, 6, 8, 8}, {8, 4, 3, 3, 3}, {1, 8, 4, 6, 6});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kUnimplemented);
+  EXPECT_NE(c.status().message().find("only 1-D and 2-D convolution"), std::string::npos) << c.status().message();
+
+  Result<OpPlan> t = plan("ConvTranspose", {1, 4, 3, 4, 4}, {4, 2, 2, 2, 2}, {1, 2, 6, 8, 8},
+                          AttrStore().set_ints("strides", {2, 2, 2}));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kUnimplemented);
+  EXPECT_NE(t.status().message().find("only 1-D and 2-D convolution"), std::string::npos) << t.status().message();
+
+  // Depthwise 3-D too (the depthwise path is chosen only after the rank check).
+  Result<OpPlan> d = plan("Conv", {1, 4, 6, 8, 8}, {4, 1, 3, 3, 3}, {1, 4, 4, 6, 6}, AttrStore().set_int("group", 4));
+  EXPECT_FALSE(d.ok());
+}
+
+}  // namespace
+}  // namespace kiln::delegates::xnnpack
