@@ -550,6 +550,25 @@ OPS += [Scripted("torch_decoder", recurrent_decoder, inputs=[("x", F, ["T", "B",
                  notes="torch.jit.script of a for-loop decoder appending to a list: a runtime loop")]
 
 
+def mask_index():
+    import torch
+
+    class MaskIndex(torch.nn.Module):
+        """Boolean-mask indexing: torch exports x[s > 0.5] as NonZero -> Transpose -> GatherND."""
+
+        def forward(self, x, s):
+            return x[s > 0.5], s[s > 0.5]
+
+    return MaskIndex()
+
+
+OPS += [Scripted("torch_mask_index", mask_index, inputs=[("x", F, ["N", 4]), ("s", F, ["N"])], outputs=[("y", F), ("kept", F)],
+                 dims={"N": (1, 12)},
+                 cases=[{"N": 5, "values": {"s": np.full(5, -1.0, np.float32)}}, {"N": 1, "values": {"s": np.array([2.0], np.float32)}},
+                        {"N": 7}, {"N": 12}, {"N": 12, "values": {"s": np.linspace(1, 2, 12, dtype=np.float32)}}],
+                 notes="torch's x[mask]: NonZero, GatherND; none, one, some and all rows kept")]
+
+
 def model_proto(op):
     g_inputs = [helper.make_tensor_value_info(n, e, d) for n, e, d in op.inputs]
     g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
