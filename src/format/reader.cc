@@ -593,18 +593,26 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
       if (inner == outer) return true;
     return outer < 0;
   };
+  struct Assert {
+    size_t at;
+    int64_t relation, lhs, rhs;
+  };
+  std::vector<Assert> asserts;  // the KilnAssert instructions, in order (read once)
+  for (size_t j = 0; j < n_instr; ++j) {
+    const fb::Instruction* a = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(j));
+    if (a->op()->str() != "KilnAssert") continue;
+    std::vector<core::AttrRef> r;
+    for (size_t k = 0; k < len(a->attrs()); ++k) r.push_back(attr_ref(a->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k))));
+    const core::Attrs aa(r.data(), static_cast<uint32_t>(r.size()));
+    asserts.push_back(Assert{j, aa.get_int("relation", -1), aa.get_int("lhs", -1), aa.get_int("rhs", -1)});
+  }
   auto has_guard = [&](const kernels::Guard& g, size_t at) {
     if (m->guards())
       for (const fb::Guard* f : *m->guards())
         if (static_cast<int>(f->op()) == static_cast<int>(g.op) && f->lhs() == g.lhs && f->rhs() == g.rhs) return true;
-    for (size_t j = 0; j < at; ++j) {
-      const fb::Instruction* a = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(j));
-      if (a->op()->str() != "KilnAssert" || !encloses(block_of[j], block_of[at])) continue;
-      std::vector<core::AttrRef> r;
-      for (size_t k = 0; k < len(a->attrs()); ++k) r.push_back(attr_ref(a->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k))));
-      const core::Attrs aa(r.data(), static_cast<uint32_t>(r.size()));
-      if (aa.get_int("relation", -1) == static_cast<int>(g.op) && aa.get_int("lhs", -1) == g.lhs && aa.get_int("rhs", -1) == g.rhs)
-        return true;
+    for (const Assert& a : asserts) {
+      if (a.at >= at) break;
+      if (a.relation == static_cast<int>(g.op) && a.lhs == g.lhs && a.rhs == g.rhs && encloses(block_of[a.at], block_of[at])) return true;
     }
     return false;
   };
