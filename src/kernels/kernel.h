@@ -199,7 +199,7 @@ KernelStatus run_once(const OpDef& op, RunCtx ctx);
 bool produces_no_outputs(const OpDef& op);
 
 /// True for the ops whose output size is a data-dependent dim they write when they run
-/// (NonZero, Compress; attribute "dim" names it).
+/// (NonZero, Compress, Unique; attribute "dim" names it).
 bool produces_data_dim(const OpDef& op);
 
 /// Whether a runtime branch's condition (KilnIf, KilnSelect) selects the then block.

@@ -447,6 +447,20 @@ OPS += [Op("compress_boxes", [node("Greater", ["scores", "thr"], ["m"]), node("C
            notes="the contract bounds NonZero's count at 3 (its arena reservation); more fails execute, naming it")]
 
 
+# Unique: the distinct count is data-dependent; flattened and sorted (every output), and
+# distinct rows in order of first occurrence.
+OPS += [Op("unique_sorted", [node("Unique", ["x"], ["y", "first", "inverse", "counts"])], [("x", I64, ["N", 3])],
+           [("y", I64), ("first", I64), ("inverse", I64), ("counts", I64)], {"N": (1, 8)},
+           [{"N": 1}, {"N": 4}, {"N": 8}, {"N": 5, "values": {"x": np.full((5, 3), 7, np.int64)}}], gen={"x": (-3, 4)},
+           notes="Unique over the flattened input, sorted, all four outputs"),
+        Op("unique_rows", [node("Unique", ["x"], ["y", "first", "inverse", "counts"], axis=0, sorted=0)], [("x", F, ["N", 2])],
+           [("y", F), ("first", I64), ("inverse", I64), ("counts", I64)], {"N": (1, 10)},
+           [{"N": 1}, {"N": 6, "values": {"x": np.array([[1, 2], [0, 0], [1, 2], [3, -1], [0, 0], [1, 2]], np.float32)}},
+            {"N": 10, "values": {"x": np.array([[i % 3, (i * 7) % 2] for i in range(10)], np.float32)}},
+            {"N": 5, "values": {"x": np.arange(10, dtype=np.float32).reshape(5, 2)}}],
+           notes="Unique rows (axis 0) in order of first occurrence")]
+
+
 # float16 weights with float32 inputs and outputs, as onnxconverter_common writes with
 # keep_io_types=True: Kiln computes the half-precision part in float32 (ONNX Runtime in
 # float16), hence the tolerance.

@@ -88,7 +88,7 @@ Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const s
 namespace {
 
 // Ops the importer resolves itself instead of passing to the registry.
-const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero", "Compress", "Loop", "Scan",
+const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero", "Compress", "Unique", "Loop", "Scan",
                                              "SequenceEmpty", "SequenceInsert", "ConcatFromSequence"};
 
 class Importer {
@@ -119,7 +119,7 @@ class Importer {
     KILN_TRY(import_nodes(graph, true));
     if (!data_bounds_.empty())
       return invalid_argument("--dim names '" + data_bounds_.begin()->first +
-                              "', which no input axis uses and no data-dependent size (NonZero's, Compress's) takes");
+                              "', which no input axis uses and no data-dependent size (NonZero's, Compress's, Unique's) takes");
     for (const onnx::ValueInfoProto& o : graph.output()) {
       KILN_TRY(check_io_type(o, "output"));
       auto it = names_.find(o.name());
@@ -421,6 +421,7 @@ class Importer {
     if (op == "If") return import_if(n, name);
     if (op == "NonZero") return import_nonzero(n, name);
     if (op == "Compress") return import_compress(n, name);
+    if (op == "Unique") return import_unique(n, name);
     if (op == "Loop") return import_loop(n, name);
     if (op == "Scan") return import_scan(n, name);
     if (op == "SequenceEmpty" || op == "SequenceInsert" || op == "ConcatFromSequence") return import_sequence_op(n, name);
@@ -485,6 +486,28 @@ class Importer {
     a.set_int("dim", d);
     KILN_ASSIGN_OR_RETURN(int out, g_.add("Compress", name, {x, cond}, a));
     names_[n.output(0)] = out;
+    return ok_status();
+  }
+
+  Status import_unique(const onnx::NodeProto& n, const std::string& name) {
+    if (n.input_size() != 1 || n.output_size() < 1 || n.output_size() > 4)
+      return invalid_argument("node '" + name + "' (Unique) takes 1 input and gives 1 to 4 outputs");
+    KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
+    KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
+    const std::vector<core::ExprId>& xs = g_.shape(x);
+    core::Interval items{1, 1};  // at most the number of items: the axis' length, or every element
+    if (a.view().has("axis")) {
+      int64_t axis = a.view().get_int("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(xs.size());
+      if (axis >= 0 && axis < static_cast<int64_t>(xs.size())) items = g_.pool().range(xs[static_cast<size_t>(axis)]);
+    } else {
+      for (core::ExprId e : xs) items = core::node_range(core::ExprOp::kMul, items, g_.pool().range(e), 0);
+    }
+    KILN_ASSIGN_OR_RETURN(int d, data_dim("unique", items.hi, name));
+    a.set_int("dim", d);
+    KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op("Unique", name, {x}, a, static_cast<size_t>(n.output_size())));
+    for (int k = 0; k < n.output_size(); ++k)
+      if (!n.output(k).empty()) names_[n.output(k)] = outs[static_cast<size_t>(k)];
     return ok_status();
   }
 

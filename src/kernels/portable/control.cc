@@ -52,8 +52,11 @@ bool branch_condition(const TensorView& cond) { return condition_true(cond); }
 
 Status nonzero_shape(ShapeCtx& c);
 Status compress_shape(ShapeCtx& c);
+Status unique_shape(ShapeCtx& c);
 
-bool produces_data_dim(const OpDef& op) { return op.shape == &nonzero_shape || op.shape == &compress_shape; }
+bool produces_data_dim(const OpDef& op) {
+  return op.shape == &nonzero_shape || op.shape == &compress_shape || op.shape == &unique_shape;
+}
 
 bool produces_no_outputs(const OpDef& op) {
   return op.shape == &kiln_if_shape || op.shape == &kiln_else_shape || op.shape == &kiln_assert_shape;
