@@ -6,26 +6,18 @@
 #include <random>
 #include <vector>
 
-#include "core/attr_store.h"
-#include "kernels/kernel.h"
+#include "op_test_util.h"
 
 namespace kiln::kernels {
 namespace {
+
+using testing::view_of;
 
 struct Case {
   std::vector<int64_t> shape;
   int64_t axis = 0;  // -100: none (flattened)
   std::vector<uint8_t> cond;
 };
-
-TensorView view(DType t, const std::vector<int64_t>& shape, void* data) {
-  TensorView v;
-  v.dtype = t;
-  v.rank = static_cast<int32_t>(shape.size());
-  for (size_t k = 0; k < shape.size(); ++k) v.dims[k] = shape[k];
-  v.data = data;
-  return v;
-}
 
 /// Runs Compress with the output reserved at `capacity` along the selected axis; returns the
 /// status, the count written and the output's first `count` slices.
@@ -40,8 +32,8 @@ KernelStatus run(const Case& c, const std::vector<float>& x, int64_t capacity, i
   y->assign(static_cast<size_t>(n), -7.f);
   std::vector<float> xs = x;
   std::vector<uint8_t> cs = c.cond;
-  TensorView xv = view(DType::kF32, c.shape, xs.data()), cv = view(DType::kBool, {static_cast<int64_t>(cs.size())}, cs.data());
-  TensorView yv = view(DType::kF32, out_shape, y->data());
+  TensorView xv = view_of(DType::kF32, c.shape, xs.data()), cv = view_of(DType::kBool, {static_cast<int64_t>(cs.size())}, cs.data());
+  TensorView yv = view_of(DType::kF32, out_shape, y->data());
   const TensorView* ins[] = {&xv, &cv};
   TensorView* outs[] = {&yv};
   core::AttrStore a;

@@ -6,29 +6,21 @@
 #include <random>
 #include <vector>
 
-#include "core/attr_store.h"
-#include "kernels/kernel.h"
+#include "op_test_util.h"
 
 namespace kiln::kernels {
 namespace {
 
-using V = std::vector<int64_t>;
+using testing::view_of;
 
-TensorView view(DType t, const V& shape, void* data) {
-  TensorView v;
-  v.dtype = t;
-  v.rank = static_cast<int32_t>(shape.size());
-  for (size_t k = 0; k < shape.size(); ++k) v.dims[k] = shape[k];
-  v.data = data;
-  return v;
-}
+using V = std::vector<int64_t>;
 
 KernelStatus run(const V& ds, std::vector<float> data, const V& is, std::vector<int64_t> idx, int64_t b, const V& ys,
                  std::vector<float>* y) {
   int64_t n = 1;
   for (int64_t d : ys) n *= d;
   y->assign(static_cast<size_t>(n), -7.f);
-  TensorView dv = view(DType::kF32, ds, data.data()), iv = view(DType::kI64, is, idx.data()), yv = view(DType::kF32, ys, y->data());
+  TensorView dv = view_of(DType::kF32, ds, data.data()), iv = view_of(DType::kI64, is, idx.data()), yv = view_of(DType::kF32, ys, y->data());
   const TensorView* ins[] = {&dv, &iv};
   TensorView* outs[] = {&yv};
   core::AttrStore a;

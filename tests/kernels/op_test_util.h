@@ -16,6 +16,16 @@
 
 namespace kiln::testing {
 
+/// A view of `data` with `shape` (for calling a kernel's run function directly).
+inline TensorView view_of(DType t, const std::vector<int64_t>& shape, void* data) {
+  TensorView v;
+  v.dtype = t;
+  v.rank = static_cast<int32_t>(shape.size());
+  for (size_t k = 0; k < shape.size(); ++k) v.dims[k] = shape[k];
+  v.data = data;
+  return v;
+}
+
 /// An owning test tensor.
 struct Tensor {
   DType dtype = DType::kF32;

@@ -9,11 +9,12 @@
 #include <random>
 #include <vector>
 
-#include "core/attr_store.h"
-#include "kernels/kernel.h"
+#include "op_test_util.h"
 
 namespace kiln::kernels {
 namespace {
+
+using testing::view_of;
 
 using V = std::vector<int64_t>;
 
@@ -22,15 +23,6 @@ struct Out {
   V first, inverse, counts;
   int64_t u = -1;
 };
-
-TensorView view(DType t, const V& shape, void* data) {
-  TensorView v;
-  v.dtype = t;
-  v.rank = static_cast<int32_t>(shape.size());
-  for (size_t k = 0; k < shape.size(); ++k) v.dims[k] = shape[k];
-  v.data = data;
-  return v;
-}
 
 /// Items of x as [outer, n, inner]; flat: every element.
 void split(const V& shape, int64_t axis, int64_t* outer, int64_t* n, int64_t* inner) {
@@ -55,9 +47,9 @@ Out run(const V& shape, std::vector<float> x, int64_t axis, bool sorted) {
   o.inverse.assign(static_cast<size_t>(n), -9);
   o.counts.assign(static_cast<size_t>(n), -9);
   std::vector<int64_t> scratch(static_cast<size_t>(4 * n + 1));
-  TensorView xv = view(DType::kF32, shape, x.data()), yv = view(DType::kF32, ys, o.y.data());
-  TensorView fv = view(DType::kI64, {n}, o.first.data()), iv = view(DType::kI64, {n}, o.inverse.data()),
-             cv = view(DType::kI64, {n}, o.counts.data());
+  TensorView xv = view_of(DType::kF32, shape, x.data()), yv = view_of(DType::kF32, ys, o.y.data());
+  TensorView fv = view_of(DType::kI64, {n}, o.first.data()), iv = view_of(DType::kI64, {n}, o.inverse.data()),
+             cv = view_of(DType::kI64, {n}, o.counts.data());
   const TensorView* ins[] = {&xv};
   TensorView* outs[] = {&yv, &fv, &iv, &cv};
   core::AttrStore a;

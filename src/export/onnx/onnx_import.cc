@@ -466,6 +466,21 @@ class Importer {
     return g_.add_data_dim(name, std::max<int64_t>(max, 0));
   }
 
+  /// The most items an op over `x` selects from: the length of its `axis` attribute's axis,
+  /// or (no axis) every element; the largest over the contract.
+  int64_t most_items(int x, const core::Attrs& attrs) {
+    const std::vector<core::ExprId>& xs = g_.shape(x);
+    core::Interval items{1, 1};
+    if (attrs.has("axis")) {
+      int64_t axis = attrs.get_int("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(xs.size());
+      if (axis >= 0 && axis < static_cast<int64_t>(xs.size())) items = g_.pool().range(xs[static_cast<size_t>(axis)]);
+    } else {
+      for (core::ExprId e : xs) items = core::node_range(core::ExprOp::kMul, items, g_.pool().range(e), 0);
+    }
+    return items.hi;
+  }
+
   Status import_compress(const onnx::NodeProto& n, const std::string& name) {
     if (n.input_size() != 2 || n.output_size() != 1) return invalid_argument("node '" + name + "' (Compress) takes 2 inputs and gives 1 output");
     KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
@@ -473,16 +488,7 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
     // At most the condition's length, and the length of what it selects from.
     int64_t bound = g_.shape(cond).size() == 1 ? g_.pool().range(g_.shape(cond)[0]).hi : 0;
-    const std::vector<core::ExprId>& xs = g_.shape(x);
-    core::Interval len{1, 1};
-    if (a.view().has("axis")) {
-      int64_t axis = a.view().get_int("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(xs.size());
-      if (axis >= 0 && axis < static_cast<int64_t>(xs.size())) len = g_.pool().range(xs[static_cast<size_t>(axis)]);
-    } else {
-      for (core::ExprId e : xs) len = core::node_range(core::ExprOp::kMul, len, g_.pool().range(e), 0);
-    }
-    KILN_ASSIGN_OR_RETURN(int d, data_dim("compress", std::min(bound, len.hi), name));
+    KILN_ASSIGN_OR_RETURN(int d, data_dim("compress", std::min(bound, most_items(x, a.view())), name));
     a.set_int("dim", d);
     KILN_ASSIGN_OR_RETURN(int out, g_.add("Compress", name, {x, cond}, a));
     names_[n.output(0)] = out;
@@ -494,16 +500,7 @@ class Importer {
       return invalid_argument("node '" + name + "' (Unique) takes 1 input and gives 1 to 4 outputs");
     KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
     KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
-    const std::vector<core::ExprId>& xs = g_.shape(x);
-    core::Interval items{1, 1};  // at most the number of items: the axis' length, or every element
-    if (a.view().has("axis")) {
-      int64_t axis = a.view().get_int("axis", 0);
-      if (axis < 0) axis += static_cast<int64_t>(xs.size());
-      if (axis >= 0 && axis < static_cast<int64_t>(xs.size())) items = g_.pool().range(xs[static_cast<size_t>(axis)]);
-    } else {
-      for (core::ExprId e : xs) items = core::node_range(core::ExprOp::kMul, items, g_.pool().range(e), 0);
-    }
-    KILN_ASSIGN_OR_RETURN(int d, data_dim("unique", items.hi, name));
+    KILN_ASSIGN_OR_RETURN(int d, data_dim("unique", most_items(x, a.view()), name));
     a.set_int("dim", d);
     KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op("Unique", name, {x}, a, static_cast<size_t>(n.output_size())));
     for (int k = 0; k < n.output_size(); ++k)
@@ -846,16 +843,7 @@ class Importer {
     const int64_t r = static_cast<int64_t>(g_.shape(stacked).size());  // the items' rank + 1
     const int64_t ax = axis < 0 ? axis + (new_axis ? r : r - 1) : axis;
     if (ax < 0 || ax >= (new_axis ? r : r - 1)) return invalid_argument("node '" + name + "' (ConcatFromSequence): axis out of range");
-    int y = stacked;
-    if (ax != 0) {  // the items' axis 0 moves to `ax`
-      std::vector<int64_t> perm;
-      for (int64_t d = 1; d <= ax; ++d) perm.push_back(d);
-      perm.push_back(0);
-      for (int64_t d = ax + 1; d < r; ++d) perm.push_back(d);
-      core::AttrStore pa;
-      pa.set_ints("perm", perm);
-      KILN_ASSIGN_OR_RETURN(y, g_.add("Transpose", name + "/axis", {y}, pa));
-    }
+    KILN_ASSIGN_OR_RETURN(int y, move_axis0(stacked, ax, name + "/axis"));  // the list's axis to `ax`
     if (!new_axis) {  // concatenate: merge the list's axis with the items' axis `ax`
       std::vector<core::ExprId> shape = g_.shape(y);
       std::vector<core::ExprId> merged(shape.begin(), shape.begin() + ax);
@@ -963,6 +951,19 @@ class Importer {
     return ok_status();
   }
 
+  /// `v` with its axis 0 moved to `axis` (a Transpose; `v` itself when `axis` is 0).
+  Result<int> move_axis0(int v, int64_t axis, const std::string& node_name) {
+    if (axis == 0) return v;
+    const int64_t r = static_cast<int64_t>(g_.shape(v).size());
+    std::vector<int64_t> perm;
+    for (int64_t a = 1; a <= axis; ++a) perm.push_back(a);
+    perm.push_back(0);
+    for (int64_t a = axis + 1; a < r; ++a) perm.push_back(a);
+    core::AttrStore pa;
+    pa.set_ints("perm", perm);
+    return g_.add("Transpose", node_name, {v}, pa);
+  }
+
   /// A Scan over a sequence of `len` steps as a runtime loop: each iteration gathers its
   /// step of every scan input (backwards where its direction says); the loop writes scan
   /// outputs backwards where theirs says, and a Transpose moves the steps to their axis.
@@ -998,15 +999,7 @@ class Importer {
       const int64_t r = static_cast<int64_t>(g_.shape(y).size());
       const int64_t axis = out_axes[k] < 0 ? out_axes[k] + r : out_axes[k];
       if (axis < 0 || axis >= r) return invalid_argument("node '" + name + "' (Scan): scan output axis out of range");
-      if (axis != 0) {  // the steps' axis moves from 0 to `axis`
-        std::vector<int64_t> perm;
-        for (int64_t a = 1; a <= axis; ++a) perm.push_back(a);
-        perm.push_back(0);
-        for (int64_t a = axis + 1; a < r; ++a) perm.push_back(a);
-        core::AttrStore pa;
-        pa.set_ints("perm", perm);
-        KILN_ASSIGN_OR_RETURN(y, g_.add("Transpose", name + "/axis" + std::to_string(k), {y}, pa));
-      }
+      KILN_ASSIGN_OR_RETURN(y, move_axis0(y, axis, name + "/axis" + std::to_string(k)));  // the steps' axis to `axis`
       if (!n.output(static_cast<int>(states + k)).empty()) names_[n.output(static_cast<int>(states + k))] = y;
     }
     for (size_t k = 0; k < states; ++k)
