@@ -109,11 +109,37 @@ def torch_dims(model):
 
 
 def dynamic_shapes(model, dims):
+    """Per input (by position), {axis: Dim}; a dim missing from `dims` is left static."""
     spec = []
     for inp in model["inputs"]:
-        axes = {i: dims[a] for i, a in enumerate(inp["dims"]) if isinstance(a, str)}
+        axes = {i: dims[a] for i, a in enumerate(inp["dims"]) if isinstance(a, str) and a in dims}
         spec.append(axes or None)
     return tuple(spec)
+
+
+def apply_fixes(message, dims):
+    """torch.export's 'Suggested fixes:' applied to `dims`: `X = Dim('X', min=.., max=..)` replaces
+    a Dim, `X = 5` makes the dim static (at the example's size). Returns (dims, fixes applied)."""
+    import re
+
+    from torch.export import Dim
+
+    if "Suggested fixes:" not in message:
+        return None, []
+    new, applied = dict(dims), []
+    for line in message.split("Suggested fixes:", 1)[1].splitlines():
+        line = line.strip()
+        m = re.match(r"^(\w+) = Dim\('(\w+)'(?:, min=(\d+))?(?:, max=(\d+))?\)$", line)
+        if m and m.group(1) in dims:
+            old = dims[m.group(1)]
+            lo = int(m.group(3)) if m.group(3) else old.min
+            hi = int(m.group(4)) if m.group(4) else old.max
+            new[m.group(1)] = Dim(m.group(1), min=lo, max=hi)
+            applied.append(line)
+        elif re.match(r"^(\w+) = (\d+)$", line) and line.split()[0] in dims:
+            new.pop(line.split()[0])
+            applied.append(line)
+    return (new, applied) if applied else (None, [])
 
 
 def torch_inputs(model, shapes):
@@ -193,9 +219,19 @@ def et_lower(ep, path, use_xnnpack=True):
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
 
+    def inputs_and_ranges(prog):
+        user = set(prog.graph_signature.user_inputs)
+        shapes = [str(tuple(n.meta["val"].shape)) for n in prog.graph.nodes if n.op == "placeholder" and n.name in user]
+        ranges = {str(k): [int(v.lower), int(v.upper) if v.upper.is_finite else None]
+                  for k, v in prog.range_constraints.items()}
+        return shapes, ranges
+
+    export_inputs, export_ranges = inputs_and_ranges(ep)  # before lowering, which may change ep
     t0 = time.perf_counter()
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()] if use_xnnpack else [])
-    info = get_delegation_info(edge.exported_program().graph_module)
+    prog = edge.exported_program()
+    info = get_delegation_info(prog.graph_module)
+    edge_inputs, edge_ranges = inputs_and_ranges(prog)  # what the edge program kept of the Dims
     et = edge.to_executorch()
     buf = et.buffer
     with open(path, "wb") as f:
@@ -208,7 +244,9 @@ def et_lower(ep, path, use_xnnpack=True):
             "planned_bytes": int(sum(plan.non_const_buffer_sizes)),
             "delegated_subgraphs": info.num_delegated_subgraphs, "delegated_nodes": info.num_delegated_nodes,
             "non_delegated_nodes": info.num_non_delegated_nodes, "non_delegated_ops": non_delegated,
-            "delegated_ops": delegated, "backend": "XnnpackBackend" if use_xnnpack else "portable only"}
+            "delegated_ops": delegated, "backend": "XnnpackBackend" if use_xnnpack else "portable only",
+            "edge_inputs": edge_inputs, "edge_ranges": edge_ranges,
+            "export_inputs": export_inputs, "export_ranges": export_ranges}
 
 
 def export_both(model, work):
@@ -230,9 +268,49 @@ def export_both(model, work):
         rec["torch_export"] = {"ok": True, "seconds": time.perf_counter() - t0, "ranges": ranges, "asserts": asserts}
     except Exception as e:
         rec["torch_export"] = {"ok": False, "error": first_lines(e, 16), "type": type(e).__name__}
+        # What a user does next: apply torch's suggested fixes and export again. ExecuTorch gets
+        # that narrower program; Kiln keeps the declared contract (TorchScript's ONNX below).
+        fixed, applied, message = dims, [], str(e)
+        for _ in range(3):  # the suggestions can come in rounds
+            nxt, more = apply_fixes(message, fixed)
+            if nxt is None:
+                break
+            fixed = nxt
+            applied += more
+            try:
+                ep = torch.export.export(module, example, dynamic_shapes=dynamic_shapes(model, fixed))
+                ranges, asserts = torch_ranges(ep, model, fixed)
+                rec["torch_export"]["with_fixes"] = {"ok": True, "fixes": applied, "ranges": ranges, "asserts": asserts,
+                                                     "torch_dims": {k: str(v) for k, v in fixed.items()}}
+                break
+            except Exception as e2:
+                message = str(e2)
+                rec["torch_export"]["with_fixes"] = {"ok": False, "fixes": applied, "error": first_lines(e2, 16)}
+        if ep is None and model.get("torch_hints"):
+            # Where torch states a guard but offers no fix, the Dims a user writes after reading it.
+            from torch.export import Dim
+
+            fixed = dict(fixed if fixed is not None else dims)
+            for k, (rng, why) in model["torch_hints"].items():
+                if rng is None:
+                    fixed.pop(k, None)
+                    applied.append(f"{k} static (by hand: {why})")
+                else:
+                    fixed[k] = Dim(k, min=rng[0], max=rng[1])
+                    applied.append(f"{k} = Dim('{k}', min={rng[0]}, max={rng[1]}) (by hand: {why})")
+            try:
+                ep = torch.export.export(module, example, dynamic_shapes=dynamic_shapes(model, fixed))
+                ranges, asserts = torch_ranges(ep, model, fixed)
+                rec["torch_export"]["with_fixes"] = {"ok": True, "fixes": applied, "ranges": ranges, "asserts": asserts,
+                                                     "torch_dims": {k: str(v) for k, v in fixed.items()}}
+            except Exception as e3:
+                rec["torch_export"]["with_fixes"] = {"ok": False, "fixes": applied, "error": first_lines(e3, 16)}
     onnx_path = os.path.join(work, model["name"] + ".onnx")
     try:
-        onnx_bytes, how, dynamo_error = onnx_from(ep, module, model, example, names)
+        narrowed = not rec["torch_export"]["ok"]
+        onnx_bytes, how, dynamo_error = onnx_from(None if narrowed else ep, module, model, example, names)
+        if narrowed and ep is not None:
+            dynamo_error = "torch.export needed its suggested fixes (a narrower contract): Kiln reads the full one"
         with open(onnx_path, "wb") as f:
             f.write(onnx_bytes)
         rec["onnx"] = {"ok": True, "path": onnx_path, "exporter": how, "dynamo_error": dynamo_error,

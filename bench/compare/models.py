@@ -47,6 +47,15 @@ def torchvision_shim():
     torchvision_shim.done = True
 
 
+# Dims a user writes after reading a torch.export refusal that states a guard but suggests no
+# fix (applied after torch's own suggestions; the report says "by hand").
+TORCH_HINTS = {
+    "mobilenet_v2": {"H": ((33, 224), "torch's guard (1 + ((H - 1) // 32)) != 1, i.e. H >= 33, "
+                                      "as it suggested for W")},
+    "swin_tiny": {"batch": (None, "torch cannot make a Dim of batch in [1, 2]: it treats dynamic sizes as >= 2")},
+}
+
+
 def zoo_model(name):
     import make_zoo
 
@@ -62,7 +71,8 @@ def zoo_model(name):
         torchvision_shim()
         return make_zoo.make_model(index, spec)
 
-    return {**base, "module": module, "rejects": manifest.get("rejects", []),
+    return {**base, "module": module, "example": [list(e) for e in spec["example"]], "rejects": manifest.get("rejects", []),
+            "torch_hints": TORCH_HINTS.get(name, {}),
             "notes": manifest.get("notes", ""), "outputs": manifest["outputs"]}
 
 
@@ -77,6 +87,7 @@ def torchvision_model(name):
 
     return {"name": name, "source": "torchvision", "dims": ort_compare.TORCHVISION_DIMS,
             "inputs": ort_compare.TORCHVISION_INPUTS, "bench_points": None, "module": module,
+            "example": [[1, 3, 96, 96]],  # the sweep traces at 1x3x96x96
             "rejects": TORCHVISION_REJECTS, "outputs": ["y"], "notes": ""}
 
 
@@ -100,11 +111,13 @@ def get(name):
 
 def points(model):
     """[(label, {dim: value})]: every dim at its minimum, far below the bound (an eighth of the
-    way up, on the step grid), in the middle, at the bound; or the manifest's bench_points."""
+    way up, on the step grid), in the middle, at the bound (or the manifest's bench_points), and
+    the shape torch.export traced at."""
     dims = model["dims"]
     base = ort_compare.dim_points(dims, model.get("bench_points"))
+    traced = ("traced", example_point(model))  # the shape torch.export traced at: a static program runs it too
     if model.get("bench_points"):
-        return base
+        return base + ([traced] if all(traced[1] != q for _, q in base) else [])
 
     def low(d):
         step = d.get("step", 1)
@@ -119,21 +132,24 @@ def points(model):
         out.append((label, p))
         if label == "min" and all(far != q for _, q in base):
             out.append(("low", far))
+    if all(traced[1] != q for _, q in out):
+        out.append(traced)
     return out
 
 
 def example_point(model):
-    """The point torch.export traces at: the middle of every dim, but at least 2 (torch
-    specializes sizes 0 and 1)."""
-    label_points = dict(ort_compare.dim_points(model["dims"], None))
-    mid = dict(label_points.get("mid", label_points.get("max")))
+    """The point torch.export traces at: the model's own example (make_zoo's, which satisfies the
+    model's own constraints, e.g. view_guard's length % 4 == 0; the sweep's 1x3x96x96), with
+    every dynamic dim at least 2 (torch specializes sizes 0 and 1)."""
+    point = {}
+    for inp, shape in zip(model["inputs"], model["example"]):
+        for a, v in zip(inp["dims"], shape):
+            if isinstance(a, str) and a not in point:
+                point[a] = v
+    for k, d in model["dims"].items():
+        if "sum_of" not in d and point[k] < 2 <= d["max"]:
+            point[k] = max(2, d["min"])
     for k, d in model["dims"].items():
         if "sum_of" in d:
-            continue
-        step = d.get("step", 1)
-        if mid[k] < 2:
-            mid[k] = min(d["max"], max(2, d["min"] + step))
-    for k, d in model["dims"].items():
-        if "sum_of" in d:
-            mid[k] = sum(mid[p] for p in d["sum_of"])
-    return mid
+            point[k] = sum(point[p] for p in d["sum_of"])
+    return point

@@ -82,9 +82,11 @@ def et_status(m):
     et = m.get("et", {})
     if not et.get("ok"):
         return "refused"
+    fixed = " (after torch.export's suggested fixes: " + "; ".join(
+        m["torch_export"]["with_fixes"]["fixes"]) + ")" if m.get("torch_export", {}).get("with_fixes", {}).get("ok") else ""
     if et.get("xnnpack_error"):
-        return "portable only (XNNPACK lowering refused)"
-    return "XNNPACK"
+        return "portable only (XNNPACK lowering refused)" + fixed
+    return "XNNPACK" + fixed
 
 
 def ratios(m, t):
@@ -217,9 +219,19 @@ def export_section(res, lines):
                 tx += f"; {len(te['asserts'])} runtime assertions: " + cell("; ".join(te["asserts"][:3]), 300)
         else:
             tx = "**refused**: " + cell(te.get("error"), 700)
+            wf = te.get("with_fixes")
+            if wf:
+                tx += f"; again with its suggested fixes ({'; '.join(wf['fixes'])}): " + (
+                    "ok; " + "; ".join(f"{d} -> {r['expr']} " + ", ".join(
+                        f"{s} in [{lo}, {hi}]" for s, (lo, hi) in r["ranges"].items())
+                        for d, r in wf.get("ranges", {}).items()) if wf.get("ok") else "refused: " + cell(wf.get("error"), 300))
         if et.get("ok"):
             ex = "ok" + ("" if not et.get("xnnpack_error") else "; XNNPACK refused: " + cell(et["xnnpack_error"], 500)
                          + "; portable-only program made instead")
+            if et.get("edge_inputs") and et.get("edge_inputs") != et.get("export_inputs"):
+                ex += ("; **to_edge changed the inputs** from " + ", ".join(et["export_inputs"]) + " to "
+                       + ", ".join(et["edge_inputs"]) + " (ranges " + ", ".join(
+                           f"{k} in [{lo}, {hi}]" for k, (lo, hi) in et.get("edge_ranges", {}).items()) + ")")
         else:
             ex = "**refused**: " + cell(et.get("error"), 500)
         onnx = ox.get("exporter", "-") if ox.get("ok") else "failed: " + cell(ox.get("error"), 300)
@@ -251,6 +263,21 @@ def classic_section(res, lines):
               (p.get("kiln_runner") or {}).get("message") or "-", "```", "",
               f"- `kiln check FILE --input_shapes=1x3x256x256 --explain --model=MODEL.onnx` (exit "
               f"{c['kiln_check_explain']['exit']}):", "", "```", c["kiln_check_explain"]["output"][:3000], "```", ""]
+
+
+def et_refuses_in_contract(res, lines):
+    """Shapes inside the declared contract that ExecuTorch's program refuses (Kiln runs them all
+    unless its own column says otherwise)."""
+    rows = []
+    for m in res["models"]:
+        for p in m.get("points", []):
+            if p.get("et_error"):
+                rows.append(f"| {m['name']} | {p['label']} | {p['shapes']} | {cell(p['et_error'], 500)} | "
+                            f"{'runs' if not p.get('kiln_error') else cell(p['kiln_error'])} |")
+    if rows:
+        lines += ["| model | point | input shapes | ExecuTorch | Kiln |", "|---|---|---|---|---|"] + rows
+    else:
+        lines.append("None in this run.")
 
 
 def et_wins(res, lines, h):
@@ -313,6 +340,8 @@ def write(res, path):
               "text after the runtime's log lines (C++ stderr), as a user of the Python bindings sees them; an "
               "accepted shape is run and compared with eager torch on the same input.", ""]
     refusals_section(res, lines)
+    lines += ["", "### Shapes inside the declared contract that ExecuTorch's program refuses", ""]
+    et_refuses_in_contract(res, lines)
     lines += ["", "## The classic failure: static at 224, fed 256", ""]
     classic_section(res, lines)
     lines += ["## Export-side differences", "",
