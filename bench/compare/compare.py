@@ -776,8 +776,11 @@ def driver_main(opts, argv):
     snap = os.path.join(opts.build, "SNAPSHOT")
     if os.path.exists(snap):
         with open(snap) as f:
-            merged["kiln_snapshot"] = "binaries and extensions: " + ", ".join(
-                ln.split()[1].split("/")[-1] + " " + ln.split()[0][:8] for ln in f if len(ln.split()) == 2 and len(ln.split()[0]) == 32)
+            text = f.read().splitlines()
+        merged["kiln_snapshot"] = "; ".join(
+            [ln for ln in text if ln.startswith("source:")]
+            + ["md5 " + ", ".join(ln.split()[1].split("/")[-1] + " " + ln.split()[0][:8] for ln in text
+                                  if len(ln.split()) == 2 and len(ln.split()[0]) == 32)])
     for name, _ in jobs:
         with open(os.path.join(opts.work, name, "result.json")) as f:
             r = json.load(f)

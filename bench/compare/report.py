@@ -281,25 +281,31 @@ def et_refuses_in_contract(res, lines):
 
 
 def et_wins(res, lines, h):
-    """Every row where ExecuTorch is faster or accepts more, each with its hypothesis."""
-    items = []
+    """Every row where ExecuTorch is faster or accepts more, grouped under its hypothesis."""
+    groups = {}  # hypothesis text -> rows
+
+    def add(text, *keys):
+        groups.setdefault(hyp(h, *keys), []).append(text)
+
     for m in res["models"]:
         name = m["name"]
         for p in m.get("points", []):
             for t, lat in p.get("latency", {}).items():
                 if lat["ratio"] > 1.0:
-                    items.append(f"- **{name} {p['label']} {p['shapes']}, {t} thread(s)**: ExecuTorch "
-                                 f"{lat['et_ms']:.3f} ms, Kiln {lat['kiln_ms']:.3f} ms ({lat['ratio']:.2f}x). "
-                                 + hyp(h, f"{name}/{p['label']}/{t}", f"{name}/{t}", f"{name}/speed"))
+                    add(f"{name} {p['label']} {p['shapes']}, {t} thread(s): ExecuTorch {lat['et_ms']:.3f} ms, Kiln "
+                        f"{lat['kiln_ms']:.3f} ms ({lat['ratio']:.2f}x)",
+                        f"{name}/{p['label']}/{t}", f"{name}/{t}", f"threads/{t}", f"{name}/speed", "speed")
         for p in m.get("refusals", []):
             e, k = p.get("et") or {}, p.get("kiln") or {}
             if e.get("accepted") and not k.get("accepted"):
-                items.append(f"- **{name} accepts {p['shapes']}** in ExecuTorch ({p['reason']}), Kiln refuses: "
-                             + probe_cell(e) + ". " + hyp(h, f"{name}/accept/{p['shapes']}", f"{name}/accept", "accept"))
+                add(f"{name}: ExecuTorch accepts {p['shapes']} ({p['reason']}), Kiln refuses{probe_cell(e)[12:]}",
+                    f"{name}/accept/{p['shapes']}", f"{name}/accept", "accept")
         if m.get("et", {}).get("ok") and not m.get("kiln", {}).get("ok"):
-            items.append(f"- **{name}: ExecuTorch exports, Kiln refuses**: {cell(m['kiln'].get('error'), 400)}. "
-                         + hyp(h, f"{name}/export"))
-    lines += items or ["None in this run."]
+            add(f"{name}: ExecuTorch exports, Kiln refuses: {cell(m['kiln'].get('error'), 400)}", f"{name}/export")
+    if not groups:
+        lines.append("None in this run.")
+    for text, rows in groups.items():
+        lines += [f"**Hypothesis.** {text}", ""] + [f"- {r}" for r in rows] + [""]
 
 
 def write(res, path):
@@ -312,8 +318,8 @@ def write(res, path):
              f"{res.get('load_start', '-')} / {res.get('load_end', '-')} (2 cores; another build was running, so "
              "absolute times are noisy: both runtimes alternate within each round, so the ratio is the number to read)",
              f"- torch {v.get('torch')}, executorch {v.get('executorch')}, torchvision {v.get('torchvision')}, "
-             f"onnxruntime {v.get('onnxruntime')}, onnx {v.get('onnx')}, onnxscript {v.get('onnxscript')}; Kiln "
-             f"commit {res['kiln_commit']} ({res.get('kiln_snapshot', 'build snapshot')})",
+             f"onnxruntime {v.get('onnxruntime')}, onnx {v.get('onnx')}, onnxscript {v.get('onnxscript')}",
+             f"- Kiln: {res.get('kiln_snapshot', 'the build given to run.sh')}; harness at commit {res['kiln_commit']}",
              f"- Timing: {res['warmup']} warm-up calls, then the median of {res['runs']} rounds; each round makes one "
              "call of each runtime in one process (order alternating): ExecuTorch `Method.set_inputs` + "
              "`execute()` (its planner reuses input buffers for activations, so inputs are set for every "

@@ -45,5 +45,8 @@ cp "$BUILD"/_kiln.cpython-311-*.so "$BUILD"/_kiln_export.cpython-311-*.so "$SITE
 # The CLIs beside it, copied too: the harness reads one snapshot even if BUILD is rebuilt meanwhile.
 mkdir -p "$VENV/kiln-build"
 cp "$BUILD/kiln" "$BUILD/kiln_runner" "$VENV/kiln-build/"
-(cd "$VENV/kiln-build" && md5sum kiln kiln_runner "$SITE"/kiln/_kiln*.so > SNAPSHOT && echo "from $BUILD" >> SNAPSHOT)
+SRC="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)"
+REV="$(git -C "${SRC:-$ROOT}" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git -C "${SRC:-$ROOT}" status --porcelain --untracked-files=no 2>/dev/null)" ]; then REV="$REV (working tree modified)"; fi
+(cd "$VENV/kiln-build" && md5sum kiln kiln_runner "$SITE"/kiln/_kiln*.so > SNAPSHOT && echo "source: ${SRC:-$ROOT} at $REV, built in $BUILD" >> SNAPSHOT)
 "$PY" -c "import kiln, torch, executorch.version as v, onnxruntime; print('venv ready:', 'torch', torch.__version__, 'executorch', v.__version__, 'onnxruntime', onnxruntime.__version__)" 2>&1 | tail -1
