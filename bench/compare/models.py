@@ -54,6 +54,11 @@ TORCH_HINTS = {
                                       "as it suggested for W")},
     "swin_tiny": {"batch": (None, "torch cannot make a Dim of batch in [1, 2]: it treats dynamic sizes as >= 2")},
 }
+# The sweep's models meet the same guard at H, W = 32 (the last feature map is 1x1).
+TORCHVISION_HINTS = {d: ((33, 128), f"torch's guard (1 + (({d} - 1) // 32)) != 1, i.e. {d} >= 33") for d in ("H", "W")}
+# Where torch.export makes batch static 2, shapes at batch 2 below the bound, so both run there too.
+EXTRA_POINTS = {"mobilenet_v2": [("mid b2", {"batch": 2, "H": 128, "W": 128}), ("low b2", {"batch": 2, "H": 56, "W": 56})]}
+TORCHVISION_EXTRA = [("mid N2", {"N": 2, "H": 80, "W": 80}), ("low N2", {"N": 2, "H": 44, "W": 44})]
 
 
 def zoo_model(name):
@@ -72,7 +77,7 @@ def zoo_model(name):
         return make_zoo.make_model(index, spec)
 
     return {**base, "module": module, "example": [list(e) for e in spec["example"]], "rejects": manifest.get("rejects", []),
-            "torch_hints": TORCH_HINTS.get(name, {}),
+            "torch_hints": TORCH_HINTS.get(name, {}), "extra_points": EXTRA_POINTS.get(name, []),
             "notes": manifest.get("notes", ""), "outputs": manifest["outputs"]}
 
 
@@ -88,6 +93,7 @@ def torchvision_model(name):
     return {"name": name, "source": "torchvision", "dims": ort_compare.TORCHVISION_DIMS,
             "inputs": ort_compare.TORCHVISION_INPUTS, "bench_points": None, "module": module,
             "example": [[1, 3, 96, 96]],  # the sweep traces at 1x3x96x96
+            "torch_hints": TORCHVISION_HINTS, "extra_points": TORCHVISION_EXTRA,
             "rejects": TORCHVISION_REJECTS, "outputs": ["y"], "notes": ""}
 
 
@@ -111,8 +117,8 @@ def get(name):
 
 def points(model):
     """[(label, {dim: value})]: every dim at its minimum, far below the bound (an eighth of the
-    way up, on the step grid), in the middle, at the bound (or the manifest's bench_points), and
-    the shape torch.export traced at."""
+    way up, on the step grid), in the middle, at the bound (or the manifest's bench_points), the
+    shape torch.export traced at, and the model's extra points."""
     dims = model["dims"]
     base = ort_compare.dim_points(dims, model.get("bench_points"))
     traced = ("traced", example_point(model))  # the shape torch.export traced at: a static program runs it too
@@ -134,7 +140,7 @@ def points(model):
             out.append(("low", far))
     if all(traced[1] != q for _, q in out):
         out.append(traced)
-    return out
+    return out + [(label, dict(p)) for label, p in model.get("extra_points", []) if all(p != q for _, q in out)]
 
 
 def example_point(model):
