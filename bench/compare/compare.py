@@ -768,7 +768,15 @@ def driver_main(opts, argv):
                 tail = f.read()[-2000:]
             with open(path, "w") as f:
                 json.dump({"name": name, "worker_error": f"exit {code}: {tail}"}, f)
-    merged = {"command": "bash bench/compare/run.sh " + " ".join(argv), "date": datetime.datetime.now(
+    shown, skip = [], False  # the command as typed: run.sh adds --build (the snapshot, shown below)
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--build":
+            skip = True
+        elif not a.startswith("--build="):
+            shown.append(a)
+    merged = {"command": "bash bench/compare/run.sh " + " ".join(shown), "date": datetime.datetime.now(
         datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": ort_compare.cpu_model(),
         "kiln_commit": ort_compare.git_commit(), "versions": versions(), "threads": opts.threads, "runs": opts.runs,
         "warmup": opts.warmup, "models": [], "classic": None, "load_start": load_start,
