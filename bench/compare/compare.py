@@ -72,6 +72,16 @@ def captured_fd2():
                                     if "cpuinfo" not in ln)
 
 
+def flat_outputs(out):
+    """A module's outputs as a list of numpy arrays: a tensor, a tuple/list, or a dict (the
+    segmentation models return {'out': ...}) in its order."""
+    if isinstance(out, dict):
+        out = list(out.values())
+    elif not isinstance(out, (tuple, list)):
+        out = [out]
+    return [o.detach().numpy() for o in out]
+
+
 def rel_err(got, ref):
     import numpy as np
 
@@ -477,7 +487,7 @@ def run_points(model, module, rec, opts, work):
         arrays, tensors = torch_inputs(model, shapes)
         with torch.no_grad():
             eager = module(*[t.clone() for t in tensors])
-        eager = [o.numpy() for o in (eager if isinstance(eager, (tuple, list)) else (eager,))]
+        eager = flat_outputs(eager)
         ref = ort_run(session, arrays) if session else None
         if et_ok:
             m = EtMethod(rec["et"]["path"], 1)
@@ -618,7 +628,7 @@ def eager_check(module, model, text, out_dir, index):
             ref = module(*tensors)
     except Exception as e:
         return {"eager_error": first_lines(e, 3)}
-    ref = [o.numpy() for o in (ref if isinstance(ref, (tuple, list)) else (ref,))]
+    ref = flat_outputs(ref)
     got = [np.load(os.path.join(out_dir, f"probe{index}-{j}.npy")) for j in range(len(ref))
            if os.path.exists(os.path.join(out_dir, f"probe{index}-{j}.npy"))]
     return {"vs_eager": rel_err(got, ref), "eager_shapes": [list(o.shape) for o in ref]}
