@@ -114,7 +114,8 @@ KernelStatus unique_typed(const RunCtx& c, bool flat, int64_t axis) {
   const int64_t capacity = flat ? y.dims[0] : y.dims[axis];  // at the bound: bind takes a data dim at its max
   if (u > capacity) return KernelStatus::kInvalidValue;
   T* ys = y.as<T>();
-  for (int64_t o = 0; o < it.outer; ++o)  // rows u apart: the axis holds u, not the bound
+  // Rows u apart: the axis holds u, not the bound. Empty slices have no bytes (maybe no buffer).
+  for (int64_t o = 0; o < it.outer && it.inner > 0; ++o)
     for (int64_t k = 0; k < u; ++k)
       std::memcpy(ys + (o * u + k) * it.inner, xs + (o * it.n + first[k]) * it.inner, sizeof(T) * static_cast<size_t>(it.inner));
   if (c.num_outputs > 1)
