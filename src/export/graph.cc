@@ -67,10 +67,7 @@ Result<int> GraphBuilder::add_input(const std::string& name, DType dtype, const 
                               "', which has no bounds; declare it with --dim " + a.dim + "=MIN..MAX");
     v.shape.push_back(pool_.dim(d));
   }
-  if (example_shape.empty()) {
-    for (core::ExprId e : v.shape) example_shape.push_back(pool_.range(e).hi);
-  }
-  v.example_shape = std::move(example_shape);
+  v.example_shape = std::move(example_shape);  // empty: no example known (an ONNX file has none)
   values_.push_back(std::move(v));
   inputs_.push_back(static_cast<int>(values_.size()) - 1);
   return static_cast<int>(values_.size()) - 1;

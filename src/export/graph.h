@@ -52,8 +52,9 @@ class GraphBuilder {
   /// Declares a dynamic dim. Errors when min < 1, min > max, step < 1, or no multiple of
   /// step lies in [min, max]; re-declaring a name with other bounds is an error.
   Status add_dim(const std::string& name, int64_t min, int64_t max, int64_t step = 1);
-  /// Adds a graph input. Dims named in `axes` must be declared first. `example_shape`
-  /// (default: every dim at its max) is what error messages cite.
+  /// Adds a graph input. Dims named in `axes` must be declared first. `example_shape` (the
+  /// shape a traced program was exported from; empty when there was none, as for an ONNX
+  /// file) is what error messages cite.
   Result<int> add_input(const std::string& name, DType dtype, const std::vector<Axis>& axes,
                         std::vector<int64_t> example_shape = {});
   /// Adds a constant; the bytes are copied (row-major, numel * dtype_size).

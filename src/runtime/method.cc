@@ -338,7 +338,9 @@ Status Method::Impl::check_input(size_t i, const TensorView& t) {
     std::string axis = "input " + input_label(i) + " dim " + std::to_string(k);
     if (e.op == core::ExprOp::kConst) {
       if (got != e.value) {
-        std::string example = spec.example_shape.empty() ? "" : " (exported from example shape " + shape_text(spec.example_shape, "x") + ")";
+        // The shape it was exported from when one is known; else the program's shape for it.
+        std::string example = spec.example_shape.empty() ? " (the program's input is " + spec.shape_text() + ")"
+                                                         : " (exported from example shape " + shape_text(spec.example_shape, "x") + ")";
         return invalid_argument(axis + " is " + std::to_string(got) + " but the program fixed it to " +
                                 std::to_string(e.value) + example +
                                 "; resize on the host or re-export with --dim to make it dynamic");

@@ -865,3 +865,25 @@ TEST(OnnxImport, HalfPrecisionInputsAreNotDeclaredFloat) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// An ONNX file has no example shape: a fixed axis's refusal cites the program's input shape,
+// never the bound as if it were the example.
+TEST(OnnxImport, AFixedAxisRefusalCitesTheProgramsShape) {
+  OnnxModel m;
+  m.input("x", {"N", "3", "64", "64"}).output("y");
+  m.node("Relu", "relu", {"x"}, {"y"});
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("fixed_axis.onnx"), dims({"N=1..8"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto l = load(d);
+  EXPECT_TRUE(l->method->meta().inputs[0].example_shape.empty());
+  EXPECT_EQ(l->method->bind_shapes({{2, 3, 65, 64}}).message(),
+            "bind: input 'x' (#0) dim 2 is 65 but the program fixed it to 64 (the program's input is [N, 3, 64, 64]); "
+            "resize on the host or re-export with --dim to make it dynamic");
+}
+
+}  // namespace
+}  // namespace kiln::testing

@@ -24,7 +24,7 @@ std::vector<uint8_t> build_program() {
   EXPECT_TRUE(g.add_dim("W", 2, 64, 2).ok());
   int a = *g.add_input("ids", DType::kF32, {"batch", "seq"});
   int b = *g.add_input("mask", DType::kF32, {"batch", "seq"});
-  int pix = *g.add_input("pixels", DType::kF32, {1, 3, 4});
+  int pix = *g.add_input("pixels", DType::kF32, {1, 3, 4}, {1, 3, 4});  // traced from this example
   int d = *g.add_input("bias", DType::kF32, {"W"});
   int s = *g.add("Add", "add_ab", {a, b});
   int c = *g.add_constant<float>("scale", DType::kF32, {1}, {2.0f});
