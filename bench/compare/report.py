@@ -308,6 +308,19 @@ def et_wins(res, lines, h):
         lines += [f"**Hypothesis.** {text}", ""] + [f"- {r}" for r in rows] + [""]
 
 
+def load_remark(res):
+    """What the 1-minute load averages say about the machine during the run (the harness itself
+    keeps one core busy: about 1)."""
+    try:
+        loads = [float(res[k].split()[0]) for k in ("load_start", "load_end")]
+    except (KeyError, ValueError, IndexError):
+        return "load not recorded"
+    if max(loads) <= 1.6:
+        return "otherwise idle: the harness's own process makes the load of about 1"
+    return ("other processes were running: absolute times are noisy, and 2-thread times measure Kiln's "
+            "thread pool under load (see README.md)")
+
+
 def write(res, path):
     h = load_hypotheses()
     v = res.get("versions", {})
@@ -315,8 +328,8 @@ def write(res, path):
              f"Regenerate: `{res['command']}` (see `bench/compare/README.md`; the JSON beside this file has every "
              "sample). Render only: `python3 bench/compare/report.py`.", "",
              f"- Date: {res['date']}; CPU: {res['cpu']}; load average at start / end: "
-             f"{res.get('load_start', '-')} / {res.get('load_end', '-')} (2 cores; another build was running, so "
-             "absolute times are noisy: both runtimes alternate within each round, so the ratio is the number to read)",
+             f"{res.get('load_start', '-')} / {res.get('load_end', '-')} (2 cores; {load_remark(res)}; both "
+             "runtimes alternate within each round, so the ratio is the number to read)",
              f"- torch {v.get('torch')}, executorch {v.get('executorch')}, torchvision {v.get('torchvision')}, "
              f"onnxruntime {v.get('onnxruntime')}, onnx {v.get('onnx')}, onnxscript {v.get('onnxscript')}",
              f"- Kiln: {res.get('kiln_snapshot', 'the build given to run.sh')}; harness at commit {res['kiln_commit']}",
