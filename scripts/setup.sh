@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 
-PACKAGES=(g++ cmake ninja-build libflatbuffers-dev flatbuffers-compiler libcli11-dev nlohmann-json3-dev
+PACKAGES=(g++ cmake ninja-build pkg-config libflatbuffers-dev flatbuffers-compiler libcli11-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev libprotobuf-dev protobuf-compiler
           libxnnpack-dev libpthreadpool-dev libstb-dev)
 SUDO=""

@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "tooling/inspect.h"
 #include "tooling/runner.h"
 
 namespace {
@@ -12,6 +13,7 @@ int runner_main(int argc, char** argv) {
   std::string inputs;
   CLI::App app{"Runs a .kiln program at any shape inside its contract.\n"
                "example: kiln_runner --model_path=examples/cnn.kiln --input_shapes=1x3x17x17 --print_output=summary"};
+  app.set_version_flag("--version", kiln::tooling::version_text("kiln_runner"));
   app.add_option("--model_path", o.model_path, "program to run")->required();
   app.add_option("--method_name", o.method_name, "method to run")->capture_default_str();
   app.add_option("--inputs", inputs, "comma-separated .npy or raw .bin files, one per input (default: ones)");

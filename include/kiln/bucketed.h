@@ -27,14 +27,15 @@ class BucketedMethod {
   /// the dim above the largest bucket, inputs that disagree on it, or the bucket's contract.
   Status run(const TensorView* inputs, size_t n);
   size_t num_outputs() const;
-  /// Output i of the last run at its actual size (the method's own memory; valid until the next run).
+  /// Output i of the last run at its actual size (the method's own memory; valid until the next
+  /// run); an empty view (rank 0, data null) when i >= num_outputs().
   const TensorView& output(size_t i) const;
   /// The bucketed dim, the bucket sizes (ascending), and the method the last run used.
   const std::string& dim() const;
   const std::vector<int64_t>& sizes() const;
   const std::string& last_bucket() const;
-  /// The bucket methods (ascending size), e.g. for their metadata.
-  Method& bucket(size_t i);
+  /// The bucket methods (ascending size), e.g. for their metadata; nullptr when i >= sizes().size().
+  Method* bucket(size_t i);
   ~BucketedMethod();
 
  private:

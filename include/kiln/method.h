@@ -41,6 +41,12 @@ struct MethodOptions {
 /// Executes one method of a Program. Life cycle: create -> (bind -> write inputs -> execute
 /// -> read outputs)*. create allocates (instruction tables, and the arena when the caller
 /// gives none); bind allocates nothing unless it fails; execute never allocates.
+///
+/// Threads: one Method runs one call at a time; it is not safe to call a Method from two
+/// threads at once (bind, execute and the views they update share its arena). Use one Method
+/// per thread: Methods created from the same Program run concurrently and share its weights.
+/// const members (meta, input, output, the lookups) may be read concurrently while no thread
+/// calls a non-const member.
 class Method {
  public:
   /// `arena` (optional) must be 16-byte aligned, at least meta().arena_bytes long, and
@@ -75,9 +81,21 @@ class Method {
   std::vector<std::vector<int64_t>> bound_shapes() const;
   bool is_bound() const;
 
-  /// Input i in the arena at the bound shape (before bind) or the bound-to shape; write
-  /// its data here before execute.
-  TensorView& input(size_t i);
+  /// Index of the input or output named `name` (as in meta().inputs / outputs); kNotFound
+  /// lists the names there are.
+  Result<size_t> input_index(const std::string& name) const;
+  Result<size_t> output_index(const std::string& name) const;
+
+  /// Input i in the arena: its shape at the bound (before bind) or the bound-to shape. Read
+  /// only: bind sets the shape. An index >= num_inputs() gives an empty view (rank 0, data null).
+  const TensorView& input(size_t i) const;
+  /// Where to write input i's data before execute (input(i).nbytes() bytes), or nullptr when i
+  /// >= num_inputs(). The typed form also returns nullptr when T is not the input's dtype.
+  void* input_data(size_t i);
+  template <typename T>
+  T* input_data(size_t i) {
+    return i < num_inputs() && input(i).dtype == dtype_of<T>() ? static_cast<T*>(input_data(i)) : nullptr;
+  }
   /// bind(inputs) and copy each input's data into the arena.
   Status set_inputs(const TensorView* inputs, size_t n);
 
@@ -86,12 +104,9 @@ class Method {
   Status execute();
 
   /// Output i at its actual shape after execute. Points into the arena (or the constant
-  /// segment); valid until the next bind/execute.
+  /// segment, which is read-only memory); valid until the next bind/execute. An index >=
+  /// num_outputs() gives an empty view (rank 0, data null).
   const TensorView& output(size_t i) const;
-
-  /// Overwrites every byte of the arena (inputs included) with `byte`. For tools that prove
-  /// a program never reads memory it did not write (kiln sweep); write inputs afterwards.
-  void fill_arena(uint8_t byte);
 
   /// True when delegate regions run (false: portable only, by option, absence or fallback).
   bool delegated() const;
@@ -124,9 +139,10 @@ class Method {
   /// shapes (output(i).dims) follow it.
   int64_t dim_value(const std::string& name) const;
 
-  struct Impl;
 
  private:
+  friend struct MethodAccess;  // tools' and tests' access (src/runtime/program_impl.h)
+  struct Impl;
   explicit Method(std::unique_ptr<Impl> impl);
   static Result<std::unique_ptr<Method>> create_method(const Program& program, const std::string& name,
                                                        const MethodOptions& options, void* arena, size_t arena_size);

@@ -97,9 +97,6 @@ struct MethodMeta {
   DelegateMeta delegate;
 };
 
-/// A loaded, verified program. Owns its mapping (load) or borrows the caller's buffer
-/// (load_buffer). Constants are never copied. Thread-compatible; Methods borrow it and
-/// must not outlive it.
 /// How much of a file load checks. The header and program section are always checked
 /// (structure and CRC-32C checksums: small); the constant segment's checksum costs a pass over
 /// the weights (0.14-0.18 ms per MB here, bench/crc_bench.cc), so an app that maps a large file
@@ -108,9 +105,17 @@ struct LoadOptions {
   bool verify_constants = true;
 };
 
+/// A loaded, verified program. Owns its mapping (load) or borrows the caller's buffer
+/// (load_buffer). Constants are never copied.
+///
+/// Threads: a Program is immutable after load. Every const member may be called from any
+/// number of threads at once, and any number of Methods, on any threads, may be created from
+/// one Program and run concurrently (each Method has its own arena and state; they share the
+/// read-only weights). A Program must outlive every Method created from it.
 class Program {
  public:
-  /// Maps the file read-only and verifies it. Errors: kIoError, kDataLoss.
+  /// Maps the file read-only and verifies it. Errors: kIoError (cannot open or map), kDataLoss
+  /// (not a .kiln program, damaged, or a format version this runtime does not read).
   static Result<std::unique_ptr<Program>> load(const std::string& path, const LoadOptions& options = {});
   /// Verifies `size` bytes at `data` (8-byte aligned); the caller keeps them alive and
   /// unchanged for the Program's lifetime.
@@ -123,18 +128,18 @@ class Program {
   Program& operator=(const Program&) = delete;
 
   size_t num_methods() const;
+  /// Name of method i; "" when i >= num_methods().
   std::string method_name(size_t i) const;
   /// Metadata of the named method; kNotFound lists the available names.
   Result<MethodMeta> method_meta(const std::string& name) const;
   /// Size of the constant segment.
   uint64_t constant_bytes() const;
-  /// Start of the constant segment (inside the mapping); for tests that check no copy was made.
-  const void* constant_data() const;
-
-  struct Impl;
-  const Impl& impl() const { return *impl_; }
+  /// The file's format version (KILN_FORMAT_VERSION: load refuses any other).
+  uint32_t format_version() const;
 
  private:
+  friend struct ProgramAccess;  // the runtime's own access (src/runtime/program_impl.h)
+  struct Impl;
   explicit Program(std::unique_ptr<Impl> impl);
   static Result<std::unique_ptr<Program>> load_file(const std::string& path, const LoadOptions& options);
   std::unique_ptr<Impl> impl_;

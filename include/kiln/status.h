@@ -3,24 +3,51 @@
 // aborts on bad input and throws nothing; it builds with or without exceptions (core/oom.h says what an
 // allocation failure does in each). An ok Status holds no message and never allocates.
 
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 namespace kiln {
 
-/// Broad category of a failure; the message says what exactly went wrong.
+/// Broad category of a failure; the message says what exactly went wrong and, where there is
+/// one, the way out. What each code means to a caller, and where it comes from:
 enum class Code {
   kOk = 0,
-  kInvalidArgument,     ///< caller passed something the contract does not allow
-  kOutOfRange,          ///< a value lies outside its documented range
-  kNotFound,            ///< a named method, input or op does not exist
-  kDataLoss,            ///< a file is damaged, truncated or not a .kiln program
-  kUnimplemented,       ///< valid request that this build does not support
-  kFailedPrecondition,  ///< call made in the wrong state (e.g. execute before bind)
-  kResourceExhausted,   ///< a caller-provided buffer is too small, threads or memory ran out
-  kInternal,            ///< a bug in Kiln
-  kIoError,             ///< the operating system refused a file operation
+  /// The caller passed something the contract does not allow: bind with a wrong dtype or rank,
+  /// a static axis of another size, dims that share a name but differ, a failed guard; an
+  /// arena not 16-byte aligned. Fix the input (the message names input, axis, both values).
+  kInvalidArgument,
+  /// A value lies outside its documented range: a dim outside [min, max], off its step, or
+  /// above the Method's max_shapes; a data-dependent count above its bound at execute.
+  kOutOfRange,
+  /// A named method, input or output does not exist (the message lists the names there are).
+  kNotFound,
+  /// A file or buffer is not a .kiln program, is damaged or truncated (checksums), or has a
+  /// format version this runtime does not read (the message says which side is older).
+  kDataLoss,
+  /// A valid request this build cannot serve (e.g. an op the runtime was built without).
+  kUnimplemented,
+  /// A call in the wrong state: execute before a successful bind.
+  kFailedPrecondition,
+  /// Memory or threads ran out, or a caller-provided arena is smaller than arena_bytes().
+  kResourceExhausted,
+  /// A bug in Kiln (a plan that does not fit its own bounds): please report it.
+  kInternal,
+  /// The operating system refused a file operation (open, stat, mmap); errno's text follows.
+  kIoError,
+};
+
+/// Finer than Code where a caller acts on the kind of refusal (a tool that tries other shapes,
+/// an app that falls back); most errors have none.
+enum class Reason : uint8_t {
+  kNone = 0,
+  /// bind: a guard (a shape relation export recorded, "H % 32 == 0") refused the shapes.
+  kGuardFailed,
+  /// execute: the branch the input data chose cannot run at these shapes (its block's own guard).
+  kBlockRefused,
+  /// execute: a data-dependent count (NonZero's) exceeded the bound the contract declares for it.
+  kDataAboveBound,
 };
 
 /// Lower-case name of a code ("invalid argument").
@@ -30,21 +57,24 @@ const char* code_name(Code code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message, Reason reason = Reason::kNone)
+      : code_(code), reason_(reason), message_(std::move(message)) {}
 
   static Status ok_status() { return Status(); }
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
+  Reason reason() const { return reason_; }
   /// The human-readable message; empty when ok.
   const std::string& message() const { return message_; }
   /// Prepends context: "bind: " + message.
   Status with_prefix(const std::string& prefix) const {
     if (ok()) return *this;
-    return Status(code_, prefix + message_);
+    return Status(code_, prefix + message_, reason_);
   }
 
  private:
   Code code_ = Code::kOk;
+  Reason reason_ = Reason::kNone;
   std::string message_;
 };
 

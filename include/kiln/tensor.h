@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace kiln {
 
@@ -15,6 +16,18 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 /// Parses "f32" / "float32" / "i64" / "int64" / "i32" / "int32" / "bool"; false if unknown.
 bool dtype_from_name(const char* name, DType* out);
+
+/// The DType of a C++ element type: dtype_of<float>() == DType::kF32 (bool is one byte).
+template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::kF32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::kI64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::kI32;
+  else {
+    static_assert(std::is_same_v<T, bool>, "Kiln tensors hold float, int64_t, int32_t or bool");
+    return DType::kBool;
+  }
+}
 
 /// Largest rank a tensor may have.
 constexpr int kMaxRank = 8;

@@ -274,7 +274,7 @@ class PyBucketed {
     method_ = std::move(*m);
   }
   nb::list run(const std::vector<Array>& arrays) {
-    std::vector<TensorView> views = PyMethod::views_of(method_->bucket(0).meta(), arrays);
+    std::vector<TensorView> views = PyMethod::views_of(method_->bucket(0)->meta(), arrays);
     Status s;
     {
       nb::gil_scoped_release release;
@@ -287,7 +287,7 @@ class PyBucketed {
   }
   std::vector<std::pair<std::string, std::string>> inputs() const {  // (name, numpy dtype)
     std::vector<std::pair<std::string, std::string>> r;
-    for (const TensorSpec& t : method_->bucket(0).meta().inputs) r.emplace_back(t.name, numpy_dtype(t.dtype));
+    for (const TensorSpec& t : method_->bucket(0)->meta().inputs) r.emplace_back(t.name, numpy_dtype(t.dtype));
     return r;
   }
   std::string dim() const { return method_->dim(); }
@@ -295,7 +295,7 @@ class PyBucketed {
   std::string last_bucket() const { return method_->last_bucket(); }
   std::vector<std::string> bucket_names() const {
     std::vector<std::string> names;
-    for (size_t i = 0; i < method_->sizes().size(); ++i) names.push_back(method_->bucket(i).meta().name);
+    for (size_t i = 0; i < method_->sizes().size(); ++i) names.push_back(method_->bucket(i)->meta().name);
     return names;
   }
 

@@ -583,34 +583,26 @@ Status GraphBuilder::check_arithmetic(const std::string& where) const {
                           "); the model's shape constants are out of range");
 }
 
-Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
-  if (outputs_.empty()) return invalid_argument("method '" + method_name_ + "' has no outputs");
-  KILN_TRY(check_arithmetic("method '" + method_name_ + "'"));
-  for (const auto& m : program->methods)
-    if (m.name == method_name_) return invalid_argument("method '" + method_name_ + "' is emitted twice");
-  // Keep only nodes that feed an output (dead nodes are dropped), in order.
+void GraphBuilder::live_nodes(std::vector<bool>* keep, std::vector<bool>* needed) const {
   auto root = [&](int v) { return values_[v].alias_of >= 0 ? values_[v].alias_of : v; };
-  std::vector<bool> needed(values_.size(), false);
-  for (int o : outputs_) needed[o] = needed[root(o)] = true;
-  if (!branches_.empty() || !loops_.empty()) return internal_error("method '" + method_name_ + "' has a branch or loop left open");
-  std::vector<bool> keep(nodes_.size(), false);
+  needed->assign(values_.size(), false);
+  keep->assign(nodes_.size(), false);
+  for (int o : outputs_) (*needed)[o] = (*needed)[root(o)] = true;
   for (size_t n = nodes_.size(); n-- > 0;) {
     bool any = nodes_[n].side_effect;
-    for (int o : nodes_[n].outputs) any = any || needed[o];
+    for (int o : nodes_[n].outputs) any = any || (*needed)[o];
     if (!any) continue;
-    keep[n] = true;
-    for (int o : nodes_[n].outputs) needed[o] = true;
-    if (nodes_[n].scratch >= 0) needed[nodes_[n].scratch] = true;
+    (*keep)[n] = true;
+    for (int o : nodes_[n].outputs) (*needed)[o] = true;
+    if (nodes_[n].scratch >= 0) (*needed)[nodes_[n].scratch] = true;
     for (int i : nodes_[n].inputs)
-      if (i >= 0) needed[i] = needed[root(i)] = true;
+      if (i >= 0) (*needed)[i] = (*needed)[root(i)] = true;
   }
   for (size_t v = 0; v < values_.size(); ++v)  // a needed view needs its root
-    if (needed[v] && values_[v].alias_of >= 0) needed[values_[v].alias_of] = true;
+    if ((*needed)[v] && values_[v].alias_of >= 0) (*needed)[values_[v].alias_of] = true;
+}
 
-  // Lifetimes: step 0 holds the inputs, node k runs at step k+1, outputs live to the end.
-  std::vector<int> kept;
-  for (size_t n = 0; n < nodes_.size(); ++n)
-    if (keep[n]) kept.push_back(static_cast<int>(n));
+format::Lifetimes GraphBuilder::lifetimes(const std::vector<int>& kept) const {
   std::vector<format::Step> steps;
   std::vector<format::LoopSpan> loops;
   std::vector<int64_t> step_of(nodes_.size(), -1);
@@ -625,11 +617,61 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     if (std::strcmp(nodes_[n].op->name, format::kLoopOp) == 0 && nodes_[n].end_node >= 0)
       loops.push_back(format::LoopSpan{step_of[static_cast<size_t>(n)], step_of[static_cast<size_t>(nodes_[n].end_node)]});
   std::vector<int32_t> roots(values_.size());
-  for (size_t v = 0; v < values_.size(); ++v) roots[v] = root(static_cast<int>(v));
-  const format::Lifetimes life = format::compute_lifetimes(values_.size(), steps, std::vector<int32_t>(inputs_.begin(), inputs_.end()),
-                                                           std::vector<int32_t>(outputs_.begin(), outputs_.end()), roots, loops);
-  const std::vector<int64_t>& first = life.first;
-  const std::vector<int64_t>& last = life.last;
+  for (size_t v = 0; v < values_.size(); ++v) roots[v] = values_[v].alias_of >= 0 ? values_[v].alias_of : static_cast<int32_t>(v);
+  return format::compute_lifetimes(values_.size(), steps, std::vector<int32_t>(inputs_.begin(), inputs_.end()),
+                                   std::vector<int32_t>(outputs_.begin(), outputs_.end()), roots, loops);
+}
+
+format::InstructionDesc GraphBuilder::instruction(int n, const std::vector<int32_t>& remap, const std::vector<bool>& keep) const {
+  const Node& node = nodes_[n];
+  format::InstructionDesc in;
+  in.op = node.op->name;
+  in.node_name = node.name;
+  for (int i : node.inputs) in.inputs.push_back(i < 0 ? -1 : remap[i]);
+  for (int o : node.outputs) in.outputs.push_back(remap[o]);
+  in.attrs = node.attrs;
+  if (node.end_node >= 0) {  // a branch or loop marker: the length of its block over the kept instructions
+    const bool is_if = node.else_node >= 0, is_loop = in.op == format::kLoopOp;
+    const int from = n + 1, to = is_if ? node.else_node : node.end_node;
+    in.attrs.set_int(is_loop ? "body_len" : is_if ? "then_len" : "else_len", std::count(keep.begin() + from, keep.begin() + to, true));
+  }
+  in.scratch = node.scratch >= 0 ? remap[node.scratch] : -1;
+  in.fused_from = node.fused_from;
+  return in;
+}
+
+namespace {
+// Appends a constant's bytes to the program's segment (64-byte aligned), or finds an equal blob
+// already there; returns its offset and adds the bytes it added to *added.
+uint64_t place_constant(format::ProgramDesc* program, const std::vector<uint8_t>& bytes, uint64_t* added) {
+  const auto key = std::make_pair(core::crc32c(bytes.data(), bytes.size()), static_cast<uint64_t>(bytes.size()));
+  auto [lo, hi] = program->constant_index.equal_range(key);
+  auto same = std::find_if(lo, hi, [&](const auto& e) {
+    return bytes.empty() || std::memcmp(program->constants.data() + e.second, bytes.data(), bytes.size()) == 0;
+  });
+  if (same != hi) return same->second;  // an equal blob is there already: share it
+  const uint64_t offset = format::align_up(program->constants.size(), format::kSegmentAlignment);
+  program->constants.resize(offset, 0);
+  program->constants.insert(program->constants.end(), bytes.begin(), bytes.end());
+  program->constant_index.emplace(key, offset);
+  *added += bytes.size();
+  return offset;
+}
+}  // namespace
+
+Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
+  if (outputs_.empty()) return invalid_argument("method '" + method_name_ + "' has no outputs");
+  KILN_TRY(check_arithmetic("method '" + method_name_ + "'"));
+  for (const auto& m : program->methods)
+    if (m.name == method_name_) return invalid_argument("method '" + method_name_ + "' is emitted twice");
+  if (!branches_.empty() || !loops_.empty()) return internal_error("method '" + method_name_ + "' has a branch or loop left open");
+  // Keep only nodes that feed an output (dead nodes are dropped), in order.
+  std::vector<bool> keep, needed;
+  live_nodes(&keep, &needed);
+  std::vector<int> kept;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (keep[n]) kept.push_back(static_cast<int>(n));
+  const format::Lifetimes life = lifetimes(kept);
 
   format::MethodDesc m;
   m.name = method_name_;
@@ -637,7 +679,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   m.exprs = pool_.nodes();
   m.guards = guards_;
   std::vector<int32_t> remap(values_.size(), -1);
-  std::vector<Buffer> buffers;
+  std::vector<Buffer> buffers;  // the arena's slots, for the planner
   std::vector<int32_t> buffer_value;
   MethodStats stats;
   for (size_t v = 0; v < values_.size(); ++v) {
@@ -651,20 +693,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
     if (val.kind == Kind::kConstant) {
       d.storage = format::Storage::kConstant;
       d.nbytes = val.bytes.size();
-      const auto key = std::make_pair(core::crc32c(val.bytes.data(), val.bytes.size()), static_cast<uint64_t>(d.nbytes));
-      auto [lo, hi] = program->constant_index.equal_range(key);
-      auto same = std::find_if(lo, hi, [&](const auto& e) {
-        return d.nbytes == 0 || std::memcmp(program->constants.data() + e.second, val.bytes.data(), d.nbytes) == 0;
-      });
-      if (same != hi) {  // an equal blob is there already: share it
-        d.offset = same->second;
-      } else {
-        d.offset = format::align_up(program->constants.size(), format::kSegmentAlignment);
-        program->constants.resize(d.offset, 0);
-        program->constants.insert(program->constants.end(), val.bytes.begin(), val.bytes.end());
-        program->constant_index.emplace(key, d.offset);
-        stats.constant_bytes += d.nbytes;
-      }
+      d.offset = place_constant(program, val.bytes, &stats.constant_bytes);
     } else if (val.alias_of >= 0) {
       d.storage = format::Storage::kAlias;
       ++stats.views;
@@ -672,7 +701,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
       bool is_output = std::find(outputs_.begin(), outputs_.end(), static_cast<int>(v)) != outputs_.end();
       d.storage = is_input ? format::Storage::kInput : is_output ? format::Storage::kOutput : format::Storage::kArena;
       KILN_ASSIGN_OR_RETURN(d.nbytes, bound_bytes(val));
-      buffers.push_back(Buffer{d.nbytes, first[v], std::max(first[v], last[v])});
+      buffers.push_back(Buffer{d.nbytes, life.first[v], std::max(life.first[v], life.last[v])});
       buffer_value.push_back(static_cast<int32_t>(m.values.size()));
     }
     if (is_input) d.example_shape = val.example_shape;
@@ -693,23 +722,7 @@ Result<MethodStats> GraphBuilder::emit(format::ProgramDesc* program) const {
   m.plan_strategy = plan.strategy;
   for (int i : inputs_) m.inputs.push_back(remap[i]);
   for (int o : outputs_) m.outputs.push_back(remap[o]);
-  for (int n : kept) {
-    const Node& node = nodes_[n];
-    format::InstructionDesc in;
-    in.op = node.op->name;
-    in.node_name = node.name;
-    for (int i : node.inputs) in.inputs.push_back(i < 0 ? -1 : remap[i]);
-    for (int o : node.outputs) in.outputs.push_back(remap[o]);
-    in.attrs = node.attrs;
-    if (node.end_node >= 0) {  // a branch or loop marker: the length of its block over the kept instructions
-      const bool is_if = node.else_node >= 0, is_loop = in.op == format::kLoopOp;
-      const int from = n + 1, to = is_if ? node.else_node : node.end_node;
-      in.attrs.set_int(is_loop ? "body_len" : is_if ? "then_len" : "else_len", std::count(keep.begin() + from, keep.begin() + to, true));
-    }
-    in.scratch = node.scratch >= 0 ? remap[node.scratch] : -1;
-    in.fused_from = node.fused_from;
-    m.instructions.push_back(std::move(in));
-  }
+  for (int n : kept) m.instructions.push_back(instruction(n, remap, keep));
   stats.instructions = m.instructions.size();
   stats.guards = m.guards.size();
   stats.arena_bytes = m.arena_bytes;

@@ -11,6 +11,7 @@
 #include "core/attr_store.h"
 #include "core/symexpr.h"
 #include "format/program_desc.h"
+#include "format/schedule.h"
 #include "kernels/kernel.h"
 
 namespace kiln::exporter {
@@ -196,6 +197,15 @@ class GraphBuilder {
   /// the open block.
   void take_guards(std::vector<kernels::Guard>* guards);
   Result<uint64_t> bound_bytes(const Value& v) const;
+  /// emit's steps. The nodes that feed an output or have a side effect (`keep`, per node), and
+  /// the values they need (`needed`, per value; a needed view needs its root).
+  void live_nodes(std::vector<bool>* keep, std::vector<bool>* needed) const;
+  /// The lifetimes of every value over the kept nodes (`kept`, in order): step 0 holds the
+  /// inputs, kept node s runs at step s+1, outputs live to the end, loops stretch them.
+  format::Lifetimes lifetimes(const std::vector<int>& kept) const;
+  /// Node n as an instruction, its values renumbered by `remap`; a block marker's length
+  /// counts the kept nodes of its block.
+  format::InstructionDesc instruction(int n, const std::vector<int32_t>& remap, const std::vector<bool>& keep) const;
   /// An error naming `where` once the pool's arithmetic has overflowed (ExprPool::overflowed).
   Status check_arithmetic(const std::string& where) const;
   Result<std::vector<int>> fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& node_name,

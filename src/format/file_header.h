@@ -7,10 +7,12 @@
 
 #include <cstdint>
 
+#include "kiln/version.h"
+
 namespace kiln::format {
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'R', 'G', '1'};
-constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersion = KILN_FORMAT_VERSION;  // kiln/version.h
 constexpr uint64_t kHeaderSize = 64;
 constexpr uint64_t kSegmentAlignment = 64;
 /// Largest tensor a program may plan (1 TiB at the bound): export refuses more, the reader too.

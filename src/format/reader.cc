@@ -162,11 +162,10 @@ Lifetimes method_lifetimes(const fb::Method* m, bool delegated) {
 
 namespace {
 
-Status check_method(const fb::Method* m, uint64_t constants_size) {
-  if (!m->values() || !m->exprs() || !m->inputs() || !m->outputs() || !m->instructions())
-    return bad("method '" + m->name()->str() + "' lacks a required table");
-  if (!aligned8(m->exprs())) return bad("method '" + m->name()->str() + "' expression table is misaligned");
-  const size_t n_dims = len(m->dims()), n_exprs = len(m->exprs()), n_values = len(m->values());
+// The dims' ranges and the expression table (operands before their uses); returns the bounds
+// of every expression over the dims' ranges: what sizes can reach once bind admits a shape.
+Status check_exprs(const fb::Method* m, std::vector<core::Interval>* range) {
+  const size_t n_dims = len(m->dims()), n_exprs = len(m->exprs());
   for (size_t i = 0; i < n_dims; ++i) {
     const fb::Dim* d = m->dims()->Get(i);
     if (d->min() < 0 || d->min() > d->max() || d->step() < 1)
@@ -189,24 +188,31 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
     if (e->a() < 0 || static_cast<size_t>(e->a()) >= i || e->b() < 0 || static_cast<size_t>(e->b()) >= i)
       return bad(where(m, "expression", i) + " has operands out of order");
   }
-  // Bounds of every expression over the dims' ranges: what sizes can reach once bind admits a shape.
-  std::vector<core::Interval> range(n_exprs);
+  range->assign(n_exprs, core::Interval{});
   for (size_t i = 0; i < n_exprs; ++i) {
     const fb::ExprNode* e = m->exprs()->Get(i);
     core::Interval a, b;
     if (e->op() == fb::ExprOp::Dim) a = {m->dims()->Get(e->a())->min(), m->dims()->Get(e->a())->max()};
-    else if (e->op() != fb::ExprOp::Const) a = range[e->a()], b = range[e->b()];
-    range[i] = core::node_range(static_cast<core::ExprOp>(e->op()), a, b, e->value());
+    else if (e->op() != fb::ExprOp::Const) a = (*range)[e->a()], b = (*range)[e->b()];
+    (*range)[i] = core::node_range(static_cast<core::ExprOp>(e->op()), a, b, e->value());
   }
-  auto expr_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_exprs; };
   for (size_t i = 0; i < len(m->guards()); ++i) {
     const fb::Guard* g = m->guards()->Get(i);
+    auto expr_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_exprs; };
     if (!expr_ok(g->lhs()) || !expr_ok(g->rhs()) || static_cast<int>(g->op()) > static_cast<int>(fb::GuardOp::Divisible))
       return bad(where(m, "guard", i) + " is malformed");
     if (g->op() == fb::GuardOp::Divisible &&
         (m->exprs()->Get(g->rhs())->op() != fb::ExprOp::Const || m->exprs()->Get(g->rhs())->value() < 1))
       return bad(where(m, "guard", i) + " tests divisibility by something other than a positive constant");
   }
+  return ok_status();
+}
+
+// Every value: name, shape, dtype, and where it lives (a constant inside the segment; an arena
+// slot inside the arena, large enough at the bound); the arena no larger than its slots.
+Status check_values(const fb::Method* m, uint64_t constants_size, const std::vector<core::Interval>& range) {
+  const size_t n_exprs = len(m->exprs()), n_values = len(m->values());
+  auto expr_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_exprs; };
   const fb::MemoryPlan* plan = m->plan();
   if (!plan) return bad("method '" + m->name()->str() + "' has no memory plan");
   uint64_t arena_end = 0;   // where the furthest planned slot ends
@@ -282,6 +288,12 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   if (plan->arena_bytes() > slot_bytes)
     return bad("method '" + m->name()->str() + "' plans an arena of " + std::to_string(plan->arena_bytes()) +
                " bytes, more than its slots take side by side (" + std::to_string(slot_bytes) + ")");
+  return ok_status();
+}
+
+// Inputs are input values sized by static axes and dims; every dim sizes an input (or is data).
+Status check_signature(const fb::Method* m) {
+  const size_t n_dims = len(m->dims()), n_values = len(m->values());
   auto value_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_values; };
   std::vector<bool> dim_seen(n_dims, false);
   for (size_t i = 0; i < len(m->inputs()); ++i) {
@@ -303,6 +315,14 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
   for (size_t i = 0; i < len(m->outputs()); ++i)
     if (!value_ok(m->outputs()->Get(i)) || m->values()->Get(m->outputs()->Get(i))->storage() == fb::StorageKind::Delegate)
       return bad(where(m, "output", i) + " is out of range");
+  return ok_status();
+}
+
+// Each instruction: a known op, operand lists, well-formed attributes, values in range and
+// writes to the arena only.
+Status check_operands(const fb::Method* m) {
+  const size_t n_values = len(m->values());
+  auto value_ok = [&](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n_values; };
   for (size_t i = 0; i < len(m->instructions()); ++i) {
     const fb::Instruction* in = m->instructions()->Get(i);
     const kernels::OpDef* op = kernels::find_op(in->op()->c_str());
@@ -336,8 +356,13 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
         return bad(where(m, "instruction", i) + " writes a value that is not planned in the arena");
     }
   }
-  // Slots alive at the same step must not share bytes, with lifetimes as
-  // GraphBuilder::emit gives them. Otherwise a kernel reads what it just wrote.
+  return ok_status();
+}
+
+// Slots alive at the same step must not share bytes, with lifetimes as GraphBuilder::emit
+// gives them. Otherwise a kernel reads what it just wrote.
+Status check_no_overlap(const fb::Method* m) {
+  const size_t n_values = len(m->values());
   const Lifetimes life = method_lifetimes(m, /*delegated=*/false);
   std::vector<int32_t> slots;
   for (size_t i = 0; i < n_values; ++i) {
@@ -351,6 +376,18 @@ Status check_method(const fb::Method* m, uint64_t constants_size) {
     return bad(where(m, "value", static_cast<size_t>(a)) + " and value #" + std::to_string(b) +
                " share arena bytes while both are alive");
   return check_placement(m, m->plan(), slots, "method '" + m->name()->str() + "'");
+}
+
+Status check_method(const fb::Method* m, uint64_t constants_size) {
+  if (!m->values() || !m->exprs() || !m->inputs() || !m->outputs() || !m->instructions())
+    return bad("method '" + m->name()->str() + "' lacks a required table");
+  if (!aligned8(m->exprs())) return bad("method '" + m->name()->str() + "' expression table is misaligned");
+  std::vector<core::Interval> range;
+  KILN_TRY(check_exprs(m, &range));
+  KILN_TRY(check_values(m, constants_size, range));
+  KILN_TRY(check_signature(m));
+  KILN_TRY(check_operands(m));
+  return check_no_overlap(m);
 }
 
 // A plan's placement at any shape (optional): `order` lists exactly the plan's slots, once
@@ -771,6 +808,7 @@ Result<ProgramFile> read_program(const uint8_t* data, size_t size, bool verify_c
     return bad("the FlatBuffers verifier rejected the program section");
   ProgramFile f;
   f.program = fb::GetProgram(fbuf);
+  f.format_version = h.format_version;
   KILN_TRY(check_strings(f.program));
   if (f.program->constant_bytes() != h.constants_size) return bad("constant segment size disagrees with the header");
   if (len(f.program->methods()) == 0) return bad("program has no methods");

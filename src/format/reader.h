@@ -20,6 +20,7 @@ struct ProgramFile {
   const uint8_t* constants = nullptr;  ///< start of the constant segment (inside the image)
   uint64_t constants_size = 0;
   uint32_t constants_crc = 0;  ///< what the header says the segment's CRC-32C is
+  uint32_t format_version = 0;  ///< the header's
 };
 
 /// Validates `size` bytes at `data` (which must stay alive) as a .kiln program: the header

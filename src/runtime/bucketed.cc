@@ -67,7 +67,7 @@ BucketedMethod::BucketedMethod(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 BucketedMethod::~BucketedMethod() = default;
 
 bool BucketedMethod::has_buckets(const Program& program, const std::string& name) {
-  for (const fb::Method* m : *program.impl().file.program->methods())
+  for (const fb::Method* m : *ProgramAccess::impl(program).file.program->methods())
     if (m->bucket() && m->bucket()->of()->str() == name) return true;
   return false;
 }
@@ -78,9 +78,9 @@ Result<std::unique_ptr<BucketedMethod>> BucketedMethod::create(const Program& pr
   Impl& s = *impl;
   s.name = name;
   std::vector<std::pair<int64_t, const fb::Method*>> found;
-  for (const fb::Method* m : *program.impl().file.program->methods())
+  for (const fb::Method* m : *ProgramAccess::impl(program).file.program->methods())
     if (m->bucket() && m->bucket()->of()->str() == name) found.emplace_back(m->bucket()->size(), m);
-  if (found.empty()) return not_found("no buckets of method '" + name + "' in the program; it has " + program.impl().method_names());
+  if (found.empty()) return not_found("no buckets of method '" + name + "' in the program; it has " + ProgramAccess::impl(program).method_names());
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const fb::Bucket* first = found.front().second->bucket();
   s.dim = first->dim()->str();
@@ -147,7 +147,7 @@ Status BucketedMethod::run(const TensorView* inputs, size_t n) {
   }
   KILN_TRY(m.bind(padded, n));
   for (size_t i = 0; i < n; ++i) {
-    TensorView& dst = m.input(i);
+    const TensorView& dst = m.input(i);
     if (padded[i].numel() != inputs[i].numel()) fill(dst.data, dst.dtype, s.pads[i], dst.numel());
     copy_corner(static_cast<const uint8_t*>(inputs[i].data), inputs[i].dims, static_cast<uint8_t*>(dst.data), dst.dims,
                 inputs[i].dims, dst.rank, dtype_size(dst.dtype));
@@ -167,10 +167,13 @@ Status BucketedMethod::run(const TensorView* inputs, size_t n) {
 }
 
 size_t BucketedMethod::num_outputs() const { return impl_->outs.size(); }
-const TensorView& BucketedMethod::output(size_t i) const { return impl_->outs[i]; }
+const TensorView& BucketedMethod::output(size_t i) const {
+  static const TensorView kNone{};
+  return i < impl_->outs.size() ? impl_->outs[i] : kNone;
+}
 const std::string& BucketedMethod::dim() const { return impl_->dim; }
 const std::vector<int64_t>& BucketedMethod::sizes() const { return impl_->sizes; }
 const std::string& BucketedMethod::last_bucket() const { return impl_->last; }
-Method& BucketedMethod::bucket(size_t i) { return *impl_->methods[i]; }
+Method* BucketedMethod::bucket(size_t i) { return i < impl_->methods.size() ? impl_->methods[i].get() : nullptr; }
 
 }  // namespace kiln

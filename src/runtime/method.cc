@@ -335,13 +335,13 @@ Status Method::Impl::check_input(size_t i, const TensorView& t) {
   for (int k = 0; k < t.rank; ++k) {
     const core::ExprNode& e = exprs[v->shape()->Get(k)];
     int64_t got = t.dims[k];
-    std::string axis = "input " + input_label(i) + " dim " + std::to_string(k);
+    auto axis = [&] { return "input " + input_label(i) + " dim " + std::to_string(k); };  // for messages only
     if (e.op == core::ExprOp::kConst) {
       if (got != e.value) {
         // The shape it was exported from when one is known; else the program's shape for it.
         std::string example = spec.example_shape.empty() ? " (the program's input is " + spec.shape_text() + ")"
                                                          : " (exported from example shape " + shape_text(spec.example_shape, "x") + ")";
-        return invalid_argument(axis + " is " + std::to_string(got) + " but the program fixed it to " +
+        return invalid_argument(axis() + " is " + std::to_string(got) + " but the program fixed it to " +
                                 std::to_string(e.value) + example +
                                 "; resize on the host or re-export with --dim to make it dynamic");
       }
@@ -349,14 +349,14 @@ Status Method::Impl::check_input(size_t i, const TensorView& t) {
     }
     const DimSpec& d = meta.dims[e.a];
     if (got < d.min || got > d.max)
-      return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", outside its range [" +
+      return out_of_range(axis() + " ('" + d.name + "') is " + std::to_string(got) + ", outside its range [" +
                           std::to_string(d.min) + ", " + std::to_string(d.max) + "]" + way_out(e.a, got));
     if (!dim_cap.empty() && got > dim_cap[e.a])
-      return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", above " +
+      return out_of_range(axis() + " ('" + d.name + "') is " + std::to_string(got) + ", above " +
                           std::to_string(dim_cap[e.a]) + ", the most this Method was created for (max_shapes; the "
                           "program admits up to " + std::to_string(d.max) + ")" + way_out(e.a, got));
     if (got % d.step != 0)
-      return out_of_range(axis + " ('" + d.name + "') is " + std::to_string(got) + ", not a multiple of its step " +
+      return out_of_range(axis() + " ('" + d.name + "') is " + std::to_string(got) + ", not a multiple of its step " +
                           std::to_string(d.step) + " (range [" + std::to_string(d.min) + ", " + std::to_string(d.max) +
                           "])" + way_out(e.a, got));
     if (dim_origin[e.a] >= 0) {
@@ -420,8 +420,10 @@ Status Method::Impl::apply_shapes() {
       }
       std::string nearby;
       for (const std::string& o : options) nearby += (nearby.empty() ? "; the nearest admissible: " : " or ") + o;
-      return invalid_argument("guard " + runtime::guard_text(g, exprs, dim_names) + " failed for " + vars +
-                              " (needed by node '" + origin + "' (" + op + ")" + ctx + ")" + nearby);
+      return Status(Code::kInvalidArgument,
+                    "guard " + runtime::guard_text(g, exprs, dim_names) + " failed for " + vars + " (needed by node '" +
+                        origin + "' (" + op + ")" + ctx + ")" + nearby,
+                    Reason::kGuardFailed);
     }
   }
   std::fill(block_bad.begin(), block_bad.end(), -1);
@@ -473,14 +475,14 @@ bool has_regions(const fb::Method* m) {
 }  // namespace
 
 Result<uint64_t> Method::arena_bytes(const Program& program, const std::string& name, const MethodOptions& options) {
-  const fb::Method* m = program.impl().find_method(name);
-  if (!m) return not_found("no method '" + name + "' in the program; it has " + program.impl().method_names());
+  const fb::Method* m = ProgramAccess::impl(program).find_method(name);
+  if (!m) return not_found("no method '" + name + "' in the program; it has " + ProgramAccess::impl(program).method_names());
   const fb::MemoryPlan* plan = options.use_delegate && has_regions(m) ? m->delegate()->plan() : m->plan();
   if (options.max_shapes.empty() || !plan->below_start()) return plan->arena_bytes();
   Impl s;  // only what set_caps reads
   s.program = &program;
   s.m = m;
-  s.meta = runtime::build_meta(m, program.impl().file);
+  s.meta = runtime::build_meta(m, ProgramAccess::impl(program).file);
   s.exprs = runtime::load_exprs(m);
   s.dim_names = runtime::load_dim_names(m);
   s.dim_values.assign(s.dim_names.size(), 0);
@@ -499,7 +501,7 @@ Result<std::unique_ptr<Method>> Method::create(const Program& program, const std
 
 Result<std::unique_ptr<Method>> Method::create_method(const Program& program, const std::string& name,
                                                       const MethodOptions& options, void* arena, size_t arena_size) {
-  const Program::Impl& p = program.impl();
+  const ProgramAccess::Impl& p = ProgramAccess::impl(program);
   const fb::Method* m = p.find_method(name);
   if (!m) return not_found("no method '" + name + "' in the program; it has " + p.method_names());
   if (options.cpu_threads < 1 || options.cpu_threads > 1024)
@@ -585,17 +587,7 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
       ins.n_out = in->outputs()->size();
       ins.attr_begin = static_cast<uint32_t>(s.attrs.size());
       if (in->attrs()) {
-        for (const fb::Attribute* a : *in->attrs()) {
-          core::AttrRef r;
-          r.name = a->name()->c_str();
-          r.kind = static_cast<core::AttrKind>(a->kind());
-          r.i = a->i();
-          r.f = a->f();
-          if (a->ints()) { r.ints = a->ints()->data(); r.count = a->ints()->size(); }
-          if (a->floats()) { r.floats = a->floats()->data(); r.count = a->floats()->size(); }
-          if (a->s()) { r.str = a->s()->c_str(); r.count = a->s()->size(); }
-          s.attrs.push_back(r);
-        }
+        for (const fb::Attribute* a : *in->attrs()) s.attrs.push_back(format::attr_ref(a));
         ins.n_attr = in->attrs()->size();
       }
       if (kernels::produces_data_dim(*ins.op))
@@ -783,7 +775,11 @@ Status Method::bind(const TensorView* inputs, size_t n) {
 }
 
 Status Method::bind_shapes(const std::vector<std::vector<int64_t>>& shapes) {
-  std::vector<TensorView> views(shapes.size());
+  // Views on the stack for up to 16 inputs: bind allocates nothing on success.
+  constexpr size_t kOnStack = 16;
+  TensorView stack_views[kOnStack];
+  std::vector<TensorView> heap_views(shapes.size() > kOnStack ? shapes.size() : 0);
+  TensorView* views = shapes.size() > kOnStack ? heap_views.data() : stack_views;
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (shapes[i].size() > static_cast<size_t>(kMaxRank))
       return invalid_argument("bind: input #" + std::to_string(i) + " has rank " + std::to_string(shapes[i].size()) +
@@ -792,15 +788,47 @@ Status Method::bind_shapes(const std::vector<std::vector<int64_t>>& shapes) {
     views[i].rank = static_cast<int32_t>(shapes[i].size());
     for (size_t k = 0; k < shapes[i].size(); ++k) views[i].dims[k] = shapes[i][k];
   }
-  return bind(views.data(), views.size());
+  return bind(views, shapes.size());
 }
 
-TensorView& Method::input(size_t i) { return impl_->views[impl_->inputs[i]]; }
+namespace {
+const TensorView kNoTensor{};  // what input(i) and output(i) give for an index out of range
+
+// A KilnAssert (a guard of a branch's block) failed where the inputs chose that block.
+Status block_guard_failed(const core::Attrs& assert_attrs) {
+  return Status(Code::kInvalidArgument,
+                "execute: " + std::string(assert_attrs.get_str("text", "a guard")) +
+                    "; it fails at these input shapes, in a branch's block (checked when the block runs)",
+                Reason::kBlockRefused);
+}
+
+Result<size_t> find_tensor(const std::vector<TensorSpec>& specs, const std::string& name, const char* what,
+                           const std::string& method) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name) return i;
+  std::string names;
+  for (const TensorSpec& t : specs) names += (names.empty() ? "'" : ", '") + t.name + "'";
+  return not_found("method '" + method + "' has no " + what + " named '" + name + "'; its " + what + "s are " +
+                   (names.empty() ? "none" : names));
+}
+}  // namespace
+
+Result<size_t> Method::input_index(const std::string& name) const {
+  return find_tensor(impl_->meta.inputs, name, "input", impl_->meta.name);
+}
+Result<size_t> Method::output_index(const std::string& name) const {
+  return find_tensor(impl_->meta.outputs, name, "output", impl_->meta.name);
+}
+
+const TensorView& Method::input(size_t i) const {
+  return i < impl_->inputs.size() ? impl_->views[impl_->inputs[i]] : kNoTensor;
+}
+void* Method::input_data(size_t i) { return i < impl_->inputs.size() ? impl_->views[impl_->inputs[i]].data : nullptr; }
 
 Status Method::set_inputs(const TensorView* inputs, size_t n) {
   KILN_TRY(bind(inputs, n));
   for (size_t i = 0; i < n; ++i) {
-    TensorView& dst = input(i);
+    const TensorView& dst = input(i);
     if (inputs[i].data && inputs[i].data != dst.data) std::memcpy(dst.data, inputs[i].data, dst.nbytes());
   }
   return ok_status();
@@ -861,13 +889,14 @@ Status Method::execute() {
     if (ks != kernels::KernelStatus::kOk && in.produces >= 0 &&
         s.dim_values[static_cast<size_t>(in.produces)] > s.meta.dims[static_cast<size_t>(in.produces)].max) {
       const DimSpec& d = s.meta.dims[static_cast<size_t>(in.produces)];
-      return invalid_argument("execute: node '" + s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") found " + d.name +
-                              " = " + std::to_string(s.dim_values[static_cast<size_t>(in.produces)]) + ", above its bound " +
-                              std::to_string(d.max) + " (export's --dim " + d.name + "=..N sets it)");
+      return Status(Code::kOutOfRange,
+                    "execute: node '" + s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") found " + d.name +
+                        " = " + std::to_string(s.dim_values[static_cast<size_t>(in.produces)]) + ", above its bound " +
+                        std::to_string(d.max) + " (export's --dim " + d.name + "=..N sets it)",
+                    Reason::kDataAboveBound);
     }
     if (ks != kernels::KernelStatus::kOk && std::strcmp(in.op->name, "KilnAssert") == 0)
-      return invalid_argument("execute: " + std::string(ctx.attrs.get_str("text", "a guard")) +
-                              "; it fails at these input shapes, in a branch's block (checked when the block runs)");
+      return block_guard_failed(ctx.attrs);
     if (ks != kernels::KernelStatus::kOk)
       return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
                               s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
@@ -914,18 +943,20 @@ Status Method::Impl::blocked(int32_t b) const {
     const core::Attrs a(attrs.data() + in.attr_begin, in.n_attr);
     const int64_t rel = a.get_int("relation", -1), l = expr_values[a.get_int("lhs", 0)], r = expr_values[a.get_int("rhs", 0)];
     const bool holds = rel == 0 ? l == r : rel == 1 ? l >= r : (r != 0 && core::floor_mod(l, r) == 0);
-    if (!holds && instr_block[static_cast<size_t>(st.instr)] == b)
-      return invalid_argument("execute: " + std::string(a.get_str("text", "a guard")) +
-                              "; it fails at these input shapes, in a branch's block (checked when the block runs)");
+    if (!holds && instr_block[static_cast<size_t>(st.instr)] == b) return block_guard_failed(a);
   }
   const fb::Value* v = m->values()->Get(static_cast<flatbuffers::uoffset_t>(block_bad[static_cast<size_t>(b)]));
-  return invalid_argument("execute: a branch's block cannot run at these input shapes: its value '" + v->name()->str() +
-                          "' has no valid size there");
+  return Status(Code::kInvalidArgument,
+                "execute: a branch's block cannot run at these input shapes: its value '" + v->name()->str() +
+                    "' has no valid size there",
+                Reason::kBlockRefused);
 }
 
-const TensorView& Method::output(size_t i) const { return impl_->views[impl_->outputs[i]]; }
+const TensorView& Method::output(size_t i) const {
+  return i < impl_->outputs.size() ? impl_->views[impl_->outputs[i]] : kNoTensor;
+}
 
-void Method::fill_arena(uint8_t byte) { std::memset(impl_->arena, byte, impl_->arena_bytes); }
+void MethodAccess::fill_arena(Method& m, uint8_t byte) { std::memset(m.impl_->arena, byte, m.impl_->arena_bytes); }
 
 void Method::set_profiling(bool on) {
   Impl& s = *impl_;

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/oom.h"
+#include "kiln/version.h"
 #include "runtime/program_impl.h"
 
 namespace kiln {
@@ -227,7 +228,9 @@ Status Program::verify_constants() const { return format::verify_constants(impl_
 
 size_t Program::num_methods() const { return impl_->file.program->methods()->size(); }
 
-std::string Program::method_name(size_t i) const { return impl_->file.program->methods()->Get(i)->name()->str(); }
+std::string Program::method_name(size_t i) const {
+  return i < num_methods() ? impl_->file.program->methods()->Get(i)->name()->str() : std::string();
+}
 
 Result<MethodMeta> Program::method_meta(const std::string& name) const {
   const fb::Method* m = impl_->find_method(name);
@@ -236,6 +239,9 @@ Result<MethodMeta> Program::method_meta(const std::string& name) const {
 }
 
 uint64_t Program::constant_bytes() const { return impl_->file.constants_size; }
-const void* Program::constant_data() const { return impl_->file.constants; }
+uint32_t Program::format_version() const { return impl_->file.format_version; }
+
+const char* version() { return KILN_VERSION_STRING; }
+uint32_t format_version() { return KILN_FORMAT_VERSION; }
 
 }  // namespace kiln

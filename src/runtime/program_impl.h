@@ -6,6 +6,7 @@
 
 #include "core/symexpr.h"
 #include "format/reader.h"
+#include "kiln/method.h"
 #include "kiln/program.h"
 
 namespace kiln {
@@ -18,6 +19,21 @@ struct Program::Impl {
 
   const fb::Method* find_method(const std::string& name) const;
   std::string method_names() const;
+};
+
+/// The runtime's (and tests') way to the file behind a Program: not part of the public API.
+struct ProgramAccess {
+  using Impl = Program::Impl;
+  static const Impl& impl(const Program& p) { return *p.impl_; }
+  /// Start of the constant segment (inside the mapping): tests check that nothing was copied.
+  static const void* constant_data(const Program& p) { return p.impl_->file.constants; }
+};
+
+/// Tools' and tests' access to a Method beyond the public API.
+struct MethodAccess {
+  /// Overwrites every byte of the arena (inputs included) with `byte`: tools prove with it that
+  /// a program never reads memory it did not write (kiln sweep); write the inputs afterwards.
+  static void fill_arena(Method& m, uint8_t byte);
 };
 
 namespace runtime {

@@ -6,6 +6,7 @@
 
 #include "export/xnnpack_partition.h"
 #include "kiln/method.h"
+#include "kiln/version.h"
 
 namespace kiln::tooling {
 
@@ -74,7 +75,7 @@ std::string delegate_text(const Program& program, const MethodMeta& m) {
 std::string inspect_text(const Program& program, const std::string& path, bool instructions) {
   std::ostringstream o;
   o << "program " << path << ": " << program.num_methods() << " method(s), " << program.constant_bytes()
-    << " constant bytes\n";
+    << " constant bytes, .kiln format version " << program.format_version() << "\n";
   for (size_t i = 0; i < program.num_methods(); ++i) {
     Result<MethodMeta> r = program.method_meta(program.method_name(i));
     if (!r.ok()) continue;
@@ -155,11 +156,16 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
   return o.str();
 }
 
+std::string version_text(const std::string& tool) {
+  return tool + " " + version() + " (.kiln format version " + std::to_string(format_version()) + ")";
+}
+
 nlohmann::json inspect_json(const Program& program, const std::string& path) {
   using nlohmann::json;
   json j;
   j["path"] = path;
   j["constant_bytes"] = program.constant_bytes();
+  j["format_version"] = program.format_version();
   j["methods"] = json::array();
   auto tensor = [](const TensorSpec& t, const MethodMeta& m) {
     json a = json::array();

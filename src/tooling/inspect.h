@@ -14,6 +14,9 @@ namespace kiln::tooling {
 /// Human-readable report: methods, signatures with dims and ranges, equalities, guards,
 /// arena vs lower bound, constants, instructions by op.
 /// With `instructions`, also lists every instruction with its outputs' symbolic shapes.
+/// "kiln 0.9.0 (.kiln format version 2)": what `TOOL --version` prints.
+std::string version_text(const std::string& tool);
+
 std::string inspect_text(const Program& program, const std::string& path, bool instructions = false);
 /// The same as JSON (stable keys, for scripts).
 nlohmann::json inspect_json(const Program& program, const std::string& path);

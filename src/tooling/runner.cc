@@ -196,7 +196,7 @@ class Runner {
         return invalid_argument("method '" + opts_.method_name + "' is bucketed: --profile, --max_shapes and --server_mode "
                                 "take one bucket (--method_name=" + opts_.method_name + "@...)");
       KILN_ASSIGN_OR_RETURN(bucketed_, BucketedMethod::create(*program_, opts_.method_name, mo));
-      meta_method_ = &bucketed_->bucket(bucketed_->sizes().size() - 1);
+      meta_method_ = bucketed_->bucket(bucketed_->sizes().size() - 1);
     } else {
       KILN_ASSIGN_OR_RETURN(method_, Method::create(*program_, opts_.method_name, mo));
       meta_method_ = method_.get();
@@ -362,7 +362,7 @@ class Runner {
     KILN_TRY(method_->bind(views.data(), views.size()));
     for (size_t i = 0; i < host.size(); ++i) {
       const HostInput& h = host[i];
-      TensorView& dst = method_->input(i);
+      const TensorView& dst = method_->input(i);
       const size_t need = dst.nbytes();
       const size_t bound_bytes = static_cast<size_t>(numel(h.shape)) * dtype_size(h.dtype);
       // A raw file is either exactly this shape's bytes or the bound's (leading bytes used).

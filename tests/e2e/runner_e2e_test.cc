@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "e2e_util.h"
+#include "kiln/version.h"
 #include "image/image.h"
 #include "tooling/file_io.h"
 #include "tooling/runner.h"
@@ -385,6 +386,17 @@ TEST(CnnE2E, DamagedProgramsFailWithOneLine) {
   expect_one_line_error(run_command(bin("kiln_runner") + " --model_path=" + cut), "damaged program");
 }
 
+// Both tools say which Kiln they are and which .kiln format it reads.
+TEST(Tools, PrintTheirVersion) {
+  const std::string expected = std::string(" ") + KILN_VERSION_STRING + " (.kiln format version " +
+                               std::to_string(KILN_FORMAT_VERSION) + ")\n";
+  for (const char* tool : {"kiln", "kiln_runner"}) {
+    CommandResult r = run_command(bin(tool) + " --version");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, tool + expected);
+  }
+}
+
 TEST(CnnE2E, InspectAndCheck) {
   auto m = tooling::make_cnn_example();
   ASSERT_TRUE(m.ok());
@@ -412,6 +424,9 @@ TEST(CnnE2E, InspectAndCheck) {
   EXPECT_NE(r.output.find("7 passed, 0 failed"), std::string::npos) << r.output;
   r = run_command(bin("kiln") + " inspect " + path);
   EXPECT_NE(r.output.find("'pixels' f32 [batch, 3, H, W]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" constant bytes, .kiln format version " + std::to_string(KILN_FORMAT_VERSION) + "\n"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(j["format_version"], KILN_FORMAT_VERSION);
   // The arena at a shape: what the values take there against the bytes alive at once.
   r = run_command(bin("kiln") + " inspect " + path + " --arena-at=1x3x16x16");
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -85,7 +85,7 @@ TEST(GraphBuilder, ViewsAliasAndDeadNodesVanish) {
   auto meth = Method::create(**p, "forward");
   ASSERT_TRUE(meth.ok());
   ASSERT_TRUE((*meth)->bind_shapes({{3, 4, 2}}).ok());
-  for (int i = 0; i < 24; ++i) (*meth)->input(0).as<float>()[i] = static_cast<float>(i % 5) - 2.0f;
+  for (int i = 0; i < 24; ++i) (*meth)->input_data<float>(0)[i] = static_cast<float>(i % 5) - 2.0f;
   ASSERT_TRUE((*meth)->execute().ok());
   const TensorView& y = (*meth)->output(0);
   EXPECT_EQ(y.rank, 2);

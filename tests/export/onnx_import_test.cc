@@ -233,7 +233,7 @@ TEST(OnnxImport, Opset10ResizeHasUpsampleGeometry) {
     ASSERT_TRUE(r.ok()) << r.status().message();
     auto l = load(d);
     ASSERT_TRUE(l->method->bind_shapes({{1, 1, 5, 7}}).ok());
-    for (int i = 0; i < 35; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i);
+    for (int i = 0; i < 35; ++i) l->method->input_data<float>(0)[i] = static_cast<float>(i);
     ASSERT_TRUE(l->method->execute().ok());
     const TensorView& y = l->method->output(0);
     ASSERT_EQ(y.dims[2], k.oh);
@@ -286,7 +286,7 @@ TEST(OnnxImport, TorchOpset9ArangeBecomesRange) {
     auto l = load(d);
     for (int64_t seq : {32, 5, 1}) {
       ASSERT_TRUE(l->method->bind_shapes({{1, seq}}).ok());
-      for (int64_t j = 0; j < seq; ++j) l->method->input(0).as<float>()[j] = 0.5f * static_cast<float>(j * j);
+      for (int64_t j = 0; j < seq; ++j) l->method->input_data<float>(0)[j] = 0.5f * static_cast<float>(j * j);
       ASSERT_TRUE(l->method->execute().ok());
       const TensorView& y = l->method->output(0);
       ASSERT_EQ(y.dims[1], seq);
@@ -317,7 +317,7 @@ TEST(OnnxImport, FloatShapeArithmeticFolds) {
   auto l = load(d);
   for (auto [h, w] : {std::pair<int64_t, int64_t>{16, 16}, {3, 5}, {1, 1}}) {
     ASSERT_TRUE(l->method->bind_shapes({{1, 3, h, w}}).ok());
-    float* x = l->method->input(0).as<float>();
+    float* x = l->method->input_data<float>(0);
     for (int64_t i = 0; i < 3 * h * w; ++i) x[i] = static_cast<float>(i);
     ASSERT_TRUE(l->method->execute().ok());
     const TensorView& y = l->method->output(0);
@@ -348,7 +348,7 @@ TEST(OnnxImport, FloatRangeFromShapeSurvivesTheReader) {
   auto l = load(d);
   for (int64_t seq : {64, 9, 1}) {
     ASSERT_TRUE(l->method->bind_shapes({{seq}}).ok());
-    for (int64_t j = 0; j < seq; ++j) l->method->input(0).as<float>()[j] = 0.25f;
+    for (int64_t j = 0; j < seq; ++j) l->method->input_data<float>(0)[j] = 0.25f;
     ASSERT_TRUE(l->method->execute().ok());
     for (int64_t j = 0; j < seq; ++j) EXPECT_EQ(l->method->output(0).as<float>()[j], 0.25f + j);
   }
@@ -375,7 +375,7 @@ TEST(OnnxImport, DropoutMaskAndTrainingMode) {
     auto l = load(d);
     for (int64_t n : {8, 1}) {
       ASSERT_TRUE(l->method->bind_shapes({{n, 3}}).ok());
-      for (int64_t i = 0; i < 3 * n; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i) - 4.f;
+      for (int64_t i = 0; i < 3 * n; ++i) l->method->input_data<float>(0)[i] = static_cast<float>(i) - 4.f;
       ASSERT_TRUE(l->method->execute().ok());
       const TensorView& mask = l->method->output(1);
       ASSERT_EQ(mask.dtype, DType::kBool);
@@ -582,8 +582,8 @@ TEST(OnnxImport, BucketsAreStaticMethodsWithDispatchData) {
   auto ls = load(st);
   for (Method* x : {m8->get(), ls->method.get()}) {
     ASSERT_TRUE(x->bind_shapes({{2, 8, 4}, {2, 8}}).ok());
-    for (int64_t k = 0; k < x->input(0).numel(); ++k) x->input(0).as<float>()[k] = static_cast<float>(k % 5) - 2.f;
-    for (int64_t k = 0; k < x->input(1).numel(); ++k) x->input(1).as<float>()[k] = 1.f;
+    for (int64_t k = 0; k < x->input(0).numel(); ++k) x->input_data<float>(0)[k] = static_cast<float>(k % 5) - 2.f;
+    for (int64_t k = 0; k < x->input(1).numel(); ++k) x->input_data<float>(1)[k] = 1.f;
     ASSERT_TRUE(x->execute().ok());
   }
   ASSERT_EQ((*m8)->output(0).nbytes(), ls->method->output(0).nbytes());
@@ -671,7 +671,7 @@ TEST(OnnxImport, BatchNormFoldsIntoConvAndMatches) {
   EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Conv", 1}}));
   auto l = load(d);
   ASSERT_TRUE(l->method->bind_shapes({{1, 2, 3, 2}}).ok());
-  float* x = l->method->input(0).as<float>();
+  float* x = l->method->input_data<float>(0);
   for (int i = 0; i < 12; ++i) x[i] = std::cos(static_cast<float>(i));
   ASSERT_TRUE(l->method->execute().ok());
   const TensorView& y = l->method->output(0);
@@ -750,8 +750,8 @@ TEST(OnnxImport, ConstantIdentityAndConstantIfAreRemoved) {
   for (int64_t rate : {16000, 8000, 16000}) {
     for (int64_t n : {8, 3}) {
       ASSERT_TRUE(l->method->bind_shapes({{n}, {}}).ok());
-      for (int64_t i = 0; i < n; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i) - 1.5f;
-      *l->method->input(1).as<int64_t>() = rate;
+      for (int64_t i = 0; i < n; ++i) l->method->input_data<float>(0)[i] = static_cast<float>(i) - 1.5f;
+      *l->method->input_data<int64_t>(1) = rate;
       ASSERT_TRUE(l->method->execute().ok());
       for (int64_t i = 0; i < n; ++i)
         EXPECT_EQ(l->method->output(0).as<float>()[i], (static_cast<float>(i) - 1.5f) * (rate == 16000 ? 2.f : -1.f)) << rate;
@@ -775,7 +775,7 @@ TEST(OnnxImport, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto l = load(d);
   ASSERT_TRUE(l->method->bind_shapes({{2, 2, 3}}).ok());
-  float* x = l->method->input(0).as<float>();
+  float* x = l->method->input_data<float>(0);
   for (int i = 0; i < 12; ++i) x[i] = 0.1f * static_cast<float>(i * i % 7);
   ASSERT_TRUE(l->method->execute().ok());
   const float* y = l->method->output(0).as<float>();
@@ -815,8 +815,8 @@ TEST(OnnxImport, SignatureKeepsTheGraphsNames) {
   EXPECT_EQ(outs, (std::vector<std::string>{"y", "output_lengths", "x", "y2", "k"}));
   for (int64_t n : {8, 2}) {
     ASSERT_TRUE(l->method->bind_shapes({{n, 3}, {n}}).ok());
-    for (int64_t i = 0; i < 3 * n; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i) - 4.f;
-    for (int64_t i = 0; i < n; ++i) l->method->input(1).as<int64_t>()[i] = 10 + i;
+    for (int64_t i = 0; i < 3 * n; ++i) l->method->input_data<float>(0)[i] = static_cast<float>(i) - 4.f;
+    for (int64_t i = 0; i < n; ++i) l->method->input_data<int64_t>(1)[i] = 10 + i;
     ASSERT_TRUE(l->method->execute().ok());
     ASSERT_EQ(l->method->output(1).numel(), n);
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(l->method->output(1).as<int64_t>()[i], 10 + i);

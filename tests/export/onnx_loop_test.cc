@@ -64,7 +64,7 @@ TEST(OnnxLoop, AStaticTripCountUnrolls) {
   EXPECT_EQ(r->runtime_loops, 0u);
   auto l = load(d);
   ASSERT_TRUE(l->method->bind_shapes({{2, 3}}).ok());
-  for (int i = 0; i < 6; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i);
+  for (int i = 0; i < 6; ++i) l->method->input_data<float>(0)[i] = static_cast<float>(i);
   ASSERT_TRUE(l->method->execute().ok());
   for (int i = 0; i < 6; ++i) EXPECT_EQ(l->method->output(0).as<float>()[i], 8.f * static_cast<float>(i));
   // Pinned, the dynamic trip count is static again.
@@ -87,7 +87,7 @@ TEST(OnnxLoop, ATripCountFromTheShapesRunsAsARuntimeLoopAtEveryShape) {
   EXPECT_EQ(meta.branches[0].trip, "n");
   for (int64_t n : {6, 1, 3, 2, 5}) {  // the bound, then far below it, in no order
     ASSERT_TRUE(l->method->bind_shapes({{n, 3}}).ok());
-    for (int64_t i = 0; i < 3 * n; ++i) l->method->input(0).as<float>()[i] = static_cast<float>(i) - 4.f;
+    for (int64_t i = 0; i < 3 * n; ++i) l->method->input_data<float>(0)[i] = static_cast<float>(i) - 4.f;
     ASSERT_TRUE(l->method->execute().ok());
     ASSERT_EQ(l->method->output(0).dims[0], n);
     for (int64_t i = 0; i < 3 * n; ++i)
@@ -102,7 +102,7 @@ TEST(OnnxLoop, ZeroIterationsLeaveTheInitialValues) {
   auto l = load(d);
   for (int64_t n : {0, 4, 0, 1}) {
     ASSERT_TRUE(l->method->bind_shapes({{n, 3}, {3}}).ok());
-    for (int i = 0; i < 3; ++i) l->method->input(1).as<float>()[i] = static_cast<float>(i + 1);
+    for (int i = 0; i < 3; ++i) l->method->input_data<float>(1)[i] = static_cast<float>(i + 1);
     ASSERT_TRUE(l->method->execute().ok());
     for (int i = 0; i < 3; ++i) EXPECT_EQ(l->method->output(0).as<float>()[i], static_cast<float>((i + 1) << n)) << "n " << n;
   }

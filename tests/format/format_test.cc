@@ -11,6 +11,7 @@
 #include "core/crc32c.h"
 #include "format/file_header.h"
 #include "kiln/method.h"
+#include "runtime/program_impl.h"
 #include "kiln/program.h"
 #include "tooling/examples.h"
 #include "scratch_dir.h"
@@ -97,11 +98,11 @@ TEST(Format, RoundTripKeepsTheContract) {
   EXPECT_EQ((*p)->constant_bytes(), 12u);
   EXPECT_EQ(meta->instruction_ops, (std::vector<std::string>{"Mul", "Add"}));
   // The constant segment starts 64-byte aligned in the mapping.
-  EXPECT_EQ(reinterpret_cast<uintptr_t>((*p)->constant_data()) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(ProgramAccess::constant_data(**p)) % 64, 0u);
   auto m = Method::create(**p, "main");
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE((*m)->bind_shapes({{2, 3}}).ok());
-  for (int i = 0; i < 6; ++i) (*m)->input(0).as<float>()[i] = 1.f;
+  for (int i = 0; i < 6; ++i) (*m)->input_data<float>(0)[i] = 1.f;
   ASSERT_TRUE((*m)->execute().ok());
   EXPECT_EQ((*m)->output(0).as<float>()[2], 4.f);
 }

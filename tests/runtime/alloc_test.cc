@@ -80,7 +80,7 @@ TEST(Allocations, HookCountsAllocations) {
   EXPECT_EQ(n, 1);
 }
 
-TEST(Allocations, ExecuteAllocatesNothing) {
+TEST(Allocations, BindAndExecuteAllocateNothing) {
   exporter::GraphBuilder g;
   ASSERT_TRUE(g.add_dim("batch", 1, 16).ok());
   int x = *g.add_input("x", DType::kF32, {"batch", 8});
@@ -97,7 +97,9 @@ TEST(Allocations, ExecuteAllocatesNothing) {
   auto m = Method::create(**p, "forward");
   ASSERT_TRUE(m.ok());
   for (int64_t batch : {16, 3, 1}) {
-    ASSERT_TRUE((*m)->bind_shapes({{batch, 8}}).ok());
+    const std::vector<std::vector<int64_t>> shapes = {{batch, 8}};
+    long b = count_allocs([&] { ASSERT_TRUE((*m)->bind_shapes(shapes).ok()); });
+    EXPECT_EQ(b, 0) << "bind allocated at batch " << batch;
     long n = count_allocs([&] { ASSERT_TRUE((*m)->execute().ok()); });
     EXPECT_EQ(n, 0) << "execute allocated at batch " << batch;
     EXPECT_EQ((*m)->output(0).dims[0], batch);
@@ -152,7 +154,8 @@ TEST(Allocations, ZooModelsExecuteWithoutAllocating) {
         // Method::create bound at the bound, so XNNPACK's setup buffers are bound-sized: a
         // bind below it and every execute allocate nothing through Kiln's xnn_allocator.
         const uint64_t xnn_before = delegates::xnnpack::allocation_count();
-        ASSERT_TRUE((*m)->bind_shapes(shapes).ok());
+        long b = count_allocs([&] { ASSERT_TRUE((*m)->bind_shapes(shapes).ok()); });
+        EXPECT_EQ(b, 0) << model["name"] << " at " << c["input_shapes"] << " threads " << threads << ": bind allocated";
         for (size_t i = 0; i < (*m)->num_inputs(); ++i) std::memset((*m)->input(i).data, 0, (*m)->input(i).nbytes());
         long n = count_allocs([&] { ASSERT_TRUE((*m)->execute().ok()); });
         EXPECT_EQ(n, 0) << model["name"] << " at " << c["input_shapes"] << " threads " << threads;
@@ -314,7 +317,8 @@ TEST(Allocations, OpZooControlAndDataDependentProgramsExecuteWithoutAllocating) 
           in.push_back(std::move(*a));
         }
         const std::string what = name + " case " + c["name"].get<std::string>() + (delegate ? " delegated" : " portable");
-        ASSERT_TRUE((*m)->bind_shapes(shapes).ok()) << what;
+        long b = count_allocs([&] { ASSERT_TRUE((*m)->bind_shapes(shapes).ok()) << what; });
+        EXPECT_EQ(b, 0) << what << ": bind allocated";
         for (size_t i = 0; i < in.size(); ++i) {
           ASSERT_EQ((*m)->input(i).nbytes(), in[i].data.size()) << what;
           std::memcpy((*m)->input(i).data, in[i].data.data(), in[i].data.size());

@@ -37,7 +37,7 @@ std::vector<float> run_once(Method& m, const std::vector<std::vector<int64_t>>& 
   EXPECT_TRUE(m.bind_shapes(shapes).ok());
   std::mt19937 rng(seed);
   for (size_t i = 0; i < m.num_inputs(); ++i) {
-    TensorView& t = m.input(i);
+    TensorView t = m.input(i);
     if (t.dtype == DType::kF32) {
       std::normal_distribution<float> g;
       for (int64_t k = 0; k < t.numel(); ++k) t.as<float>()[k] = g(rng);

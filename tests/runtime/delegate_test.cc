@@ -20,6 +20,7 @@
 #include "export/xnnpack_partition.h"
 #include "format/program_desc.h"
 #include "kiln/method.h"
+#include "runtime/program_impl.h"
 #include "kiln/program.h"
 #include "zoo_manifest.h"
 
@@ -91,7 +92,7 @@ std::vector<Dims> dim_sets(const nlohmann::json& dims, std::mt19937& rng) {
 }
 
 // Normal floats, ints in the generator's range, masks of ones, lengths in [1, the measured axis].
-void fill_input(TensorView& t, const nlohmann::json& gen, const std::vector<std::vector<int64_t>>& shapes,
+void fill_input(TensorView t, const nlohmann::json& gen, const std::vector<std::vector<int64_t>>& shapes,
                 std::mt19937& rng) {
   size_t n = 1;
   for (int k = 0; k < t.rank; ++k) n *= static_cast<size_t>(t.dims[k]);
@@ -135,8 +136,8 @@ int compare_at_every_shape(const nlohmann::json& model, Method& d, Method& p, ui
     }
     if (!p.bind_shapes(shapes).ok()) continue;  // a guard refuses it: not in the contract
     if (!d.bind_shapes(shapes).ok()) return ADD_FAILURE() << name << ": only one method binds, " << what, -1;
-    d.fill_arena(0xFF);  // NaN everywhere: reading unwritten bytes poisons the output
-    p.fill_arena(0xFF);
+    MethodAccess::fill_arena(d, 0xFF);  // NaN everywhere: reading unwritten bytes poisons the output
+    MethodAccess::fill_arena(p, 0xFF);
     const uint32_t inputs_seed = static_cast<uint32_t>(rng());
     for (size_t i = 0; i < shapes.size(); ++i) {
       std::mt19937 r1(inputs_seed + static_cast<uint32_t>(i)), r2(inputs_seed + static_cast<uint32_t>(i));
@@ -375,7 +376,7 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
     for (int64_t w : {37, 3, 6, 21}) {
       ASSERT_TRUE((*d)->bind_shapes({{2, 5, h, w}}).ok());
       ASSERT_TRUE((*p)->bind_shapes({{2, 5, h, w}}).ok());
-      (*d)->fill_arena(0xFF);
+      MethodAccess::fill_arena(**d, 0xFF);
       std::mt19937 r1(static_cast<uint32_t>(h * 100 + w)), r2(static_cast<uint32_t>(h * 100 + w));
       fill_input((*d)->input(0), nlohmann::json{{"kind", "normal"}}, {}, r1);
       fill_input((*p)->input(0), nlohmann::json{{"kind", "normal"}}, {}, r2);

@@ -6,6 +6,7 @@
 
 #include "export/graph.h"
 #include "kiln/method.h"
+#include "runtime/program_impl.h"
 #include "kiln/program.h"
 #include "tooling/examples.h"
 #include "aligned_bytes.h"
@@ -83,12 +84,12 @@ TEST_F(MethodTest, ExecutesBelowTheBound) {
   for (int64_t batch : {1, 3, 8}) {
     for (int64_t seq : {2, 6, 64}) {
       ASSERT_TRUE(method_->bind_shapes({{batch, seq}, {batch, seq}, {1, 3, 4}, {seq}}).ok());
-      float* a = method_->input(0).as<float>();
-      float* b = method_->input(1).as<float>();
-      float* d = method_->input(3).as<float>();
+      float* a = method_->input_data<float>(0);
+      float* b = method_->input_data<float>(1);
+      float* d = method_->input_data<float>(3);
       for (int64_t i = 0; i < batch * seq; ++i) a[i] = static_cast<float>(i), b[i] = 1.0f;
       for (int64_t i = 0; i < seq; ++i) d[i] = 100.0f * static_cast<float>(i);
-      for (int64_t i = 0; i < 12; ++i) method_->input(2).as<float>()[i] = static_cast<float>(i);
+      for (int64_t i = 0; i < 12; ++i) method_->input_data<float>(2)[i] = static_cast<float>(i);
       ASSERT_TRUE(method_->execute().ok());
       const TensorView& y = method_->output(0);
       ASSERT_EQ(y.rank, 2);
@@ -133,6 +134,17 @@ TEST_F(MethodTest, FailedGuardNamesItsOrigin) {
             "with [W]); the nearest admissible: seq = W = 4 or seq = W = 6");
 }
 
+// Tools act on the kind of refusal, not on its wording: a guard's is marked as such, the
+// contract's other refusals are not.
+TEST_F(MethodTest, RefusalsCarryTheirReason) {
+  EXPECT_EQ(method_->bind_shapes({{2, 4}, {2, 4}, {1, 3, 4}, {6}}).reason(), Reason::kGuardFailed);
+  EXPECT_EQ(method_->bind_shapes({{2, 12}, {2, 13}, {1, 3, 4}, {12}}).reason(), Reason::kNone);
+  EXPECT_EQ(method_->bind_shapes({{2, 5}, {2, 5}, {1, 3, 4}, {5}}).reason(), Reason::kNone);
+  Status s = Status(Code::kInvalidArgument, "x", Reason::kGuardFailed).with_prefix("bind: ");
+  EXPECT_EQ(s.reason(), Reason::kGuardFailed);
+  EXPECT_EQ(s.message(), "bind: x");
+}
+
 TEST_F(MethodTest, WrongRankAndDtypeAndCount) {
   EXPECT_EQ(bind_error({{2, 4, 1}, {2, 4}, {1, 3, 4}, {4}}),
             "bind: input 'ids' (#0) has rank 3 (shape 2x4x1) but the program expects rank 2 [batch, seq]");
@@ -157,7 +169,7 @@ TEST_F(MethodTest, ExecuteBeforeSuccessfulBindFails) {
 TEST_F(MethodTest, ConstantsAreNotCopied) {
   // The program borrows the caller's buffer: the constant segment lies inside it.
   const uint8_t* base = buf_->data();
-  auto* c = static_cast<const uint8_t*>(program_->constant_data());
+  auto* c = static_cast<const uint8_t*>(ProgramAccess::constant_data(*program_));
   EXPECT_GE(c, base);
   EXPECT_LT(c, base + bytes_.size());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(c) % 64, 0u);
@@ -224,7 +236,7 @@ TEST(MethodArena, FollowsTheShapeAndTightenedBoundsAllocateLess) {
     ASSERT_TRUE((*m)->bind_shapes({shape}).ok());
     ASSERT_TRUE((*full)->bind_shapes({shape}).ok());
     for (Method* x : {m->get(), full->get()}) {
-      TensorView& in = x->input(0);
+      TensorView in = x->input(0);
       for (int64_t k = 0; k < in.numel(); ++k) in.as<float>()[k] = static_cast<float>(k % 7) - 3.f;
       ASSERT_TRUE(x->execute().ok());
     }

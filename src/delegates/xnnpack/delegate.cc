@@ -167,14 +167,26 @@ size_t numel(const TensorView& t) {
 }
 
 // `s` padded with leading 1s to `rank`, then (when nhwc) axes 0, 2.., 1.
+// `dims` (rank r) broadcast to `rank` (leading 1s), channels moved last when `nhwc`: into
+// out[0, rank) (room for kMaxRank), without allocating (bind calls it).
+void broadcast_dims(const int64_t* dims, int r, size_t rank, bool nhwc, size_t* out) {
+  size_t s[kMaxRank];
+  const size_t lead = rank - static_cast<size_t>(r);
+  for (size_t k = 0; k < lead; ++k) s[k] = 1;
+  for (int k = 0; k < r; ++k) s[lead + static_cast<size_t>(k)] = static_cast<size_t>(dims[k]);
+  if (!nhwc || rank < 3) {
+    std::copy(s, s + rank, out);
+    return;
+  }
+  out[0] = s[0];
+  for (size_t k = 2; k < rank; ++k) out[k - 1] = s[k];
+  out[rank - 1] = s[1];
+}
+
 Shape broadcast_shape(const int64_t* dims, int r, size_t rank, bool nhwc) {
-  Shape s(rank - static_cast<size_t>(r), 1);
-  for (int k = 0; k < r; ++k) s.push_back(static_cast<size_t>(dims[k]));
-  if (!nhwc || rank < 3) return s;
-  Shape p = {s[0]};
-  for (size_t k = 2; k < rank; ++k) p.push_back(s[k]);
-  p.push_back(s[1]);
-  return p;
+  Shape s(rank);
+  broadcast_dims(dims, r, rank, nhwc, s.data());
+  return s;
 }
 
 // Row-major permutation of a small constant (channels-first -> channels-last).
@@ -818,22 +830,21 @@ Status Delegate::setup() {
         }
         case OpKind::kBinary: {
           const size_t rank = static_cast<size_t>(op.out->rank);
-          Shape sh[2];
+          size_t sh[2][kMaxRank], sh_rank[2];  // on the stack: bind allocates nothing
           const float* ptr[2];
           for (int k = 0; k < 2; ++k) {
             if (!op.ins[k]) {
-              sh[k] = op.const_shape[k];
+              sh_rank[k] = op.const_shape[k].size();
+              std::copy(op.const_shape[k].begin(), op.const_shape[k].end(), sh[k]);
               ptr[k] = op.const_ptr[k];
-            } else if (op.in_twin[k]) {
-              sh[k] = broadcast_shape(op.ins[k]->dims, op.ins[k]->rank, rank, false);
-              ptr[k] = op.ins[k]->as<float>();
             } else {
-              sh[k] = broadcast_shape(op.ins[k]->dims, op.ins[k]->rank, rank, op.nhwc);
+              sh_rank[k] = rank;
+              broadcast_dims(op.ins[k]->dims, op.ins[k]->rank, rank, op.in_twin[k] ? false : op.nhwc, sh[k]);
               ptr[k] = op.ins[k]->as<float>();
             }
           }
           auto setup = [&](auto fn) {
-            return fn(op.xop, sh[0].size(), sh[0].data(), sh[1].size(), sh[1].data(), ptr[0], ptr[1], y, op.pool);
+            return fn(op.xop, sh_rank[0], sh[0], sh_rank[1], sh[1], ptr[0], ptr[1], y, op.pool);
           };
           switch (op.plan.binary) {
             case BinaryOp::kAdd: s = setup(xnn_setup_add_nd_f32); break;
