@@ -201,6 +201,9 @@ bool produces_no_outputs(const OpDef& op);
 /// True for the ops whose output size is a data-dependent dim they write when they run
 /// (NonZero, Compress, Unique; attribute "dim" names it).
 bool produces_data_dim(const OpDef& op);
+/// The data-dependent dim such an op's attribute "dim" names, as an expression; an error
+/// naming the attribute when it names none.
+Result<ExprId> data_dim_attr(ShapeCtx& c);
 
 /// Whether a runtime branch's condition (KilnIf, KilnSelect) selects the then block.
 bool branch_condition(const TensorView& cond);

@@ -11,15 +11,12 @@ namespace kiln::kernels {
 
 Status compress_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(2, 2));
-  const int64_t d = c.attrs.get_int("dim", -1);
-  if (d < 0 || static_cast<size_t>(d) >= c.pool.dims().size() || !c.pool.dims()[static_cast<size_t>(d)].data)
-    return c.error("attribute 'dim' must name a data-dependent dim");
+  KILN_ASSIGN_OR_RETURN(const ExprId kept, data_dim_attr(c));
   const SymTensor& x = c.in(0);
   const SymTensor& cond = c.in(1);
   if (cond.shape.size() != 1) return c.error("condition must be 1-D, got " + c.pool.shape_to_string(cond.shape));
   if (cond.dtype != DType::kBool) return c.error(std::string("condition must be bool, got ") + dtype_name(cond.dtype));
   c.out(0).dtype = x.dtype;
-  const ExprId kept = c.pool.dim(static_cast<int>(d));
   if (!c.attrs.has("axis")) {
     c.out(0).shape = {kept};
     return ok_status();

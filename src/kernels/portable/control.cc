@@ -58,6 +58,13 @@ bool produces_data_dim(const OpDef& op) {
   return op.shape == &nonzero_shape || op.shape == &compress_shape || op.shape == &unique_shape;
 }
 
+Result<ExprId> data_dim_attr(ShapeCtx& c) {
+  const int64_t d = c.attrs.get_int("dim", -1);
+  if (d < 0 || static_cast<size_t>(d) >= c.pool.dims().size() || !c.pool.dims()[static_cast<size_t>(d)].data)
+    return c.error("attribute 'dim' must name a data-dependent dim");
+  return c.pool.dim(static_cast<int>(d));
+}
+
 bool produces_no_outputs(const OpDef& op) {
   return op.shape == &kiln_if_shape || op.shape == &kiln_else_shape || op.shape == &kiln_assert_shape;
 }

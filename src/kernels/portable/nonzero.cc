@@ -11,11 +11,9 @@ namespace kiln::kernels {
 
 Status nonzero_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 1));
-  const int64_t d = c.attrs.get_int("dim", -1);
-  if (d < 0 || static_cast<size_t>(d) >= c.pool.dims().size() || !c.pool.dims()[static_cast<size_t>(d)].data)
-    return c.error("attribute 'dim' must name a data-dependent dim");
+  KILN_ASSIGN_OR_RETURN(const ExprId count, data_dim_attr(c));
   c.out(0).dtype = DType::kI64;
-  c.out(0).shape = {c.pool.constant(c.rank(0)), c.pool.dim(static_cast<int>(d))};
+  c.out(0).shape = {c.pool.constant(c.rank(0)), count};
   return ok_status();
 }
 

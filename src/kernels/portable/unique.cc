@@ -54,13 +54,10 @@ int compare(const T* x, const Items& it, int64_t i, int64_t j) {
 
 Status unique_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(1, 1));
-  const int64_t d = c.attrs.get_int("dim", -1);
-  if (d < 0 || static_cast<size_t>(d) >= c.pool.dims().size() || !c.pool.dims()[static_cast<size_t>(d)].data)
-    return c.error("attribute 'dim' must name a data-dependent dim");
+  KILN_ASSIGN_OR_RETURN(const ExprId u, data_dim_attr(c));
   if (c.outputs.empty() || c.outputs.size() > 4) return c.error("has 1 to 4 outputs (Y, indices, inverse_indices, counts)");
   const SymTensor& x = c.in(0);
   core::ExprPool& p = c.pool;
-  const ExprId u = p.dim(static_cast<int>(d));
   ExprId n = p.constant(1);
   c.out(0).dtype = x.dtype;
   if (!c.attrs.has("axis")) {
