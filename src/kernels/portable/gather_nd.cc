@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/index_tuple.h"
 #include "kernels/portable/int_input.h"
 
 namespace kiln::kernels {
@@ -52,24 +53,15 @@ KernelStatus gather_nd_typed(const RunCtx& c, int64_t b) {
   if (y.nbytes() != static_cast<size_t>(batch * tuples * slice)) return KernelStatus::kInvalidValue;
   const I* ix = idx.as<I>();
   for (int64_t t = 0; t < batch * tuples; ++t)  // validate first: no partial output on bad data
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t d = data.dims[b + j], v = static_cast<int64_t>(ix[t * k + j]);
-      if (v < -d || v >= d) return KernelStatus::kIndexOutOfRange;
-    }
+    if (tuple_offset(ix + t * k, data.dims + b, k) < 0) return KernelStatus::kIndexOutOfRange;
   if (slice == 0) return KernelStatus::kOk;
   const auto* src = static_cast<const unsigned char*>(data.data);
   auto* dst = static_cast<unsigned char*>(y.data);
   const size_t elem = dtype_size(data.dtype);
   for (int64_t bi = 0; bi < batch; ++bi)
     for (int64_t t = 0; t < tuples; ++t) {
-      const I* tuple = ix + (bi * tuples + t) * k;
-      int64_t off = 0;  // elements within this batch's block
-      for (int64_t j = 0; j < k; ++j) {
-        const int64_t d = data.dims[b + j];
-        const int64_t v = tuple[j] < 0 ? tuple[j] + d : tuple[j];
-        off = off * d + v;
-      }
-      off *= slice / static_cast<int64_t>(elem);
+      // Elements within this batch's block.
+      const int64_t off = tuple_offset(ix + (bi * tuples + t) * k, data.dims + b, k) * (slice / static_cast<int64_t>(elem));
       std::memcpy(dst, src + static_cast<size_t>(bi * batch_stride + off) * elem, static_cast<size_t>(slice));
       dst += slice;
     }

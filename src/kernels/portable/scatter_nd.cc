@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/index_tuple.h"
 
 namespace kiln::kernels {
 
@@ -68,13 +69,8 @@ KernelStatus scatter_typed(const RunCtx& c, Reduce r) {
   const T* up = c.in(2).as<T>();
   T* out = y.as<T>();
   for (int64_t t = 0; t < tuples; ++t) {
-    int64_t offset = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t size = data.dims[j];
-      int64_t v = ix[t * k + j];
-      if (v < -size || v >= size) return KernelStatus::kInvalidValue;
-      offset = offset * size + (v < 0 ? v + size : v);
-    }
+    const int64_t offset = tuple_offset(ix + t * k, data.dims, k);
+    if (offset < 0) return KernelStatus::kInvalidValue;
     combine(r, out + offset * slice, up + t * slice, slice);
   }
   return KernelStatus::kOk;
