@@ -1,4 +1,5 @@
 #include "kernels/kernel.h"
+#include "kernels/thread_pool.h"
 
 #include <pthreadpool.h>
 
@@ -212,9 +213,9 @@ struct ChunkJob {
   void* ctx;
   size_t n, chunk;
 };
-void run_chunk(void* p, size_t k) {
+void run_chunks(const void* p, size_t b, size_t e) {
   const ChunkJob& j = *static_cast<const ChunkJob*>(p);
-  j.fn(j.ctx, k * j.chunk, std::min(j.n, (k + 1) * j.chunk));
+  j.fn(j.ctx, b * j.chunk, std::min(j.n, e * j.chunk));
 }
 }  // namespace
 
@@ -223,10 +224,11 @@ void parallel_for(const RunCtx& c, size_t n, size_t grain, void (*fn)(void* ctx,
   const size_t threads = c.pool ? pthreadpool_get_threads_count(c.pool) : 1;
   grain = std::max<size_t>(1, grain);
   if (threads <= 1 || n <= grain) return fn(ctx, 0, n);
-  // About 4 chunks per thread (load balance), none smaller than the grain.
-  const size_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
-  ChunkJob job{fn, ctx, n, chunk};
-  pthreadpool_parallelize_1d(c.pool, run_chunk, &job, (n + chunk - 1) / chunk, 0);
+  // Chunks of at least the grain, about 8 per thread: the pool hands them out in guided
+  // shares, so a thread the OS has preempted leaves its part to the others.
+  const size_t chunk = std::max(grain, (n + 8 * threads - 1) / (8 * threads));
+  const ChunkJob job{fn, ctx, n, chunk};
+  run_on(c.pool, run_chunks, &job, (n + chunk - 1) / chunk);
 }
 
 }  // namespace kiln::kernels

@@ -526,7 +526,8 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
   }
   if (options.cpu_threads > 1) {
     s.pool = pthreadpool_create(static_cast<size_t>(options.cpu_threads));
-    if (!s.pool) return resource_exhausted("create: cannot start a pool of " + std::to_string(options.cpu_threads) + " threads");
+    if (!s.pool) return resource_exhausted("create: out of memory or threads: cannot start a pool of " + std::to_string(options.cpu_threads) +
+                                            " threads");
   }
   if (options.use_delegate && has_regions(m)) {
     auto d = delegates::xnnpack::Delegate::create(m, p.file, s.exprs, &s.views, s.pool);

@@ -1,0 +1,227 @@
+#include "kernels/thread_pool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace kiln::kernels {
+namespace {
+
+constexpr uint32_t kClosed = 0xFFFFFFFFu;  // next-item value of an epoch whose job is not yet written
+constexpr size_t kMaxItems = 0xFFFFFFF0u;  // larger jobs run as groups of items
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Sleeps while *word == expected (may return early); wakes every sleeper on `word`. The Linux
+// futex directly: libstdc++ 12's atomic::wait can miss a notify_all (seen here as a hang).
+void sleep_while_equal(std::atomic<uint32_t>& word, uint32_t expected) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+#else
+  word.wait(expected, std::memory_order_seq_cst);
+#endif
+}
+void wake_all(std::atomic<uint32_t>& word) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+#else
+  word.notify_all();
+#endif
+}
+
+// Flush-to-zero and denormals-are-zero for the items of a job that asks for it, restored after.
+class DenormalsOff {
+ public:
+  explicit DenormalsOff(bool on) : on_(on) {
+    if (!on_) return;
+#if defined(__x86_64__) || defined(__i386__)
+    saved_ = _mm_getcsr();
+    _mm_setcsr(saved_ | 0x8040u);  // FTZ | DAZ
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+    saved_ = fpcr;
+    asm volatile("msr fpcr, %0" ::"r"(fpcr | (uint64_t{1} << 24)));  // FZ
+#endif
+  }
+  ~DenormalsOff() {
+    if (!on_) return;
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(static_cast<unsigned>(saved_));
+#elif defined(__aarch64__)
+    asm volatile("msr fpcr, %0" ::"r"(saved_));
+#endif
+  }
+
+ private:
+  bool on_;
+  uint64_t saved_ = 0;
+};
+
+// Spins for about `us` microseconds while `pending()` holds; true when it stopped holding.
+template <typename F>
+bool spin_while(uint32_t us, F pending) {
+  if (us == 0) return !pending();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (;;) {
+    for (int k = 0; k < 32; ++k) {
+      if (!pending()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return !pending();
+  }
+}
+
+// A job of more than kMaxItems items runs as groups.
+struct Grouped {
+  ThreadPool::Task task;
+  const void* job;
+  size_t items, group;
+};
+void run_groups(const void* p, size_t b, size_t e) {
+  const Grouped& g = *static_cast<const Grouped*>(p);
+  g.task(g.job, b * g.group, std::min(g.items, e * g.group));
+}
+
+}  // namespace
+
+bool ThreadPool::start(size_t threads) {
+  if (threads <= 1) return true;
+  workers_.reset(new (std::nothrow) pthread_t[threads - 1]);
+  if (!workers_) return false;
+  for (size_t t = 1; t < threads; ++t) {
+    if (pthread_create(&workers_[num_workers_], nullptr, &ThreadPool::worker_main, this) != 0) return false;
+    ++num_workers_;
+  }
+  return true;
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_seq_cst);
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  wake_all(epoch_);
+  for (size_t t = 0; t < num_workers_; ++t) pthread_join(workers_[t], nullptr);
+}
+
+ThreadPool::Stats ThreadPool::stats() const {
+  Stats s;
+  s.jobs = jobs_.load(std::memory_order_relaxed);
+  s.worker_items = worker_items_.load(std::memory_order_relaxed);
+  s.caller_sleeps = caller_sleeps_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void* ThreadPool::worker_main(void* self) {
+  static_cast<ThreadPool*>(self)->worker_loop();
+  return nullptr;
+}
+
+void ThreadPool::worker_loop() {
+  uint32_t seen = epoch_.load(std::memory_order_acquire);
+  for (;;) {
+    // A worker that starts after the destructor began reads the final epoch as `seen`: stop_
+    // (set before that epoch) keeps it from sleeping on it.
+    auto idle = [&] { return epoch_.load(std::memory_order_seq_cst) == seen && !stop_.load(std::memory_order_seq_cst); };
+    if (!spin_while(spin_us_, idle)) {
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      while (idle()) sleep_while_equal(epoch_, seen);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    seen = epoch_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    const size_t ran = participate(seen);
+    if (ran) worker_items_.fetch_add(ran, std::memory_order_relaxed);
+  }
+}
+
+// Guided self-scheduling: each claim takes a share of what is left (at least one item), so
+// chunks start large (few claims) and end small (a late or preempted thread holds little).
+size_t ThreadPool::participate(uint32_t epoch) {
+  size_t ran = 0;
+  const size_t threads = this->threads();
+  uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(s >> 32) != epoch) return ran;
+    const uint32_t next = static_cast<uint32_t>(s);
+    // The job's fields, then a fence: if any of these reads saw the next job's fields, the
+    // claim below cannot succeed (run() closes the epoch before writing them).
+    const Task task = task_.load(std::memory_order_relaxed);
+    const void* job = job_.load(std::memory_order_relaxed);
+    const uint32_t items = items_.load(std::memory_order_relaxed);
+    const bool flush = flush_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (next >= items) return ran;
+    const uint32_t left = items - next;
+    const uint32_t take = std::max<uint32_t>(1, std::min<uint32_t>(left, left / static_cast<uint32_t>(2 * threads)));
+    if (!state_.compare_exchange_weak(s, s + take, std::memory_order_acquire, std::memory_order_acquire)) continue;
+    {
+      DenormalsOff d(flush);
+      task(job, next, next + take);
+    }
+    ran += take;
+    if (done_.fetch_add(take, std::memory_order_seq_cst) + take == items &&
+        caller_asleep_.load(std::memory_order_seq_cst))
+      wake_all(done_);
+    s = state_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denormals) {
+  if (items == 0) return;
+  if (items > kMaxItems) {
+    const size_t group = (items + kMaxItems - 1) / kMaxItems;
+    const Grouped g{task, job, items, group};
+    return run(run_groups, &g, (items + group - 1) / group, flush_denormals);
+  }
+  jobs_.fetch_add(1, std::memory_order_relaxed);
+  if (num_workers_ == 0 || items == 1) {
+    DenormalsOff d(flush_denormals);
+    return task(job, 0, items);
+  }
+  // Close the old epoch under a new number, write the job, then open it (the fence pairs with
+  // the one in participate(): a claim that read these fields is a claim of this epoch).
+  const uint32_t epoch = static_cast<uint32_t>(state_.load(std::memory_order_relaxed) >> 32) + 1;
+  state_.store((uint64_t{epoch} << 32) | kClosed, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  task_.store(task, std::memory_order_relaxed);
+  job_.store(job, std::memory_order_relaxed);
+  items_.store(static_cast<uint32_t>(items), std::memory_order_relaxed);
+  flush_.store(flush_denormals, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  state_.store(uint64_t{epoch} << 32, std::memory_order_release);
+  epoch_.store(epoch, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_all(epoch_);
+  participate(epoch);
+  // Only chunks in flight are left: wait for those, spinning briefly, then asleep.
+  const uint32_t n = static_cast<uint32_t>(items);
+  if (spin_while(spin_us_, [&] { return done_.load(std::memory_order_acquire) != n; })) return;
+  caller_sleeps_.fetch_add(1, std::memory_order_relaxed);
+  caller_asleep_.store(true, std::memory_order_seq_cst);
+  for (uint32_t d; (d = done_.load(std::memory_order_seq_cst)) != n;) sleep_while_equal(done_, d);
+  caller_asleep_.store(false, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+}
+
+void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals) {
+  if (pool) return pool->run(task, job, items, flush_denormals);
+  if (items == 0) return;
+  DenormalsOff d(flush_denormals);
+  task(job, 0, items);
+}
+
+}  // namespace kiln::kernels

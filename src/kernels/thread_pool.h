@@ -1,0 +1,83 @@
+#pragma once
+// Kiln's thread pool: one per Method, shared by the portable kernels (parallel_for) and the
+// XNNPACK delegate, which reaches it through the pthreadpool C API that Kiln implements
+// (pthreadpool_api.cc). Built for cores shared with other work:
+// - items are claimed, never assigned: the caller and the workers take guided chunks from one
+//   counter, so a worker that the OS has not scheduled leaves its share to the others;
+// - a call waits only for chunks in flight, never for every worker to check in (pthreadpool's
+//   barrier waits for each worker, so one descheduled thread stalls every op);
+// - waits spin briefly, then sleep in the kernel (futex), so a waiting thread gives its core
+//   to the one it waits for and the scheduler can move a preempted worker onto it.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <pthread.h>
+
+namespace kiln::kernels {
+
+class ThreadPool {
+ public:
+  /// Items [begin, end) of one job; `job` is what run() was given.
+  using Task = void (*)(const void* job, size_t begin, size_t end);
+
+  /// Starts `threads - 1` workers (the caller of run() is the last thread). False when memory
+  /// for them or a thread cannot be had; the pool then runs everything on the caller.
+  bool start(size_t threads);
+  ThreadPool() = default;
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool();
+
+  /// Threads that take part in run(): the workers and the caller.
+  size_t threads() const { return num_workers_ + 1; }
+
+  /// Runs task(job, b, e) over the items [0, items) on the caller and the workers; returns when
+  /// every item has run. `flush_denormals` runs the items with denormals flushed to zero
+  /// (pthreadpool's PTHREADPOOL_FLAG_DISABLE_DENORMALS). One caller at a time per pool.
+  void run(Task task, const void* job, size_t items, bool flush_denormals);
+
+  /// Counters for tests and profiles: jobs run, items run by workers (not the caller), and how
+  /// often the caller slept waiting for a chunk in flight.
+  struct Stats {
+    uint64_t jobs = 0, worker_items = 0, caller_sleeps = 0;
+  };
+  Stats stats() const;
+
+  /// How long a thread spins before it sleeps (microseconds); a test knob, 20 by default.
+  void set_spin_us(uint32_t us) { spin_us_ = us; }
+
+ private:
+  static void* worker_main(void* self);
+  void worker_loop();
+  // Claims and runs chunks of epoch `epoch` until none is left; returns the items it ran.
+  size_t participate(uint32_t epoch);
+  void run_range(uint32_t epoch, Task task, const void* job, size_t items, bool flush);
+
+  std::unique_ptr<pthread_t[]> workers_;
+  size_t num_workers_ = 0;
+  // (epoch << 32) | next unclaimed item. A chunk is claimed by a CAS that also checks the epoch,
+  // so a worker that wakes late can never take an item of a job that has moved on.
+  std::atomic<uint64_t> state_{0};
+  // The job of the current epoch (relaxed atomics, published by state_; see run()).
+  std::atomic<Task> task_{nullptr};
+  std::atomic<const void*> job_{nullptr};
+  std::atomic<uint32_t> items_{0};
+  std::atomic<bool> flush_{false};
+  std::atomic<uint32_t> done_{0};        // items finished in the current epoch
+  std::atomic<uint32_t> epoch_{0};       // what sleeping workers wait on
+  std::atomic<uint32_t> sleepers_{0};    // workers asleep on epoch_
+  std::atomic<bool> caller_asleep_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> jobs_{0}, worker_items_{0}, caller_sleeps_{0};
+  uint32_t spin_us_ = 20;
+};
+
+/// Runs task over [0, items) on `pool` (inline when it is null or has one thread).
+void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals = false);
+
+}  // namespace kiln::kernels
+
+/// pthreadpool_t (pthreadpool.h) is a Kiln ThreadPool: what pthreadpool_create returns here.
+struct pthreadpool : kiln::kernels::ThreadPool {};
