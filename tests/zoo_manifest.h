@@ -49,7 +49,8 @@ inline nlohmann::json zoo_model(const std::string& name) {
   return nullptr;
 }
 
-/// `kiln export` options of a zoo model: its `--dim` contract from export_args, and `delegate`.
+/// `kiln export` options of a zoo model: its `--dim` and `--input` contract from export_args,
+/// and `delegate`.
 inline exporter::ExportOptions zoo_export_options(const nlohmann::json& model, const std::string& delegate = "xnnpack") {
   exporter::ExportOptions opts;
   opts.delegate = delegate;
@@ -58,6 +59,9 @@ inline exporter::ExportOptions zoo_export_options(const nlohmann::json& model, c
     if (args[k] == "--dim") {
       auto d = exporter::parse_dim_arg(args[k + 1].get<std::string>());
       if (d.ok()) opts.dims.push_back(*d);
+    } else if (args[k] == "--input") {
+      auto in = exporter::parse_input_arg(args[k + 1].get<std::string>());
+      if (in.ok()) opts.inputs.push_back(*in);
     }
   return opts;
 }

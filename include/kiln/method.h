@@ -36,6 +36,13 @@ struct MethodOptions {
   /// the program's bound). They must satisfy the contract; create then allocates only what
   /// they need (for a program whose plan places by shape), and bind refuses larger shapes.
   std::vector<std::vector<int64_t>> max_shapes;
+  /// When the delegate runs: execute first checks every float input for NaN and Inf and, on
+  /// finding one, runs nothing and returns kInvalidArgument with Reason::kNonFiniteInput,
+  /// naming the input and the element. XNNPACK's operators turn NaN into a number (its fused
+  /// clamps keep the non-NaN operand), so without the check a sensor fault could come out as a
+  /// plausible answer. The portable kernels propagate NaN and Inf and need no check. The scan
+  /// reads each input once (under 1% of execute; bench/results/nonfinite_check.md). false: skip it.
+  bool check_finite_inputs = true;
 };
 
 /// Executes one method of a Program. Life cycle: create -> (bind -> write inputs -> execute

@@ -48,6 +48,10 @@ enum class Reason : uint8_t {
   kBlockRefused,
   /// execute: a data-dependent count (NonZero's) exceeded the bound the contract declares for it.
   kDataAboveBound,
+  /// execute: a float input holds NaN or Inf and the Method runs the XNNPACK delegate, whose
+  /// clamps would turn it into a number (MethodOptions::check_finite_inputs; README,
+  /// "Non-finite values"). Nothing ran; the message names the input, the element and its value.
+  kNonFiniteInput,
 };
 
 /// Lower-case name of a code ("invalid argument").

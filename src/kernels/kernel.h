@@ -213,6 +213,15 @@ const OpDef* find_op(const char* name);
 /// All registered ops, in ops.inc order.
 const OpDef* all_ops(size_t* count);
 
+/// Clamps to [lo, hi] keeping NaN (the non-finite rule, README): comparisons with NaN are
+/// false, so NaN passes both tests; lo > hi yields hi (ONNX Clip). std::min/std::max and x86
+/// max/min instructions return the other operand for NaN: never clamp with them.
+template <typename T>
+inline T clamp_keep_nan(T x, T lo, T hi) {
+  const T v = x < lo ? lo : x;
+  return v > hi ? hi : v;
+}
+
 /// Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, split over c.pool
 /// when there is one and more than one chunk (else inline). Work per call, not per item: the
 /// caller sizes `grain` so a chunk is worth waking a thread for.

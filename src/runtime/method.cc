@@ -1,6 +1,7 @@
 #include "kiln/method.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,9 @@ struct Method::Impl {
   Status blocked(int32_t b) const;
   std::vector<Step> schedule;
   bool profiling = false;
+  bool check_finite = true;  // MethodOptions::check_finite_inputs, when the delegate runs
+  /// execute's check of the float inputs for NaN and Inf (the delegate would hide them).
+  Status check_finite_inputs() const;
   std::vector<uint64_t> instr_ns;  // profiling: per portable instruction
   uint64_t profiled_runs = 0;
 
@@ -529,6 +533,7 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
     if (!s.pool) return resource_exhausted("create: out of memory or threads: cannot start a pool of " + std::to_string(options.cpu_threads) +
                                             " threads");
   }
+  s.check_finite = options.check_finite_inputs;
   if (options.use_delegate && has_regions(m)) {
     auto d = delegates::xnnpack::Delegate::create(m, p.file, s.exprs, &s.views, s.pool);
     if (d.ok()) s.delegate = std::move(*d);
@@ -835,9 +840,61 @@ Status Method::set_inputs(const TensorView* inputs, size_t n) {
   return ok_status();
 }
 
+namespace {
+
+// Index of the first NaN or Inf of x[0, n), or n: blocks of 256 are tested branch-free (exponent
+// bits all ones; the loop vectorizes), and only a block that has one is searched.
+size_t first_non_finite(const float* x, size_t n) {
+  constexpr size_t kBlock = 256;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(n, b + kBlock);
+    uint32_t bad = 0;
+    for (size_t i = b; i < e; ++i) {
+      uint32_t u;
+      std::memcpy(&u, x + i, sizeof u);
+      bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+    }
+    if (bad)
+      for (size_t i = b; i < e; ++i)
+        if (!std::isfinite(x[i])) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
+Status Method::Impl::check_finite_inputs() const {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorView& t = views[inputs[i]];
+    if (t.dtype != DType::kF32) continue;
+    const size_t n = static_cast<size_t>(t.numel()), at = first_non_finite(t.as<float>(), n);
+    if (at == n) continue;
+    const float v = t.as<float>()[at];
+    std::string index, shape;
+    size_t rest = at;
+    std::vector<int64_t> idx(static_cast<size_t>(t.rank));
+    for (int k = t.rank - 1; k >= 0; --k) {
+      idx[static_cast<size_t>(k)] = static_cast<int64_t>(rest % static_cast<size_t>(t.dims[k]));
+      rest /= static_cast<size_t>(t.dims[k]);
+    }
+    for (int k = 0; k < t.rank; ++k) {
+      index += (k ? ", " : "") + std::to_string(idx[static_cast<size_t>(k)]);
+      shape += (k ? "x" : "") + std::to_string(t.dims[k]);
+    }
+    return Status(Code::kInvalidArgument,
+                  "execute: input " + input_label(i) + " holds " + (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
+                      " at element " + std::to_string(at) + " (index [" + index + "] of " + (shape.empty() ? "a scalar" : shape) +
+                      "); the XNNPACK delegate would turn it into a number, so nothing ran: clean the input, or run "
+                      "the portable kernels (use_delegate = false, --delegate=none), which carry it to the outputs",
+                  Reason::kNonFiniteInput);
+  }
+  return ok_status();
+}
+
 Status Method::execute() {
   Impl& s = *impl_;
   if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
+  if (s.delegate && s.check_finite) KILN_TRY(s.check_finite_inputs());
   kernels::RunCtx ctx;
   ctx.expr_values = s.expr_values.data();
   ctx.pool = s.pool;

@@ -20,6 +20,11 @@ struct SweepOptions {
   std::string method_name = "forward";
   int samples = 20;  ///< besides the all-min and all-max samples
   uint64_t seed = 1;
+  /// The delegated Method's MethodOptions::check_finite_inputs. Each sample also runs with a
+  /// NaN in its first float input; with the check the delegated path refuses it, without it
+  /// the delegate runs and must give the portable path's outputs (NaN where they have NaN), so
+  /// `false` shows what the delegate does to a NaN (and fails the sweep when it hides one).
+  bool check_finite_inputs = true;
 };
 
 struct SweepSample {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include "e2e_util.h"
@@ -125,6 +126,44 @@ TEST(SweepNotes, ANaNTheModelComputesIsNotBlamedOnMemory) {
   EXPECT_NE(r.output.find("with a clean arena too: the model computes it"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("never wrote"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("5 passed, 0 failed"), std::string::npos) << r.output;
+}
+
+// A NaN input on the delegated path (the non-finite rule): kiln_runner refuses it with the
+// input and element named, and `kiln sweep` (which also runs each sample with a NaN input)
+// passes with execute's check and fails when the check is off and XNNPACK's fused ReLU turns
+// the NaN into a number.
+TEST(NonFinite, DelegateRefusesNanInputsAndSweepFailsWhenItWouldHideOne) {
+  const std::string kiln = scratch_dir() + "/nonfinite_resnet.kiln";
+  CommandResult e = run_command(bin("kiln") + " export " + std::string(KILN_SOURCE_DIR) +
+                                "/zoo/models/resnet_small.onnx -o " + kiln + " --dim batch=1..8");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const std::string npy = scratch_dir() + "/nonfinite_x.npy";
+  {  // a 1x3x64x64 float32 .npy of ones with one NaN
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 64, 64), }";
+    header.append(64 - (10 + header.size() + 1) % 64, ' ');
+    header += '\n';
+    std::ofstream f(npy, std::ios::binary);
+    f.write("\x93NUMPY\x01\x00", 8);
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    f.write(reinterpret_cast<const char*>(&len), 2);
+    f << header;
+    std::vector<float> x(3 * 64 * 64, 1.f);
+    x[4100] = std::numeric_limits<float>::quiet_NaN();
+    f.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
+  }
+  CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + kiln + " --inputs=" + npy + " --print_output=none");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("holds NaN at element 4100 (index [0, 1, 0, 4] of 1x3x64x64)"), std::string::npos) << r.output;
+  CommandResult p = run_command(bin("kiln_runner") + " --model_path=" + kiln + " --inputs=" + npy +
+                                " --print_output=summary --delegate=none");
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("nan"), std::string::npos) << p.output;
+  CommandResult ok = run_command(bin("kiln") + " sweep " + kiln + " --samples=1");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  CommandResult hidden = run_command(bin("kiln") + " sweep " + kiln + " --samples=1 --no_finite_check");
+  EXPECT_EQ(hidden.exit_code, 1) << hidden.output;
+  EXPECT_NE(hidden.output.find("delegate vs portable with a NaN input: output 0 element"), std::string::npos) << hidden.output;
+  EXPECT_NE(hidden.output.find("but nan portable"), std::string::npos) << hidden.output;
 }
 
 }  // namespace

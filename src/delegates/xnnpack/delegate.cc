@@ -684,11 +684,11 @@ void channel_affine(const Delegate::Op& op, pthreadpool_t pool) {
         float* y = op.out->as<float>();
         if (j.plane) {  // plane t is channel t % c
           const float s = op.scale[t % c], b = op.shift[t % c];
-          for (size_t i = t * j.plane; i < (t + 1) * j.plane; ++i) y[i] = std::min(hi, std::max(lo, x[i] * s + b));
+          for (size_t i = t * j.plane; i < (t + 1) * j.plane; ++i) y[i] = kernels::clamp_keep_nan(x[i] * s + b, lo, hi);
           return;
         }
         for (size_t p = t * kPixels; p < std::min(j.pixels, (t + 1) * kPixels); ++p)
-          for (size_t k = 0; k < c; ++k) y[p * c + k] = std::min(hi, std::max(lo, x[p * c + k] * op.scale[k] + op.shift[k]));
+          for (size_t k = 0; k < c; ++k) y[p * c + k] = kernels::clamp_keep_nan(x[p * c + k] * op.scale[k] + op.shift[k], lo, hi);
       },
       &j, tasks, 0);
 }

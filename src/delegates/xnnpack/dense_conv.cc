@@ -58,12 +58,14 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
 #undef KILN_FMA
     }
   }
+  // min(hi, max(lo, v)) with v second: maxps/minps return the second operand when either is
+  // NaN, so a NaN accumulator stays NaN through the fused clamp.
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   alignas(32) float tmp[kNr];
 #define KILN_STORE(r)                                                    \
   if constexpr (MR > r) {                                               \
-    const __m256 o0 = _mm256_min_ps(_mm256_max_ps(lo##r, vlo), vhi);    \
-    const __m256 o1 = _mm256_min_ps(_mm256_max_ps(hi##r, vlo), vhi);    \
+    const __m256 o0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, lo##r));    \
+    const __m256 o1 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi##r));    \
     if (nc == kNr) {                                                    \
       _mm256_storeu_ps(y[r], o0);                                       \
       _mm256_storeu_ps(y[r] + 8, o1);                                   \

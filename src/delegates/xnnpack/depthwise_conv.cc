@@ -47,7 +47,7 @@ __attribute__((target("avx2,fma"))) inline void pixel_block(const float* const* 
     const __m256 xv = kMasked ? _mm256_maskload_ps(taps[t] + cb, mask) : _mm256_loadu_ps(taps[t] + cb);
     a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(wb + t * kLanes), a0);
   }
-  const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(a0, a1), lo), hi);
+  const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a0, a1)));  // NaN stays NaN (second operand)
   if constexpr (kMasked) _mm256_maskstore_ps(y + cb, mask, v);
   else _mm256_storeu_ps(y + cb, v);
 }

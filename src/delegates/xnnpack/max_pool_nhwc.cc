@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kernels/kernel.h"
+
 namespace kiln::delegates::xnnpack {
 
 namespace {
@@ -29,10 +31,10 @@ void pool_row(void* ctx, size_t row) {
         const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
         if (iw < 0 || iw >= static_cast<int64_t>(g.in_w)) continue;
         const float* in = j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * c;
-        for (size_t k = 0; k < c; ++k) out[k] = std::max(out[k], in[k]);
+        for (size_t k = 0; k < c; ++k) out[k] = in[k] > out[k] || in[k] != in[k] ? in[k] : out[k];  // NaN wins
       }
     }
-    for (size_t k = 0; k < c; ++k) out[k] = std::min(std::max(out[k], g.out_min), g.out_max);
+    for (size_t k = 0; k < c; ++k) out[k] = kernels::clamp_keep_nan(out[k], g.out_min, g.out_max);
   }
 }
 

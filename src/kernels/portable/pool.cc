@@ -154,7 +154,7 @@ KernelStatus max_pool_run(const RunCtx& c) {
       const int64_t row = (t.h0 + kh * dh) * g.in_w + t.w0;  // w0 + kw*dw >= 0 for kept taps
       for (int64_t kw = t.w_lo; kw < t.w_hi; ++kw) {
         const float v = t.plane[row + kw * dw];
-        if (best_h < 0 || v > best) {
+        if (best_h < 0 || v > best || (v != v && best == best)) {  // NaN wins and stays, as torch
           best = v;
           best_h = t.h0 + kh * dh;
           best_w = t.w0 + kw * dw;

@@ -63,7 +63,7 @@ inline void rnn_apply(const RnnActFn& a, float clip, float* v, int64_t n) {
       for (int64_t j = 0; j < n; ++j) v[j] *= al;
       return;
     case RnnAct::kHardSigmoid:
-      for (int64_t j = 0; j < n; ++j) v[j] = std::min(1.f, std::max(0.f, al * v[j] + be));
+      for (int64_t j = 0; j < n; ++j) v[j] = clamp_keep_nan(al * v[j] + be, 0.f, 1.f);
       return;
     case RnnAct::kElu:
       for (int64_t j = 0; j < n; ++j) v[j] = v[j] >= 0.f ? v[j] : al * (std::exp(v[j]) - 1.f);

@@ -84,12 +84,6 @@ float softplus(float x) {
   return x > 0.f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
 
-/// Clamps to [lo, hi]; NaN passes through; lo > hi yields hi (ONNX).
-template <typename T>
-T clamp(T x, T lo, T hi) {
-  T v = x < lo ? lo : x;
-  return v > hi ? hi : v;
-}
 
 /// Nearest integer, halves to even (ONNX Round), whatever the FPU rounding mode.
 float round_half_even(float x) {
@@ -113,7 +107,7 @@ KernelStatus clip_typed(const RunCtx& c) {
   if (c.attrs.has("max")) hi = static_cast<T>(c.attrs.get_float("max", 0.f));
   if (c.has_input(1)) lo = c.in(1).as<T>()[0];
   if (c.has_input(2)) hi = c.in(2).as<T>()[0];
-  return map<T>(c, [lo, hi](T x) { return clamp(x, lo, hi); });
+  return map<T>(c, [lo, hi](T x) { return clamp_keep_nan(x, lo, hi); });
 }
 
 }  // namespace
@@ -228,11 +222,11 @@ KernelStatus abs_run(const RunCtx& c) {
 }
 KernelStatus hard_sigmoid_run(const RunCtx& c) {
   float alpha = c.attrs.get_float("alpha", 0.2f), beta = c.attrs.get_float("beta", 0.5f);
-  return map<float>(c, [=](float x) { return clamp(alpha * x + beta, 0.f, 1.f); });
+  return map<float>(c, [=](float x) { return clamp_keep_nan(alpha * x + beta, 0.f, 1.f); });
 }
 KernelStatus hard_swish_run(const RunCtx& c) {
   // x * HardSigmoid(x) with alpha = 1/6, beta = 1/2.
-  return map<float>(c, [](float x) { return x * clamp(x * (1.f / 6.f) + 0.5f, 0.f, 1.f); });
+  return map<float>(c, [](float x) { return x * clamp_keep_nan(x * (1.f / 6.f) + 0.5f, 0.f, 1.f); });
 }
 KernelStatus leaky_relu_run(const RunCtx& c) {
   float alpha = c.attrs.get_float("alpha", 0.01f);

@@ -26,7 +26,7 @@ KILN_AVX2 void tanh_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n,
 KILN_AVX2 void sigmoid_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, sigmoid256, sigmoid_scalar); }
 
 float gate_scalar(float v, bool hard, float alpha, float beta) {
-  return v * (hard ? std::min(1.f, std::max(0.f, alpha * v + beta)) : sigmoid_scalar(v));
+  return v * (hard ? clamp_nan(alpha * v + beta, 0.f, 1.f) : sigmoid_scalar(v));
 }
 
 KILN_AVX2 void gate_avx2(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
