@@ -671,6 +671,11 @@ TEST(RunnerActualShape, HugeBoundRunsSmallInAFewMegabytes) {
   auto meta = (*program)->method_meta("forward");
   ASSERT_TRUE(meta.ok());
   ASSERT_GT(std::max(meta->arena_bytes, meta->delegate.arena_bytes), uint64_t{500} << 30) << e.output;
+  // inspect creates its Method for the smallest shapes: the delegate is reported, not the arena's failure.
+  Measured inspect = run_measured({bin("kiln"), "inspect", kiln_path});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("packed weights"), std::string::npos) << inspect.output;
+  EXPECT_LT(inspect.max_rss_kb, 32 * 1024) << inspect.output;
 
   const std::vector<float> x = random_input(3 * 32 * 32, 21);
   const std::string in = ::kiln::testing::scratch_dir() + "/conv_x.npy", out = ::kiln::testing::scratch_dir() + "/conv_out";
