@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include <chrono>
 
@@ -22,7 +23,7 @@ int fail(const std::string& message) { return std::cerr << "error: " << message 
 
 // --- kiln export ------------------------------------------------------------------------
 struct ExportArgs {
-  std::string model, out, method = "forward", delegate = "xnnpack", bucket;
+  std::string model, out, method = "forward", delegate = "xnnpack", bucket, max_arena = "64GiB", warn_arena = "1GiB";
   std::vector<std::string> inputs, dims, consts, pads;
   double require_coverage = 0;
   bool no_fusion = false;
@@ -42,6 +43,10 @@ void add_export(CLI::App* exp, ExportArgs& a) {
   exp->add_option("--bucket", a.bucket, "DIM=S1,S2,...: one static method per size, dispatched to the smallest that "
                                         "fits (inputs padded, outputs cut back)");
   exp->add_option("--pad", a.pads, "INPUT=VALUE: what a bucket pads that input with (default 0)");
+  exp->add_option("--max-arena", a.max_arena, "refuse a contract whose arena at the bound is above SIZE (e.g. 512M, "
+                                              "2G, 1.5GiB; 0: no limit)")->capture_default_str();
+  exp->add_option("--warn-arena", a.warn_arena, "warn when the arena at the bound is above SIZE (0: never)")
+      ->capture_default_str();
   exp->add_flag("--no-fusion", a.no_fusion, "keep LayerNorm and GELU chains as the model wrote them (no fused instructions)");
 }
 
@@ -52,6 +57,12 @@ kiln::Result<kiln::exporter::ExportOptions> export_options(const ExportArgs& a) 
   opts.delegate = a.delegate;
   opts.require_coverage = a.require_coverage;
   opts.fuse = !a.no_fusion;
+  for (const auto& [flag, text, out] : {std::tuple{"--max-arena", &a.max_arena, &opts.max_arena_bytes},
+                                        std::tuple{"--warn-arena", &a.warn_arena, &opts.warn_arena_bytes}}) {
+    auto bytes = kiln::exporter::parse_byte_size(*text);
+    if (!bytes.ok()) return bytes.status().with_prefix(std::string(flag) + ": ");
+    *out = *bytes;
+  }
   for (const std::string& arg : a.inputs) {
     KILN_ASSIGN_OR_RETURN(auto input, kiln::exporter::parse_input_arg(arg));
     opts.inputs.push_back(input);
@@ -97,6 +108,7 @@ int run_export(const ExportArgs& a) {
   kiln::Status s = report.ok() ? kiln::tooling::write_program_file(program, a.out) : report.status();
   if (!s.ok()) return fail("export " + a.model + ": " + s.message());
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (const std::string& w : report->warnings) std::cerr << "warning: " << w << "\n";
   std::cout << "exported " << a.model << " -> " << a.out << " (method '" << a.method << "', " << ms << " ms)\n"
             << kiln::exporter::format_report(*report);
   return 0;

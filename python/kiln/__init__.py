@@ -275,11 +275,15 @@ def _dim_specs(dims) -> list:
 
 def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping[str, Iterable] | None = None,
                 method: str = "forward", delegate: str = "xnnpack", fusion: bool = True,
-                require_coverage: float = 0.0) -> str:
+                require_coverage: float = 0.0, max_arena: Union[int, str] = "64GiB",
+                warn_arena: Union[int, str] = "1GiB") -> str:
     """`kiln export` from Python. `model` is a path, the bytes of a ModelProto, or an
     onnx.ModelProto. `dims` maps names to (min, max[, step]) or Dims, e.g.
     {"H": (32, 224, 32)}; `inputs` maps input names to axes (ints or dim names), as
-    `--input`. Writes `path` and returns export's summary. Raises ExportError."""
+    `--input`. `max_arena` (bytes, or a size such as "512M", "2G", "1.5GiB"; 0: no limit) is
+    `--max-arena`: a contract whose arena at the bound is larger raises ExportError naming the
+    dims and a smaller bound that fits; above `warn_arena` a UserWarning says the same.
+    Writes `path` and returns export's summary. Raises ExportError."""
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     elif not isinstance(model, (bytes, bytearray)):
@@ -289,7 +293,7 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
     input_specs = [f"{k}=" + ",".join(str(a.name if isinstance(a, Dim) else a) for a in v)
                    for k, v in (inputs or {}).items()]
     return _exporter().export_onnx(model, os.fspath(path), _dim_specs(dims), input_specs, method, delegate, fusion,
-                             float(require_coverage))
+                                   float(require_coverage), str(max_arena), str(warn_arena))
 
 
 from .torch_export import ExportResult, export  # noqa: E402  (torch is imported only when called)

@@ -39,9 +39,9 @@ inline PyObject*& error_type(Error e) {
     case Code::kIoError:
     case Code::kDataLoss: raise(Error::kProgram, s.message());
     case Code::kNotFound: throw nanobind::key_error(s.message().c_str());
-    case Code::kResourceExhausted:
-      if (s.message() == "out of memory") throw std::bad_alloc();  // MemoryError
-      raise(Error::kExecution, s.message());
+    case Code::kResourceExhausted:  // MemoryError, with the runtime's message (what, how much)
+      PyErr_SetString(PyExc_MemoryError, s.message().c_str());
+      throw nanobind::python_error();
     default: raise(Error::kExecution, s.message());
   }
 }

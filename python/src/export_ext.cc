@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "errors.h"
@@ -23,12 +24,18 @@ namespace {
 // export's summary.
 std::string export_onnx(nb::object model, const std::string& path, const std::vector<std::string>& dims,
                         const std::vector<std::string>& inputs, const std::string& method, const std::string& delegate,
-                        bool fuse, double require_coverage) {
+                        bool fuse, double require_coverage, const std::string& max_arena, const std::string& warn_arena) {
   exporter::ExportOptions opts;
   opts.method_name = method;
   opts.delegate = delegate;
   opts.fuse = fuse;
   opts.require_coverage = require_coverage;
+  for (const auto& [name, text, out] : {std::tuple{"max_arena", &max_arena, &opts.max_arena_bytes},
+                                        std::tuple{"warn_arena", &warn_arena, &opts.warn_arena_bytes}}) {
+    auto bytes = exporter::parse_byte_size(*text);
+    if (!bytes.ok()) throw nb::value_error((std::string(name) + ": " + bytes.status().message()).c_str());
+    *out = *bytes;
+  }
   for (const std::string& d : dims) {
     auto a = exporter::parse_dim_arg(d);
     if (!a.ok()) throw nb::value_error(a.status().message().c_str());
@@ -57,6 +64,8 @@ std::string export_onnx(nb::object model, const std::string& path, const std::ve
   }
   Status w = tooling::write_program_file(program, path);
   if (!w.ok()) raise(Error::kProgram, w.message());
+  for (const std::string& warning : report->warnings)  // as the CLI's "warning: " lines
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw nb::python_error();
   return exporter::format_report(*report);
 }
 
@@ -68,5 +77,6 @@ NB_MODULE(_kiln_export, m) {
   m.doc() = "Kiln's ONNX exporter (the C++ extension; use kiln.export_onnx / kiln.export)";
   def_set_error_types(m);
   m.def("export_onnx", &export_onnx, nb::arg("model"), nb::arg("path"), nb::arg("dims"), nb::arg("inputs"),
-        nb::arg("method"), nb::arg("delegate"), nb::arg("fuse"), nb::arg("require_coverage"));
+        nb::arg("method"), nb::arg("delegate"), nb::arg("fuse"), nb::arg("require_coverage"), nb::arg("max_arena"),
+        nb::arg("warn_arena"));
 }

@@ -122,3 +122,67 @@ def test_scalar_input_runtime_branch_and_empty_tensors(tmp_path):
         x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
         assert np.array_equal(m(x, np.array(16000, np.int64)), x * 2)
         assert np.array_equal(m(x, np.array(8000, np.int64)), -x)
+
+
+def relu_nchw() -> "onnx.ModelProto":
+    """y = Relu(x) over x [batch, 3, H, W]: the arena holds x and y, 24 bytes per batch*H*W."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, "H", "W"])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+HUGE = {"batch": (1, 256), "H": (1, 4096), "W": (1, 4096)}  # 96 GiB of arena at the bound
+
+
+def test_export_refuses_an_arena_over_max_arena(tmp_path):
+    with pytest.raises(kiln.ExportError, match=r"^arena at the bound is 96 GiB \(batch=256, H=4096, W=4096\), over the "
+                                               r"limit of 64 GiB .*; lower the bounds, e.g. --dim H=1..2048, or raise "
+                                               r"--max-arena$"):
+        kiln.export_onnx(relu_nchw(), tmp_path / "x.kiln", dims=HUGE, delegate="none")
+    assert not (tmp_path / "x.kiln").exists()
+    with pytest.raises(kiln.ExportError, match="over the limit of 512 MiB"):
+        kiln.export_onnx(relu_nchw(), tmp_path / "x.kiln", dims={"batch": (1, 8), "H": (1, 2048), "W": (1, 2048)},
+                         delegate="none", max_arena="512M")
+    with pytest.raises(ValueError, match="max_arena: cannot parse the size 'lots'"):
+        kiln.export_onnx(relu_nchw(), tmp_path / "x.kiln", dims=HUGE, max_arena="lots")
+
+
+def test_export_warns_over_warn_arena_and_max_arena_raises_the_limit(tmp_path):
+    with pytest.warns(UserWarning, match=r"arena at the bound is 96 GiB .* over the warning threshold of 1 GiB"):
+        summary = kiln.export_onnx(relu_nchw(), tmp_path / "big.kiln", dims=HUGE, delegate="none", max_arena=100 << 30)
+    assert "memory: arena 96 GiB at the bound (103079215104 bytes), 128 bytes at the minimum" in summary
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kiln.export_onnx(relu_nchw(), tmp_path / "big.kiln", dims=HUGE, delegate="none", max_arena=0, warn_arena=0)
+
+
+MEMORY_CHILD = r"""
+import resource, sys
+import kiln
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # 2 GiB of address space: the arena cannot fit
+program = kiln.load(sys.argv[1])
+try:
+    program.method("forward")
+except MemoryError as e:
+    print("MemoryError:", e)
+    sys.exit(0)
+except BaseException as e:
+    print("wrong exception:", type(e).__name__, e)
+    sys.exit(1)
+print("no exception")
+sys.exit(1)
+"""
+
+
+def test_an_arena_that_cannot_be_allocated_raises_memory_error(tmp_path):
+    """README: MemoryError when memory runs out (issue 26 saw ExecutionError). The child caps its
+    address space, so the 96 GiB arena fails whatever the machine's memory or overcommit policy."""
+    import subprocess
+    path = tmp_path / "huge.kiln"
+    kiln.export_onnx(relu_nchw(), path, dims=HUGE, delegate="none", max_arena=0, warn_arena=0)
+    r = subprocess.run([sys.executable, "-c", MEMORY_CHILD, str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("MemoryError: cannot allocate the arena for method 'forward': 96 GiB (103079215104 bytes, planned at the "
+            "bound 256x3x4096x4096)") in r.stdout, r.stdout

@@ -1,5 +1,7 @@
 #include "export/memory_plan.h"
 
+#include "format/file_header.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -215,6 +217,43 @@ std::vector<std::vector<uint64_t>> sample_sizes(const format::MethodDesc& m, con
     out.push_back(std::move(sizes));
   }
   return out;
+}
+
+uint64_t arena_at_caps(const format::MethodDesc& m, const format::PlacementDesc& placement, const std::vector<int64_t>& caps) {
+  std::vector<core::Interval> r(m.exprs.size());
+  for (size_t i = 0; i < m.exprs.size(); ++i) {
+    const core::ExprNode& e = m.exprs[i];
+    core::Interval a, b;
+    if (e.op == core::ExprOp::kDim) {
+      const core::DimInfo& d = m.dims[static_cast<size_t>(e.a)];
+      a = {d.min, std::max(d.min, std::min(d.max, caps[static_cast<size_t>(e.a)]))};
+    } else if (e.op != core::ExprOp::kConst) {
+      a = r[static_cast<size_t>(e.a)], b = r[static_cast<size_t>(e.b)];
+    }
+    r[i] = core::node_range(e.op, a, b, e.value);
+  }
+  auto size = [&](int32_t v) {
+    const format::ValueDesc& val = m.values[static_cast<size_t>(v)];
+    uint64_t n = dtype_size(val.dtype);
+    for (core::ExprId e : val.shape) {
+      const uint64_t hi = static_cast<uint64_t>(std::max<int64_t>(0, r[static_cast<size_t>(e)].hi));
+      n = hi != 0 && n > val.nbytes / hi ? val.nbytes : n * hi;  // never above the bound's
+    }
+    return round_up(std::min(n, val.nbytes), format::kSegmentAlignment);
+  };
+  if (placement.below_start.size() != m.values.size() + 1) return 0;
+  std::vector<uint64_t> offset(m.values.size(), 0);
+  uint64_t top = 0;
+  for (int32_t v : placement.order) {
+    uint64_t off = 0;
+    for (uint32_t k = placement.below_start[static_cast<size_t>(v)]; k < placement.below_start[static_cast<size_t>(v) + 1]; ++k) {
+      const int32_t j = placement.below[k];
+      off = std::max(off, offset[static_cast<size_t>(j)] + size(j));
+    }
+    offset[static_cast<size_t>(v)] = off;
+    top = std::max(top, off + size(v));
+  }
+  return top;
 }
 
 }  // namespace kiln::exporter

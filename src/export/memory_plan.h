@@ -42,6 +42,12 @@ MemoryPlan plan_memory(const std::vector<Buffer>& buffers, uint64_t alignment = 
 /// and in the middle of its range: the samples plan_memory weighs its strategies at.
 std::vector<std::vector<uint64_t>> sample_sizes(const format::MethodDesc& m, const std::vector<int32_t>& value_of);
 
+/// The arena bytes `placement` (the method's, or its delegate's) takes when every dim d is at
+/// most caps[d] (and at least its min): each value sized by interval arithmetic over those
+/// ranges (never above its bound), placed as bind places it. What Method::create allocates for
+/// max_shapes at those caps, and, caps at each dim's min, the arena at the smallest shape.
+uint64_t arena_at_caps(const format::MethodDesc& m, const format::PlacementDesc& placement, const std::vector<int64_t>& caps);
+
 /// The plan's placement over a method's `n_values` values, buffer b being value value_of[b].
 format::PlacementDesc placement_of(const MemoryPlan& plan, const std::vector<int32_t>& value_of, size_t n_values);
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/bytes.h"
 #include "format/file_header.h"
 #include "runtime/program_impl.h"
 
@@ -100,7 +101,9 @@ Result<std::unique_ptr<BucketedMethod>> BucketedMethod::create(const Program& pr
   }
   // One arena for all: one bucket runs at a time, and outputs are copied out of it.
   s.arena = std::aligned_alloc(64, format::align_up(arena ? arena : 64, 64));
-  if (!s.arena) return resource_exhausted("cannot allocate a bucket arena of " + std::to_string(arena) + " bytes");
+  if (!s.arena)
+    return resource_exhausted("cannot allocate the arena the buckets of method '" + name + "' share: " +
+                              core::human_bytes(arena) + " (" + std::to_string(arena) + " bytes, the largest bucket's arena); export fewer or smaller buckets, or free memory");
   size_t n_out = 0;
   for (const std::string& n : s.names) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, Method::create(program, n, options, s.arena, arena ? arena : 64));

@@ -1,5 +1,7 @@
 #include "kiln/method.h"
 
+#include "core/bytes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -134,6 +136,9 @@ struct Method::Impl {
   int64_t nearest_admissible(int d, int64_t got) const;
   /// "; pad on the host to 12" or "; crop or resize on the host to 224"; "" when none.
   std::string way_out(int d, int64_t got) const;
+  /// create's one-line refusal when the arena of `bytes` cannot be allocated: its size, the
+  /// shapes it was planned for (the bound, or `max_shapes`) and the ways out.
+  std::string arena_failure(uint64_t bytes, const std::vector<std::vector<int64_t>>& max_shapes) const;
 };
 
 namespace {
@@ -200,6 +205,32 @@ Status Method::Impl::set_caps(const std::vector<std::vector<int64_t>>& max_shape
     cap_bytes[v] = std::min(cap_bytes[v], n);
   }
   return ok_status();
+}
+
+std::string Method::Impl::arena_failure(uint64_t bytes, const std::vector<std::vector<int64_t>>& max_shapes) const {
+  auto shapes_text = [](const std::vector<std::vector<int64_t>>& shapes) {
+    std::string t;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      t += i ? "," : "";
+      if (shapes[i].empty()) t += "scalar";
+      for (size_t k = 0; k < shapes[i].size(); ++k) t += (k ? "x" : "") + std::to_string(shapes[i][k]);
+    }
+    return t;
+  };
+  std::vector<std::vector<int64_t>> bound;  // each input at its bound (Method::bound_shapes)
+  for (const TensorSpec& t : meta.inputs) {
+    std::vector<int64_t> shape;
+    for (const AxisSpec& a : t.axes)
+      shape.push_back(a.dim < 0 ? a.size : meta.dims[a.dim].max / meta.dims[a.dim].step * meta.dims[a.dim].step);
+    bound.push_back(std::move(shape));
+  }
+  const std::string size = core::human_bytes(bytes) + " (" + std::to_string(bytes) + " bytes";
+  if (!max_shapes.empty())
+    return "cannot allocate the arena for method '" + meta.name + "': " + size + ", planned for max_shapes " +
+           shapes_text(max_shapes) + "); give smaller max_shapes (kiln_runner --max_shapes) or free memory";
+  return "cannot allocate the arena for method '" + meta.name + "': " + size + ", planned at the bound " +
+         shapes_text(bound) + "); give max_shapes for the largest shapes you will run (kiln_runner --max_shapes, Python "
+         "max_shapes=), or re-export with smaller --dim bounds";
 }
 
 Status Method::Impl::place(bool at_caps) {
@@ -557,8 +588,10 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
                                 std::to_string(need) + " bytes method '" + name + "' needs at its bound");
     s.arena = static_cast<uint8_t*>(arena);
   } else {
-    s.owned_arena = std::aligned_alloc(64, format::align_up(need ? need : 64, 64));
-    if (!s.owned_arena) return resource_exhausted("create: cannot allocate an arena of " + std::to_string(need) + " bytes");
+    // Sizes near 2^64 would wrap in align_up: refuse them as the allocation failure they are.
+    const bool representable = need <= UINT64_MAX - 64;
+    s.owned_arena = representable ? std::aligned_alloc(64, format::align_up(need ? need : 64, 64)) : nullptr;
+    if (!s.owned_arena) return resource_exhausted(s.arena_failure(need, options.max_shapes));
     s.arena = static_cast<uint8_t*>(s.owned_arena);
   }
   for (size_t i = 0; i < nv; ++i) {

@@ -44,6 +44,38 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   return bytes;
 }
 
+Result<FileReader> FileReader::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return io_error("cannot stat '" + path + "': " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return io_error("cannot read '" + path + "': " + (S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file"));
+  }
+  return FileReader(fd, static_cast<uint64_t>(st.st_size), path);
+}
+
+FileReader::~FileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status FileReader::read_at(uint64_t offset, void* dst, size_t n) const {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd_, static_cast<char*>(dst) + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return io_error("cannot read '" + path_ + "': " + (r < 0 ? std::strerror(errno) : "the file shrank while being read"));
+    got += static_cast<size_t>(r);
+  }
+  return ok_status();
+}
+
 Status write_file(const std::string& path, const void* data, size_t n) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return io_error("cannot open '" + path + "' for writing: " + std::strerror(errno));

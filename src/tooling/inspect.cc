@@ -45,10 +45,27 @@ std::vector<std::pair<std::string, std::string>> declined_pairs(const MethodMeta
   return d;
 }
 
-// Bytes of packed weights when the delegate is created; -1 when it cannot be.
+// Bytes of packed weights when the delegate is created; -1 when it cannot be. The Method is
+// created for the smallest shapes (max_shapes at every dim's minimum), so its arena is that
+// of the minimum, not of the bound (which may be more than the machine has); at the bound
+// only when the contract refuses those shapes.
 int64_t packed_bytes(const Program& program, const MethodMeta& m) {
   if (m.delegate.regions == 0) return 0;
-  auto method = Method::create(program, m.name, MethodOptions{});
+  MethodOptions smallest;
+  for (const TensorSpec& t : m.inputs) {
+    std::vector<int64_t> shape;
+    for (const AxisSpec& a : t.axes) {
+      if (a.dim < 0) {
+        shape.push_back(a.size);
+        continue;
+      }
+      const DimSpec& d = m.dims[static_cast<size_t>(a.dim)];
+      shape.push_back((d.min + d.step - 1) / d.step * d.step);
+    }
+    smallest.max_shapes.push_back(std::move(shape));
+  }
+  auto method = Method::create(program, m.name, smallest);
+  if (!method.ok()) method = Method::create(program, m.name, MethodOptions{});
   if (!method.ok() || !(*method)->delegated()) return -1;
   return static_cast<int64_t>((*method)->delegate_packed_bytes());
 }

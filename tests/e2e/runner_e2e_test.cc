@@ -2,6 +2,10 @@
 // the bound and far below it, against a double-precision reference written here; .bin
 // inputs bound-sized and exact-sized; .npy; server mode with a bad request in the middle.
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
+#include <fcntl.h>
 #include <stb/stb_image_write.h>
 
 #include <sstream>
@@ -14,6 +18,9 @@
 #include <fstream>
 
 #include "e2e_util.h"
+#include "kiln/method.h"
+#include "kiln/program.h"
+#include "onnx_model_util.h"
 #include "kiln/version.h"
 #include "image/image.h"
 #include "tooling/file_io.h"
@@ -171,11 +178,12 @@ TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   std::vector<float> bound = random_input(64 * 16, 99);
   std::string bound_path = ::kiln::testing::scratch_dir() + "/x_bound.bin", out = ::kiln::testing::scratch_dir() + "/mlp_bin";
   write_floats(bound_path, bound);
-  // Bound-sized file, smaller shape: the leading 5x16 values are used.
+  // Bound-sized file, smaller shape: read at the bound's layout, so the leading 5x16 values.
   CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + bound_path +
                                 " --input_shapes=5x16 --output_file=" + out + " --print_output=none");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("Input 0 'x': f32 5x16 (from '" + bound_path + "', its leading bytes)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Input 0 'x': f32 5x16 (from '" + bound_path + "', read at its bound layout 64x16)"),
+            std::string::npos) << r.output;
   std::vector<float> lead(bound.begin(), bound.begin() + 5 * 16);
   expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "bound-sized bin");
   // Exactly sized file.
@@ -340,6 +348,41 @@ TEST(CnnE2E, DynamicHeightAndWidthFarBelowTheBound) {
     std::string what = std::to_string(c.n) + "x3x" + std::to_string(c.h) + "x" + std::to_string(c.w);
     expect_close(read_floats(out + "-0.bin"), cnn_reference(*m, x, c.n, c.h, c.w), 1e-4, what);
   }
+}
+
+// A bound-sized raw file holds the bound's layout: a smaller shape reads its block [0, shape)
+// of every axis (the surplus rows and columns skipped), not the file's leading bytes.
+TEST(CnnE2E, BoundSizedBinIsReadAtTheBoundLayout) {
+  auto m = tooling::make_cnn_example();
+  ASSERT_TRUE(m.ok());
+  std::string path = write_example(*m, "cnn_bin.kiln");
+  auto program = Program::load(path);
+  ASSERT_TRUE(program.ok());
+  auto method = Method::create(**program, "forward");
+  ASSERT_TRUE(method.ok());
+  const std::vector<int64_t> b = (*method)->bound_shapes()[0];
+  ASSERT_EQ(b.size(), 4u);
+  std::vector<float> bound = random_input(static_cast<size_t>(b[0] * b[1] * b[2] * b[3]), 7);
+  const std::string in = ::kiln::testing::scratch_dir() + "/cnn_bound.bin", out = ::kiln::testing::scratch_dir() + "/cnn_bin_out";
+  write_floats(in, bound);
+  const int64_t n = 2, h = 17, w = 5;
+  std::vector<float> block;  // [0, n) x [0, 3) x [0, h) x [0, w) of the bound-shaped array
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) block.push_back(bound[static_cast<size_t>(((i * b[1] + c) * b[2] + y) * b[3] + x)]);
+  CommandResult r = run_command(bin("kiln_runner") + " --model_path=" + path + " --inputs=" + in +
+                                " --input_shapes=2x3x17x5 --output_file=" + out + " --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("read at its bound layout " + tooling::shape_string(b)), std::string::npos) << r.output;
+  expect_close(read_floats(out + "-0.bin"), cnn_reference(*m, block, n, h, w), 1e-4, "bound-layout bin");
+  // An exactly sized file is read as is.
+  const std::string exact = ::kiln::testing::scratch_dir() + "/cnn_exact.bin";
+  write_floats(exact, block);
+  r = run_command(bin("kiln_runner") + " --model_path=" + path + " --inputs=" + exact +
+                  " --input_shapes=2x3x17x5 --output_file=" + out + " --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_close(read_floats(out + "-0.bin"), cnn_reference(*m, block, n, h, w), 1e-4, "exact bin");
 }
 
 // A damaged file or input gives one line of error and exit code 1, never a crash.
@@ -541,6 +584,141 @@ TEST(CheckExplain, PrintsTheThreeWaysOutWithTheirCosts) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x256x320 --explain");
   EXPECT_NE(r.output.find("(costs: give --model=MODEL.onnx and each export is tried"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// Runs argv (stdout and stderr to `log`) and measures the child's peak resident memory.
+struct Measured {
+  int exit_code = -1;
+  std::string output;
+  long max_rss_kb = 0;
+};
+
+Measured run_measured(const std::vector<std::string>& argv) {
+  Measured m;
+  const std::string log = ::kiln::testing::scratch_dir() + "/measured.log";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  if (pid > 0 && wait4(pid, &status, 0, &ru) == pid) {
+    m.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    m.max_rss_kb = ru.ru_maxrss;
+  }
+  std::ifstream f(log);
+  m.output.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return m;
+}
+
+// Conv(3->16, 3x3, pad 1) + Relu + Conv(16->16, 3x3, pad 1) over x [batch, 3, H, W]: at the bound
+// 256x3x4096x4096 its arena is ~600 GB.
+struct ConvModel {
+  std::vector<float> w1, b1, w2, b2;
+  std::string onnx;
+};
+
+ConvModel make_conv_model(const std::string& file) {
+  ConvModel c;
+  c.w1 = tooling::example_weights(11, 16 * 3 * 9, 0.3f);
+  c.b1 = tooling::example_weights(12, 16, 0.1f);
+  c.w2 = tooling::example_weights(13, 16 * 16 * 9, 0.2f);
+  c.b2 = tooling::example_weights(14, 16, 0.1f);
+  OnnxModel o(13);
+  o.input("x", {"batch", "3", "H", "W"}).output("y");
+  o.floats("w1", {16, 3, 3, 3}, c.w1).floats("b1", {16}, c.b1).floats("w2", {16, 16, 3, 3}, c.w2).floats("b2", {16}, c.b2);
+  for (const char* conv : {"conv1", "conv2"}) {
+    const bool first = std::string(conv) == "conv1";
+    auto& n = o.node("Conv", conv, {first ? "x" : "r", first ? "w1" : "w2", first ? "b1" : "b2"}, {first ? "c" : "y"});
+    OnnxModel::attr_ints(n, "kernel_shape", {3, 3});
+    OnnxModel::attr_ints(n, "pads", {1, 1, 1, 1});
+    if (first) o.node("Relu", "relu", {"c"}, {"r"});
+  }
+  c.onnx = o.save(file);
+  return c;
+}
+
+std::vector<double> conv_model_reference(const ConvModel& c, const std::vector<float>& x, int64_t n, int64_t h, int64_t w) {
+  int64_t oh, ow;
+  std::vector<double> a = conv_ref(std::vector<double>(x.begin(), x.end()), n, 3, h, w, c.w1, c.b1, 16, 3, 1, 1, &oh, &ow);
+  for (double& v : a) v = std::max(v, 0.0);
+  return conv_ref(a, n, 16, oh, ow, c.w2, c.b2, 16, 3, 1, 1, &oh, &ow);
+}
+
+const char* const kHugeDims = " --dim batch=1..256 --dim H=1..4096 --dim W=1..4096";
+
+// Issue 21: a ~600 GB bound, run at 1x3x32x32 with --max_shapes: right, and in a few MB.
+TEST(RunnerActualShape, HugeBoundRunsSmallInAFewMegabytes) {
+  const ConvModel c = make_conv_model("conv_huge.onnx");
+  const std::string kiln_path = ::kiln::testing::scratch_dir() + "/conv_huge.kiln";
+  CommandResult e = run_command(bin("kiln") + " export " + c.onnx + " -o " + kiln_path + kHugeDims + " --max-arena=0");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  auto program = Program::load(kiln_path);
+  ASSERT_TRUE(program.ok());
+  auto meta = (*program)->method_meta("forward");
+  ASSERT_TRUE(meta.ok());
+  ASSERT_GT(std::max(meta->arena_bytes, meta->delegate.arena_bytes), uint64_t{500} << 30) << e.output;
+  // inspect creates its Method for the smallest shapes: the delegate is reported, not the arena's failure.
+  Measured inspect = run_measured({bin("kiln"), "inspect", kiln_path});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("packed weights"), std::string::npos) << inspect.output;
+  EXPECT_LT(inspect.max_rss_kb, 32 * 1024) << inspect.output;
+
+  const std::vector<float> x = random_input(3 * 32 * 32, 21);
+  const std::string in = ::kiln::testing::scratch_dir() + "/conv_x.npy", out = ::kiln::testing::scratch_dir() + "/conv_out";
+  ASSERT_TRUE(tooling::write_npy(in, DType::kF32, {1, 3, 32, 32}, x.data()).ok());
+  const std::vector<double> want = conv_model_reference(c, x, 1, 32, 32);
+  for (const std::string delegate : {"xnnpack", "none"}) {
+    // With .npy input and without: ones at --input_shapes.
+    Measured r = run_measured({bin("kiln_runner"), "--model_path=" + kiln_path, "--inputs=" + in, "--max_shapes=1x3x32x32",
+                               "--output_file=" + out, "--print_output=summary", "--delegate=" + delegate});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("Arena: "), std::string::npos) << r.output;
+    expect_close(read_floats(out + "-0.bin"), want, 1e-4, "conv at 1x3x32x32, " + delegate);
+    EXPECT_LT(r.max_rss_kb, 32 * 1024) << "peak RSS " << r.max_rss_kb << " KiB\n" << r.output;
+    Measured ones = run_measured({bin("kiln_runner"), "--model_path=" + kiln_path, "--input_shapes=1x3x32x32",
+                                  "--max_shapes=1x3x64x64", "--print_output=summary", "--delegate=" + delegate});
+    ASSERT_EQ(ones.exit_code, 0) << ones.output;
+    EXPECT_NE(ones.output.find("Input 0 'x': f32 1x3x32x32 (ones, at --input_shapes)"), std::string::npos) << ones.output;
+    EXPECT_LT(ones.max_rss_kb, 32 * 1024) << "peak RSS " << ones.max_rss_kb << " KiB\n" << ones.output;
+  }
+}
+
+// The arena at the bound cannot be allocated: one line naming the arena, its size and the
+// shapes it was planned for, never bad_alloc. The address space is capped (ulimit -v), so the
+// failure does not depend on the machine's memory or its overcommit policy.
+TEST(RunnerActualShape, AnArenaThatCannotBeAllocatedIsAOneLineError) {
+  const ConvModel c = make_conv_model("conv_huge_fail.onnx");
+  const std::string kiln_path = ::kiln::testing::scratch_dir() + "/conv_huge_fail.kiln";
+  CommandResult e = run_command(bin("kiln") + " export " + c.onnx + " -o " + kiln_path + kHugeDims + " --max-arena=0");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const std::string capped = "bash -c 'ulimit -v 4194304; exec " + bin("kiln_runner") + " --model_path=" + kiln_path;
+  CommandResult r = run_command(capped + " --input_shapes=1x3x32x32'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("error: cannot allocate the arena for method 'forward': ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("GiB ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("planned at the bound 256x3x4096x4096); give max_shapes"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("bad_alloc"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  // --max_shapes that still do not fit say so, with the shapes asked for.
+  r = run_command(capped + " --input_shapes=1x3x32x32 --max_shapes=64x3x2048x2048'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("error: cannot allocate the arena for method 'forward': "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("planned for max_shapes 64x3x2048x2048); give smaller max_shapes"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
 }  // namespace

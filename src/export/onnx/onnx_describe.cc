@@ -84,6 +84,7 @@ Result<std::string> describe_onnx(const std::string& model_path) {
 
   // A trial export: every named dim in [1, 4096]; its contract says what the model needs.
   ExportOptions trial;
+  trial.max_arena_bytes = trial.warn_arena_bytes = 0;  // the trial's bounds are not the user's
   for (const std::string& d : dim_names) trial.dims.push_back({d, 1, kTrialMax, 1, false});
   format::ProgramDesc scratch;
   Result<ExportReport> report = unnamed.empty() ? export_onnx(model_path, trial, &scratch)

@@ -18,7 +18,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/bytes.h"
 #include "export/graph.h"
+#include "export/memory_plan.h"
 #include "export/onnx/batch_norm_fold.h"
 #include "export/onnx/fuse_patterns.h"
 #include "export/onnx/onnx_proto.h"
@@ -65,6 +67,35 @@ Result<DimArg> parse_dim_arg(const std::string& text) {
   if (dots == 0) d.min = 0;  // "..MAX": from 0 (a data-dependent size's bound)
   if ((dots > 0 && !num(rest.substr(0, dots), &d.min)) || !num(hi, &d.max)) return bad();
   return d;
+}
+
+Result<uint64_t> parse_byte_size(const std::string& text) {
+  auto bad = [&]() {
+    return invalid_argument("cannot parse the size '" + text + "': write bytes, or a number with K, M, G or T (powers "
+                            "of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB (powers of 1000), e.g. 512M, 2G, 1.5GiB");
+  };
+  size_t end = 0;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+  const std::string number = text.substr(0, end);
+  std::string unit = text.substr(end);
+  if (!unit.empty() && unit[0] == ' ') unit = unit.substr(1);
+  if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1 || number.size() > 20) return bad();
+  std::string u;
+  for (char c : unit) u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const char* const kPrefixes = "KMGT";
+  double scale = 1;
+  if (!u.empty() && u != "B") {
+    const char* at = std::strchr(kPrefixes, u[0]);
+    if (!at || !*at) return bad();
+    const int power = static_cast<int>(at - kPrefixes) + 1;
+    const std::string rest = u.substr(1);
+    const double base = rest == "B" ? 1000.0 : (rest.empty() || rest == "IB") ? 1024.0 : 0.0;
+    if (base == 0) return bad();
+    scale = std::pow(base, power);
+  }
+  const double bytes = std::strtod(number.c_str(), nullptr) * scale;
+  if (!(bytes < 1.8e19)) return bad();
+  return static_cast<uint64_t>(std::llround(bytes));
 }
 
 Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text) {
@@ -1291,8 +1322,11 @@ std::string step_hint(const core::ExprPool& pool, const kernels::Guard& g) {
 }  // namespace
 
 namespace {
+/// Exports again under other options (without arena limits) and returns the arena at the bound:
+/// how a suggested smaller bound is confirmed to fit.
+using Reexport = std::function<Result<uint64_t>(const ExportOptions&)>;
 Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& model_path, const ExportOptions& opts,
-                                  format::ProgramDesc* program);
+                                  format::ProgramDesc* program, const Reexport& reexport = nullptr);
 }  // namespace
 
 Status read_model_file(const std::string& model_path, onnx::ModelProto* model) {
@@ -1327,6 +1361,7 @@ Result<ExportReport> export_buckets(const onnx::ModelProto& model, const std::st
   ExportOptions probe = without_dim(opts);
   probe.dims.push_back({opts.bucket_dim, sizes.front(), sizes.back(), 1, false});
   probe.delegate = "none";
+  probe.max_arena_bytes = probe.warn_arena_bytes = 0;  // each bucket is weighed, not the probe
   format::ProgramDesc scratch;
   onnx::ModelProto probe_model = model;
   KILN_TRY(export_model(probe_model, model_path, probe, &scratch).status());
@@ -1386,24 +1421,152 @@ Result<ExportReport> export_buckets(const onnx::ModelProto& model, const std::st
 
 }  // namespace
 
+namespace {
+// The arena at the bound of an export under `o`, without limits (a Reexport).
+Result<uint64_t> unlimited_arena(onnx::ModelProto& model, const std::string& model_path, ExportOptions o) {
+  o.max_arena_bytes = o.warn_arena_bytes = 0;
+  format::ProgramDesc scratch;
+  KILN_ASSIGN_OR_RETURN(ExportReport r, export_model(model, model_path, o, &scratch));
+  return std::max(r.arena_bytes, r.delegate_arena_bytes);
+}
+}  // namespace
+
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts, format::ProgramDesc* program) {
   onnx::ModelProto model;
   KILN_TRY(read_model_file(model_path, &model));
   if (!opts.bucket_sizes.empty()) return export_buckets(model, model_path, opts, program);
-  return export_model(model, model_path, opts, program);
+  const Reexport reexport = [&](const ExportOptions& o) -> Result<uint64_t> {
+    onnx::ModelProto fresh;
+    KILN_TRY(read_model_file(model_path, &fresh));
+    return unlimited_arena(fresh, model_path, o);
+  };
+  return export_model(model, model_path, opts, program, reexport);
 }
 
 Result<ExportReport> export_onnx_bytes(const void* data, size_t size, const ExportOptions& opts, format::ProgramDesc* program) {
   onnx::ModelProto model;
   if (size > static_cast<size_t>(INT32_MAX) || !model.ParseFromArray(data, static_cast<int>(size)))
     return data_loss("the bytes are not a readable ONNX model");
-  return export_model(model, "<buffer>", opts, program);
+  const Reexport reexport = [&](const ExportOptions& o) -> Result<uint64_t> {
+    onnx::ModelProto fresh;
+    if (!fresh.ParseFromArray(data, static_cast<int>(size))) return data_loss("the bytes are not a readable ONNX model");
+    return unlimited_arena(fresh, "<buffer>", o);
+  };
+  return export_model(model, "<buffer>", opts, program, reexport);
 }
 
 namespace {
 
+// The larger of the method's arenas (portable, delegated) when every dim d is at most caps[d].
+uint64_t arena_at(const format::MethodDesc& m, const std::vector<int64_t>& caps) {
+  uint64_t a = std::min(m.arena_bytes, arena_at_caps(m, m.placement, caps));
+  if (!m.delegate.backend.empty() && !m.delegate.regions.empty())
+    a = std::max(a, std::min(m.delegate.arena_bytes, arena_at_caps(m, m.delegate.placement, caps)));
+  return a;
+}
+
+// Each dim's smallest admissible value (min rounded up to its step).
+int64_t lowest(const core::DimInfo& d) { return core::ceil_div(d.min, d.step) * d.step; }
+
+// `--dim` flags a user can shrink: bounded dims of the contract that a --dim states.
+std::vector<bool> shrinkable_dims(const format::MethodDesc& m, const ExportOptions& opts) {
+  std::vector<bool> out(m.dims.size(), false);
+  for (size_t d = 0; d < m.dims.size(); ++d)
+    out[d] = !m.dims[d].data && m.dims[d].max > lowest(m.dims[d]) &&
+             std::any_of(opts.dims.begin(), opts.dims.end(), [&](const DimArg& a) { return a.name == m.dims[d].name && !a.pinned; });
+  return out;
+}
+
+// Smaller maxima for the dims, found by halving (on each dim's step grid) the dim whose halving
+// shrinks the arena most (ties: the dim with the larger max), until the arena fits `limit`.
+// `caps` starts at the bound; false when even every shrinkable dim at its minimum is over.
+bool shrink_to_fit(const format::MethodDesc& m, const std::vector<bool>& shrinkable, uint64_t limit,
+                   std::vector<int64_t>* caps) {
+  uint64_t now = arena_at(m, *caps);
+  for (int round = 0; now > limit && round < 4096; ++round) {
+    int best = -1;
+    uint64_t best_arena = 0;
+    int64_t best_value = 0;
+    for (size_t d = 0; d < caps->size(); ++d) {
+      if (!shrinkable[d] || (*caps)[d] <= lowest(m.dims[d])) continue;
+      const int64_t step = m.dims[d].step;
+      const int64_t half = std::max(lowest(m.dims[d]), (*caps)[d] / 2 / step * step);
+      std::vector<int64_t> trial = *caps;
+      trial[d] = half;
+      const uint64_t a = arena_at(m, trial);
+      if (best < 0 || a < best_arena || (a == best_arena && (*caps)[d] > (*caps)[static_cast<size_t>(best)]))
+        best = static_cast<int>(d), best_arena = a, best_value = half;
+    }
+    if (best < 0) return false;
+    (*caps)[static_cast<size_t>(best)] = best_value;
+    now = best_arena;
+  }
+  return now <= limit;
+}
+
+// What a contract costs: the arenas at the minimum for the summary, then the limits. Over
+// `warn_arena_bytes` adds a warning, over `max_arena_bytes` refuses; both name the dims the
+// arena grows with and a smaller bound that fits (confirmed by `reexport` when given).
+Status weigh_arena(const format::MethodDesc& m, const ExportOptions& opts, const Reexport& reexport, ExportReport* report) {
+  std::vector<int64_t> bound, minimum;
+  for (const core::DimInfo& d : m.dims) bound.push_back(d.max), minimum.push_back(d.data ? d.max : lowest(d));
+  report->arena_min_bytes = std::min(m.arena_bytes, arena_at_caps(m, m.placement, minimum));
+  if (!m.delegate.backend.empty() && !m.delegate.regions.empty())
+    report->delegate_arena_min_bytes = std::min(m.delegate.arena_bytes, arena_at_caps(m, m.delegate.placement, minimum));
+  const uint64_t arena = arena_at(m, bound);
+  const bool refuse = opts.max_arena_bytes && arena > opts.max_arena_bytes;
+  const uint64_t warn_at = opts.max_arena_bytes ? std::min(opts.warn_arena_bytes, opts.max_arena_bytes) : opts.warn_arena_bytes;
+  if (!refuse && !(warn_at && arena > warn_at)) return ok_status();
+  const uint64_t limit = refuse ? opts.max_arena_bytes : warn_at;
+  // Dims in the order the --dim flags give them, then the rest.
+  std::vector<size_t> order;
+  for (const DimArg& a : opts.dims)
+    for (size_t d = 0; d < m.dims.size(); ++d)
+      if (m.dims[d].name == a.name && std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+  for (size_t d = 0; d < m.dims.size(); ++d)
+    if (std::find(order.begin(), order.end(), d) == order.end()) order.push_back(d);
+  // The dims the arena grows with: at their minimum (the others at the bound) it is smaller.
+  std::string responsible;
+  for (size_t d : order) {
+    if (m.dims[d].data || m.dims[d].max <= lowest(m.dims[d])) continue;
+    std::vector<int64_t> one = bound;
+    one[d] = lowest(m.dims[d]);
+    if (arena_at(m, one) < arena)
+      responsible += (responsible.empty() ? "" : ", ") + m.dims[d].name + "=" + std::to_string(m.dims[d].max);
+  }
+  const std::vector<bool> shrinkable = shrinkable_dims(m, opts);
+  std::vector<int64_t> caps = bound;
+  bool fits = shrink_to_fit(m, shrinkable, limit, &caps);
+  std::string flags;
+  uint64_t target = limit;
+  for (int confirm = 0; fits && reexport && confirm < 3; ++confirm) {  // the plan a re-export makes at those bounds
+    ExportOptions o = opts;
+    for (DimArg& a : o.dims)
+      for (size_t d = 0; d < m.dims.size(); ++d)
+        if (a.name == m.dims[d].name && caps[d] != bound[d]) a.max = caps[d];
+    Result<uint64_t> replanned = reexport(o);
+    if (!replanned.ok() || *replanned <= limit) break;
+    // The re-export planned more than this placement estimated: aim lower by that ratio.
+    target = static_cast<uint64_t>(static_cast<double>(target) * static_cast<double>(limit) / static_cast<double>(*replanned));
+    fits = shrink_to_fit(m, shrinkable, target, &caps);
+  }
+  for (size_t d : order)
+    if (fits && caps[d] != bound[d])
+      flags += (flags.empty() ? "" : " ") + std::string("--dim ") + m.dims[d].name + "=" + std::to_string(lowest(m.dims[d])) +
+               ".." + std::to_string(caps[d]) + (m.dims[d].step > 1 ? ":" + std::to_string(m.dims[d].step) : "");
+  const std::string what = refuse ? "the limit of " + core::human_bytes(limit) : "the warning threshold of " + core::human_bytes(limit);
+  const std::string raise = refuse ? "raise --max-arena" : "raise --warn-arena";
+  std::string text = "arena at the bound is " + core::human_bytes(arena) + (responsible.empty() ? "" : " (" + responsible + ")") +
+                     ", over " + what + " (" + core::human_bytes(report->arena_min_bytes) + " at the minimum)";
+  text += fits ? "; lower the bounds, e.g. " + flags + ", or " + raise
+               : "; no smaller --dim bounds fit (the arena at the minimum is over it too): " + raise;
+  if (refuse) return failed_precondition(text);
+  report->warnings.push_back(text);
+  return ok_status();
+}
+
 Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& model_path, const ExportOptions& opts,
-                                  format::ProgramDesc* program) {
+                                  format::ProgramDesc* program, const Reexport& reexport) {
   if (!model.has_graph() || model.graph().output_size() == 0)
     return data_loss("'" + model_path + "' has no graph outputs: not an ONNX model, or an empty one");
   ExportReport report;
@@ -1459,6 +1622,7 @@ Result<ExportReport> export_model(onnx::ModelProto& model, const std::string& mo
                             (gd.context.empty() ? "" : " " + gd.context) + ")" + step_hint(pool, gd));
   }
   for (const auto& in : m.instructions) ++report.ops[in.op];
+  KILN_TRY(weigh_arena(m, opts, reexport, &report));
   return report;
 }
 
@@ -1500,19 +1664,23 @@ std::string format_report(const ExportReport& r) {
   double ratio = r.lower_bound_bytes ? static_cast<double>(r.arena_bytes) / static_cast<double>(r.lower_bound_bytes) : 1.0;
   o.setf(std::ios::fixed);
   o.precision(3);
-  o << "  memory: arena " << r.arena_bytes << " bytes at the bound, lower bound " << r.lower_bound_bytes << " (" << ratio
+  o << "  memory: arena " << core::human_bytes(r.arena_bytes) << " at the bound (" << r.arena_bytes << " bytes), "
+    << core::human_bytes(r.arena_min_bytes) << " at the minimum; lower bound " << r.lower_bound_bytes << " (" << ratio
     << "x); constants " << r.constant_bytes << " bytes\n";
   o << "  ops:";
   for (const auto& [op, n] : r.ops) o << " " << op << " " << n;
   o << "\n";
   for (const auto& n : r.notes) o << "  " << n << "\n";
+  for (const auto& w : r.warnings) o << "  warning: " << w << "\n";
   if (r.coverage.empty()) {
     o << "  delegate: none (portable kernels only)\n";
     return o.str();
   }
   double dratio = r.delegate_lower_bound_bytes ? static_cast<double>(r.delegate_arena_bytes) /
                                                      static_cast<double>(r.delegate_lower_bound_bytes) : 1.0;
-  o << "  delegate " << r.coverage << "; arena " << r.delegate_arena_bytes << " bytes (" << dratio << "x lower bound)\n";
+  o << "  delegate " << r.coverage << "; arena " << core::human_bytes(r.delegate_arena_bytes) << " at the bound ("
+    << r.delegate_arena_bytes << " bytes, " << dratio << "x lower bound), " << core::human_bytes(r.delegate_arena_min_bytes)
+    << " at the minimum\n";
   if (!r.declined.empty()) o << "  declined:\n";
   for (const auto& s : r.declined) o << "    " << s << "\n";
   return o.str();

@@ -41,6 +41,15 @@ struct ExportOptions {
   std::vector<int64_t> bucket_sizes;
   /// `--pad INPUT=VALUE`: what padding fills for a bucket (default 0).
   std::map<std::string, double> pads;
+  /// `--max-arena=SIZE`: refuse a contract whose arena at the bound (the larger of the portable
+  /// and the delegated plan) is above this many bytes, naming the dims responsible and a smaller
+  /// bound that fits; 0: no limit.
+  uint64_t max_arena_bytes = kDefaultMaxArena;
+  /// `--warn-arena=SIZE`: above this (and within max_arena_bytes), export succeeds with a warning
+  /// of the same form; 0: never.
+  uint64_t warn_arena_bytes = kDefaultWarnArena;
+  static constexpr uint64_t kDefaultMaxArena = uint64_t{64} << 30;  ///< 64 GiB
+  static constexpr uint64_t kDefaultWarnArena = uint64_t{1} << 30;  ///< 1 GiB
 };
 
 /// What export did, for its summary and the closing notes.
@@ -62,6 +71,7 @@ struct ExportReport {
   std::vector<std::string> guards;   ///< "H % 32 == 0 (node 'Add_57' (Add) ...)"
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
+  uint64_t arena_min_bytes = 0;  ///< the portable plan's arena with every dim at its minimum
   uint64_t constant_bytes = 0;
   std::map<std::string, int> ops;    ///< instructions by op
   int64_t opset = 0;
@@ -69,6 +79,9 @@ struct ExportReport {
   std::vector<std::string> declined;  ///< grouped: "Gather x19: op not supported by XNNPACK"
   uint64_t delegate_arena_bytes = 0;
   uint64_t delegate_lower_bound_bytes = 0;
+  uint64_t delegate_arena_min_bytes = 0;
+  /// "arena at the bound is 2.3 GiB (H=1024, W=1024), over the warning threshold of 1 GiB; ..."
+  std::vector<std::string> warnings;
   std::vector<std::string> fusions;  ///< "LayerNormalization '/ln1/LayerNormalization' <- 9 nodes"
   std::vector<std::string> notes;    ///< buckets written, warnings
   size_t fused_nodes = 0;
@@ -76,6 +89,9 @@ struct ExportReport {
 
 /// Parses "NAME=MIN..MAX[:STEP]" / "NAME=V".
 Result<DimArg> parse_dim_arg(const std::string& text);
+/// Parses a byte size: "4096", "512K", "512M", "2G", "1.5GiB", "64GB" (K, M, G, T and KiB...
+/// are powers of 1024; KB, MB, GB, TB powers of 1000).
+Result<uint64_t> parse_byte_size(const std::string& text);
 /// Parses "NAME=D0,D1,...".
 Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text);
 
