@@ -31,6 +31,9 @@ inline PyObject*& error_type(Error e) {
 /// `contract`) as ContractError, files as ProgramError, unknown names as KeyError, memory as
 /// MemoryError, the rest as ExecutionError.
 [[noreturn]] inline void raise(const Status& s, bool contract = false) {
+  // A NaN/Inf input the delegated path refuses (README "Non-finite values"): not a contract
+  // matter, and not a plain ValueError: an ExecutionError with the input and element named.
+  if (s.reason() == Reason::kNonFiniteInput) raise(Error::kExecution, s.message());
   switch (s.code()) {
     case Code::kInvalidArgument:
     case Code::kOutOfRange:

@@ -122,6 +122,25 @@ def test_threads_give_the_same_outputs():
         one.cpu_threads = 0
 
 
+def test_nan_input_is_refused_delegated_and_carried_portable(tmp_path):
+    """The non-finite rule: the delegated path refuses a NaN input (ExecutionError naming the
+    input and element); the portable kernels carry it to the outputs."""
+    out = str(tmp_path / "resnet.kiln")
+    kiln.export_onnx(os.path.join(ROOT, "zoo", "models", "resnet_small.onnx"), out, dims={"batch": (1, 8)})
+    p = kiln.load(out)
+    delegated, portable = p.method("forward"), p.method("forward", use_delegate=False)
+    assert delegated.coverage["running"], delegated.coverage
+    shape = [a if isinstance(a, int) else a.min for a in delegated.inputs[0].shape]
+    x = np.ones(shape, np.float32)
+    x.flat[x.size // 2] = np.nan
+    with pytest.raises(kiln.ExecutionError, match=f"holds NaN at element {x.size // 2} "):
+        delegated(x)
+    y = portable(x)
+    assert np.isnan(np.asarray(y if not isinstance(y, (list, tuple)) else y[0])).any()
+    x.flat[x.size // 2] = 1.0
+    delegated(x)  # a clean input runs
+
+
 def test_coverage_from_python():
     m = kiln.load(CNN).methods["forward"]
     c = m.coverage
