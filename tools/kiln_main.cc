@@ -220,7 +220,7 @@ int kiln_main(int argc, char** argv) {
   sweep->add_option("--samples", a.sweep.samples, "random samples besides all-min and all-max")->capture_default_str();
   sweep->add_option("--seed", a.sweep.seed, "random seed")->capture_default_str();
   sweep->add_flag("--json", a.json, "machine-readable output");
-  sweep->add_flag("--no_finite_check{false}", a.sweep.check_finite_inputs,
+  sweep->add_flag_function("--no_finite_check", [&a](int64_t) { a.sweep.check_finite_inputs = false; },
                   "run the delegate without execute's NaN/Inf input check: a NaN it turns into a number fails the sweep");
   CLI11_PARSE(app, argc, argv);
 

@@ -24,6 +24,8 @@ int runner_main(int argc, char** argv) {
   app.add_option("--num_executions", o.num_executions, "times to execute")->capture_default_str();
   app.add_option("--cpu_threads", o.cpu_threads, "threads of the method's pool (the delegate and parallel kernels)")->capture_default_str();
   app.add_option("--delegate", o.delegate, "xnnpack (the program's delegate regions) or none (portable kernels)")->capture_default_str();
+  app.add_flag_function("--no_finite_check", [&o](int64_t) { o.check_finite_inputs = false; },
+               "delegated: skip execute's NaN/Inf check of the float inputs (XNNPACK may then turn a NaN into a number)");
   app.add_flag("--profile", o.profile, "after the runs, print time per instruction and per op type");
   app.add_option("--profile_json", o.profile_json, "also write the profile as JSON to this file");
   app.add_flag("--server_mode", o.server_mode, "run one inference per stdin line");

@@ -242,6 +242,7 @@ class Runner {
     KILN_ASSIGN_OR_RETURN(program_, Program::load(opts_.model_path));
     MethodOptions mo;
     mo.use_delegate = opts_.delegate != "none";
+    mo.check_finite_inputs = opts_.check_finite_inputs;
     mo.cpu_threads = opts_.cpu_threads;
     if (!opts_.max_shapes.empty()) {
       KILN_ASSIGN_OR_RETURN(MethodMeta meta, program_->method_meta(opts_.method_name));

@@ -29,6 +29,7 @@ struct RunnerOptions {
   int num_executions = 1;
   int cpu_threads = 1;
   std::string delegate = "xnnpack";
+  bool check_finite_inputs = true;  ///< MethodOptions::check_finite_inputs (--no_finite_check: false)
   bool profile = false;        ///< print a per-instruction profile after the timed runs
   std::string profile_json;    ///< also write it as JSON here  ///< xnnpack: run the program's delegate regions; none: portable only
   bool server_mode = false;

@@ -2,6 +2,10 @@
 // double reference (also inside oversized slots), errors, and symbolic shapes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 
@@ -45,6 +49,22 @@ double reference(const std::string& op, const std::vector<double>& v) {
     else acc += v[k];
   }
   return op == "Mean" ? acc / static_cast<double>(v.size()) : acc;
+}
+
+// The non-finite rule: NaN wins in Max and Min whichever input holds it (torch.maximum);
+// infinities order as numbers.
+TEST(Variadic, NanWinsInEitherPosition) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor a = make_tensor<float>({4}, {nan, 1, -INFINITY, 2});
+  Tensor b = make_tensor<float>({4}, {1, nan, 5, INFINITY});
+  for (const char* op : {"Max", "Min"}) {
+    OpResult r = run_op(op, {a, b, b});
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    const std::vector<float> y = r.outputs[0].values<float>();
+    EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1])) << op;
+    EXPECT_EQ(y[2], std::string(op) == "Max" ? 5.f : -INFINITY) << op;
+    EXPECT_EQ(y[3], std::string(op) == "Max" ? INFINITY : 2.f) << op;
+  }
 }
 
 TEST(Variadic, RandomBroadcastSweep) {

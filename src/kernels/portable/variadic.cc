@@ -44,8 +44,12 @@ Status variadic_shape(ShapeCtx& c, VarOp op) {
 
 template <VarOp op, typename T>
 inline T combine(T a, T b) {
-  if constexpr (op == VarOp::kMax) return std::max(a, b);
-  if constexpr (op == VarOp::kMin) return std::min(a, b);
+  if constexpr (op == VarOp::kMax || op == VarOp::kMin) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a || b != b) return a != a ? a : b;  // NaN wins (torch.maximum/minimum), in either position
+    }
+    return op == VarOp::kMax ? std::max(a, b) : std::min(a, b);
+  }
   if constexpr (std::is_integral_v<T>) {  // Sum wraps, as export folds it
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
