@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "delegates/xnnpack/delegate.h"
 #include "kernels/thread_pool.h"
 
 namespace kiln::testing {
@@ -30,7 +31,7 @@ TEST(XnnpackPool, PthreadpoolSymbolsResolveToKiln) {
 }
 
 TEST(XnnpackPool, OperatorsRunOnKilnsPool) {
-  ASSERT_EQ(xnn_initialize(nullptr), xnn_status_success);
+  ASSERT_TRUE(delegates::xnnpack::initialize().ok());  // Kiln's allocator, as a Method would
   pthreadpool_t pool = pthreadpool_create(2);
   ASSERT_NE(pool, nullptr);
   const size_t n = 1 << 16;

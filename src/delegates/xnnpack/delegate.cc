@@ -67,6 +67,8 @@ void* aligned_allocate(void*, size_t alignment, size_t size) {
 
 const xnn_allocator kAllocator = {nullptr, allocate, reallocate, free_block, aligned_allocate, free_block};
 
+}  // namespace
+
 Status initialize() {
   static std::once_flag once;
   static xnn_status status = xnn_status_uninitialized;
@@ -75,6 +77,8 @@ Status initialize() {
     return unimplemented("XNNPACK cannot initialize on this CPU (xnn_status " + std::to_string(status) + ")");
   return ok_status();
 }
+
+namespace {
 
 std::string status_text(xnn_status s) {
   switch (s) {

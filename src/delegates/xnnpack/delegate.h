@@ -66,6 +66,10 @@ class Delegate {
   uint64_t packed_bytes_ = 0;
 };
 
+/// Initializes XNNPACK once per process with Kiln's xnn_allocator (what every Delegate::create
+/// does first); kUnimplemented when XNNPACK cannot run on this CPU.
+Status initialize();
+
 /// Allocations Kiln's xnn_allocator could not serve from an existing block since start-up
 /// (a test hook: bind below the bound and execute must not add to it).
 uint64_t allocation_count();
