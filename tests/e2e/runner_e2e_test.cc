@@ -701,6 +701,13 @@ TEST(RunnerActualShape, HugeBoundRunsSmallInAFewMegabytes) {
 // shapes it was planned for, never bad_alloc. The address space is capped (ulimit -v), so the
 // failure does not depend on the machine's memory or its overcommit policy.
 TEST(RunnerActualShape, AnArenaThatCannotBeAllocatedIsAOneLineError) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: it cannot start under ulimit -v";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory: it cannot start under ulimit -v";
+#endif
+#endif
   const ConvModel c = make_conv_model("conv_huge_fail.onnx");
   const std::string kiln_path = ::kiln::testing::scratch_dir() + "/conv_huge_fail.kiln";
   CommandResult e = run_command(bin("kiln") + " export " + c.onnx + " -o " + kiln_path + kHugeDims + " --max-arena=0");
