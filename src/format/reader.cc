@@ -427,7 +427,8 @@ Status check_placement(const fb::Method* m, const fb::MemoryPlan* plan, const st
 // x stands for y in a delegate op: the same value, or y's channels-last twin.
 bool stands_for(const fb::Method* m, int32_t x, int32_t y) {
   if (x == y) return true;
-  return x >= 0 && y >= 0 && m->values()->Get(x)->storage() == fb::StorageKind::Delegate &&
+  const int32_t n = static_cast<int32_t>(m->values()->size());
+  return x >= 0 && y >= 0 && x < n && y < n && m->values()->Get(x)->storage() == fb::StorageKind::Delegate &&
          m->values()->Get(x)->nhwc_of() == y;
 }
 
