@@ -4,6 +4,8 @@
 #include <chrono>
 #include <new>
 
+#include <sched.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -87,6 +89,18 @@ bool spin_while(uint32_t us, F pending) {
   }
 }
 
+// Like spin_while, but gives up the core between checks (sched_yield).
+template <typename F>
+bool yield_while(uint32_t us, F pending) {
+  if (us == 0) return !pending();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  for (;;) {
+    if (!pending()) return true;
+    sched_yield();
+    if (std::chrono::steady_clock::now() >= until) return !pending();
+  }
+}
+
 // A job of more than kMaxItems items runs as groups.
 struct Grouped {
   ThreadPool::Task task;
@@ -137,7 +151,9 @@ void ThreadPool::worker_loop() {
     // A worker that starts after the destructor began reads the final epoch as `seen`: stop_
     // (set before that epoch) keeps it from sleeping on it.
     auto idle = [&] { return epoch_.load(std::memory_order_seq_cst) == seen && !stop_.load(std::memory_order_seq_cst); };
-    if (!spin_while(spin_us_, idle)) {
+    // Between jobs: spin, then keep checking while yielding the core (an idle CPU returns at once,
+    // a shared one runs the caller or whoever else is waiting), then sleep.
+    if (!spin_while(spin_us_, idle) && !yield_while(yield_us_, idle)) {
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
       while (idle()) sleep_while_equal(epoch_, seen);
       sleepers_.fetch_sub(1, std::memory_order_relaxed);
