@@ -12,6 +12,7 @@
 // (a tiled dim's first index), then the tiled dims' extents, as pthreadpool documents.
 #include <pthreadpool.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,6 +90,23 @@ void grid(pthreadpool_t pool, void* fn, void* ctx, bool with_id, std::initialize
 }
 
 }  // namespace
+
+namespace kiln::kernels {
+
+bool pthreadpool_api_is_kiln() {
+  // The object that defines the pthreadpool_parallelize_1d the process resolves (what XNNPACK's
+  // calls, and this library's own calls through the PLT, reach) must be the one holding this
+  // file's code.
+  static const bool ours = [] {
+    void* sym = dlsym(RTLD_DEFAULT, "pthreadpool_parallelize_1d");
+    Dl_info found{}, here{};
+    return sym && dladdr(sym, &found) && dladdr(reinterpret_cast<void*>(&run_items), &here) &&
+           found.dli_fbase == here.dli_fbase;
+  }();
+  return ours;
+}
+
+}  // namespace kiln::kernels
 
 #define KILN_PTHREADPOOL_API extern "C" __attribute__((visibility("default")))
 

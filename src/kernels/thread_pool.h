@@ -85,6 +85,12 @@ class ThreadPool {
   uint32_t yield_us_ = 200;  // then this long checking with sched_yield between checks
 };
 
+/// True when the process resolves the pthreadpool API to Kiln's definitions (pthreadpool_api.cc),
+/// as it does unless another library defining it was loaded first into the global scope (e.g.
+/// with RTLD_GLOBAL); Method::create then runs on one thread rather than hand Kiln's pool to
+/// someone else's pthreadpool.
+bool pthreadpool_api_is_kiln();
+
 /// Runs task over [0, items) on `pool` (inline when it is null or has one thread).
 void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals = false);
 

@@ -12,6 +12,7 @@
 #include <pthreadpool.h>
 
 #include "delegates/xnnpack/delegate.h"
+#include "kernels/thread_pool.h"
 #include "kernels/kernel.h"
 #include "format/file_header.h"
 #include "core/oom.h"
@@ -559,7 +560,10 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
     s.views[i].dtype = static_cast<DType>(v->dtype());
     s.views[i].rank = static_cast<int32_t>(v->shape()->size());
   }
-  if (options.cpu_threads > 1) {
+  if (options.cpu_threads > 1 && !kernels::pthreadpool_api_is_kiln()) {
+    s.delegate_warning = "another pthreadpool library takes the process's pthreadpool calls (loaded before Kiln, into "
+                         "the global scope); running on one thread";
+  } else if (options.cpu_threads > 1) {
     s.pool = pthreadpool_create(static_cast<size_t>(options.cpu_threads));
     if (!s.pool) return resource_exhausted("create: out of memory or threads: cannot start a pool of " + std::to_string(options.cpu_threads) +
                                             " threads");

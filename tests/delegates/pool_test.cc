@@ -28,6 +28,7 @@ TEST(XnnpackPool, PthreadpoolSymbolsResolveToKiln) {
   }
   using Fn = void (*)(pthreadpool_t, pthreadpool_task_1d_t, void*, size_t, uint32_t);
   EXPECT_EQ(dlsym(RTLD_DEFAULT, "pthreadpool_parallelize_1d"), reinterpret_cast<void*>(static_cast<Fn>(&pthreadpool_parallelize_1d)));
+  EXPECT_TRUE(kernels::pthreadpool_api_is_kiln());
 }
 
 TEST(XnnpackPool, OperatorsRunOnKilnsPool) {
