@@ -17,7 +17,9 @@ and stops them:
 Each measurement is its own process (kiln_runner, or this script's --ort-worker mode for ONNX
 Runtime), started under the same `nice` as the configuration says, with the same .npy inputs.
 Kiln runs with its default delegate (XNNPACK). Times: the median of --runs after --warmup
-(kiln_runner's `Iteration i of N: X ms` lines; time.perf_counter() around session.run).
+(kiln_runner's `Iteration i of N: X ms` lines; time.perf_counter() around session.run), per
+process; a cell is the median over --repeats processes, the runtimes and thread counts
+alternating (one process per cell swings by up to 2x under load: where the scheduler puts it).
 
 Models: the zoo's CNNs (resnet_small, mobilenet_v2, unet_decoder), a transformer (bert_tiny), the
 GRU (gru_seq), and torchvision's squeezenet1_1 exported with H, W up to 224 (the issue's
@@ -159,7 +161,8 @@ def markdown(result):
     lines = [f"# Kiln and ONNX Runtime on a shared CPU ({result['date']})", "",
              f"Command: `{result['command']}`  ", f"Kiln build: `{result['build']}` at commit {result['commit']}; "
              f"ONNX Runtime {result['ort_version']}; {result['cpu']}, {os.cpu_count()} cores. Median of "
-             f"{result['runs']} runs after {result['warmup']} warm-up runs, each in its own process.", "",
+             f"{result['runs']} runs after {result['warmup']} warm-up runs per process; each cell the median of "
+             f"{result.get('repeats', 1)} processes.", "",
              "Targets per loaded configuration and model (geomean over its shapes): Kiln 2t / Kiln 1t <= 1.1, "
              "Kiln 2t / ORT 2t <= 1.0.", ""]
     lines += ["## Summary (geomean per model over its shapes)", "",
@@ -191,6 +194,7 @@ def main():
     ap.add_argument("--loads", default=",".join(LOADS))
     ap.add_argument("--runs", type=int, default=25)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="processes per cell (median)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "contention.md"))
     a = ap.parse_args()
     import onnxruntime
@@ -205,9 +209,14 @@ def main():
             time.sleep(0.5)
             for p in prepared:
                 row = {"load": load, "model": p["model"], "shapes": p["shapes"]}
-                for t in (1, 2):
-                    row[f"kiln{t}"] = median_kiln(a.build, p["kiln"], p["paths"], p["shapes"], t, a.warmup, a.runs, nice)
-                    row[f"ort{t}"] = median_ort(p["onnx"], p["paths"], t, a.warmup, a.runs, nice)
+                samples = {}
+                for _ in range(a.repeats):
+                    for t in (1, 2):
+                        samples.setdefault(f"kiln{t}", []).append(
+                            median_kiln(a.build, p["kiln"], p["paths"], p["shapes"], t, a.warmup, a.runs, nice))
+                        samples.setdefault(f"ort{t}", []).append(median_ort(p["onnx"], p["paths"], t, a.warmup, a.runs, nice))
+                row.update({k: statistics.median(v) for k, v in samples.items()})
+                row["samples"] = samples
                 log(f"{load:11s} {p['model']:14s} {p['shapes']:20s} kiln {row['kiln1']:8.2f} {row['kiln2']:8.2f}  "
                     f"ort {row['ort1']:8.2f} {row['ort2']:8.2f}")
                 rows.append(row)
@@ -217,7 +226,7 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
     result = {"date": datetime.date.today().isoformat(), "command": " ".join(["python3", "bench/contention.py"] + sys.argv[1:]),
               "build": a.build, "commit": commit, "ort_version": onnxruntime.__version__, "cpu": cpu, "runs": a.runs,
-              "warmup": a.warmup, "loads": loads, "rows": rows}
+              "warmup": a.warmup, "repeats": a.repeats, "loads": loads, "rows": rows}
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         f.write(markdown(result))
