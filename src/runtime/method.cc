@@ -140,6 +140,8 @@ struct Method::Impl {
   /// create's one-line refusal when the arena of `bytes` cannot be allocated: its size, the
   /// shapes it was planned for (the bound, or `max_shapes`) and the ways out.
   std::string arena_failure(uint64_t bytes, const std::vector<std::vector<int64_t>>& max_shapes) const;
+  /// Each input's shape with every dim at its largest admissible value.
+  std::vector<std::vector<int64_t>> bound_shapes() const;
 };
 
 namespace {
@@ -211,26 +213,15 @@ Status Method::Impl::set_caps(const std::vector<std::vector<int64_t>>& max_shape
 std::string Method::Impl::arena_failure(uint64_t bytes, const std::vector<std::vector<int64_t>>& max_shapes) const {
   auto shapes_text = [](const std::vector<std::vector<int64_t>>& shapes) {
     std::string t;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      t += i ? "," : "";
-      if (shapes[i].empty()) t += "scalar";
-      for (size_t k = 0; k < shapes[i].size(); ++k) t += (k ? "x" : "") + std::to_string(shapes[i][k]);
-    }
+    for (size_t i = 0; i < shapes.size(); ++i) t += (i ? "," : "") + (shapes[i].empty() ? "scalar" : shape_text(shapes[i], "x"));
     return t;
   };
-  std::vector<std::vector<int64_t>> bound;  // each input at its bound (Method::bound_shapes)
-  for (const TensorSpec& t : meta.inputs) {
-    std::vector<int64_t> shape;
-    for (const AxisSpec& a : t.axes)
-      shape.push_back(a.dim < 0 ? a.size : meta.dims[a.dim].max / meta.dims[a.dim].step * meta.dims[a.dim].step);
-    bound.push_back(std::move(shape));
-  }
   const std::string size = core::human_bytes(bytes) + " (" + std::to_string(bytes) + " bytes";
   if (!max_shapes.empty())
     return "cannot allocate the arena for method '" + meta.name + "': " + size + ", planned for max_shapes " +
            shapes_text(max_shapes) + "); give smaller max_shapes (kiln_runner --max_shapes) or free memory";
   return "cannot allocate the arena for method '" + meta.name + "': " + size + ", planned at the bound " +
-         shapes_text(bound) + "); give max_shapes for the largest shapes you will run (kiln_runner --max_shapes, Python "
+         shapes_text(bound_shapes()) + "); give max_shapes for the largest shapes you will run (kiln_runner --max_shapes, Python "
          "max_shapes=), or re-export with smaller --dim bounds";
 }
 
@@ -774,13 +765,15 @@ size_t Method::num_inputs() const { return impl_->inputs.size(); }
 size_t Method::num_outputs() const { return impl_->outputs.size(); }
 bool Method::is_bound() const { return impl_->bound; }
 
-std::vector<std::vector<int64_t>> Method::bound_shapes() const {
+std::vector<std::vector<int64_t>> Method::bound_shapes() const { return impl_->bound_shapes(); }
+
+std::vector<std::vector<int64_t>> Method::Impl::bound_shapes() const {
   std::vector<std::vector<int64_t>> shapes;
-  for (const TensorSpec& t : impl_->meta.inputs) {
+  for (const TensorSpec& t : meta.inputs) {
     std::vector<int64_t> s;
     for (const AxisSpec& a : t.axes) {
       if (a.dim < 0) { s.push_back(a.size); continue; }
-      const DimSpec& d = impl_->meta.dims[a.dim];
+      const DimSpec& d = meta.dims[a.dim];
       s.push_back(d.max / d.step * d.step);  // largest admissible value
     }
     shapes.push_back(std::move(s));
@@ -907,17 +900,13 @@ Status Method::Impl::check_finite_inputs() const {
     const size_t n = static_cast<size_t>(t.numel()), at = first_non_finite(t.as<float>(), n);
     if (at == n) continue;
     const float v = t.as<float>()[at];
-    std::string index, shape;
+    int64_t idx[kMaxRank] = {};
     size_t rest = at;
-    std::vector<int64_t> idx(static_cast<size_t>(t.rank));
     for (int k = t.rank - 1; k >= 0; --k) {
-      idx[static_cast<size_t>(k)] = static_cast<int64_t>(rest % static_cast<size_t>(t.dims[k]));
+      idx[k] = static_cast<int64_t>(rest % static_cast<size_t>(t.dims[k]));
       rest /= static_cast<size_t>(t.dims[k]);
     }
-    for (int k = 0; k < t.rank; ++k) {
-      index += (k ? ", " : "") + std::to_string(idx[static_cast<size_t>(k)]);
-      shape += (k ? "x" : "") + std::to_string(t.dims[k]);
-    }
+    const std::string index = shape_text(idx, t.rank, ", "), shape = shape_text(t.dims, t.rank, "x");
     return Status(Code::kInvalidArgument,
                   "execute: input " + input_label(i) + " holds " + (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
                       " at element " + std::to_string(at) + " (index [" + index + "] of " + (shape.empty() ? "a scalar" : shape) +

@@ -11,36 +11,12 @@
 namespace kiln::tooling {
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return io_error("cannot stat '" + path + "': " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return io_error("cannot read '" + path + "': " + (S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return invalid_argument("'" + path + "' has " + std::to_string(st.st_size) + " bytes, more than the " +
+  KILN_ASSIGN_OR_RETURN(FileReader f, FileReader::open(path));
+  if (f.size() > max_bytes)
+    return invalid_argument("'" + path + "' has " + std::to_string(f.size()) + " bytes, more than the " +
                             std::to_string(max_bytes) + " allowed here");
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const int e = r < 0 ? errno : 0;
-      ::close(fd);
-      return io_error("cannot read '" + path + "': " + (e ? std::strerror(e) : "the file shrank while being read"));
-    }
-    got += static_cast<size_t>(r);
-  }
-  ::close(fd);
+  std::string bytes(static_cast<size_t>(f.size()), '\0');
+  KILN_TRY(f.read_at(0, bytes.data(), bytes.size()));
   return bytes;
 }
 
