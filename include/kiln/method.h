@@ -24,6 +24,18 @@ struct ProfileRow {
   uint64_t runs = 0;
 };
 
+/// What a Method's thread pool did while profiling was on (Method::thread_profile()).
+struct ThreadProfile {
+  int threads = 1;
+  uint64_t runs = 0;          ///< executions profiled
+  uint64_t jobs = 0;          ///< parallel jobs (an op's parallel loop), over `runs`
+  uint64_t items = 0;         ///< their work items; `worker_items` of them ran on the workers
+  uint64_t worker_items = 0;
+  uint64_t wait_ns = 0;       ///< the caller waiting for workers' chunks after finishing its own
+  uint64_t long_waits = 0;    ///< waits over 200 us: a worker preempted while it held a chunk
+  uint64_t alone_jobs = 0;    ///< jobs the caller ran alone: the workers had found no core
+};
+
 /// How a Method runs.
 struct MethodOptions {
   /// Run the program's delegate regions (XNNPACK) when it has them; false runs every
@@ -140,6 +152,9 @@ class Method {
   void set_profiling(bool on);
   /// What execute took per step since profiling was turned on, in execution order.
   std::vector<ProfileRow> profile() const;
+  /// What the thread pool did since profiling was turned on: where 2 threads lose to 1 on a
+  /// CPU shared with other work (the caller waiting for a preempted worker).
+  ThreadProfile thread_profile() const;
 
   /// Value of dim `name` after bind, or -1. A data-dependent dim (DimSpec::data, NonZero's
   /// count) reads its bound after bind and its actual value after execute, when the outputs'

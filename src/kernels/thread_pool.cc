@@ -101,6 +101,11 @@ bool yield_while(uint32_t us, F pending) {
   }
 }
 
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // A job of more than kMaxItems items runs as groups.
 struct Grouped {
   ThreadPool::Task task;
@@ -136,7 +141,12 @@ ThreadPool::Stats ThreadPool::stats() const {
   Stats s;
   s.jobs = jobs_.load(std::memory_order_relaxed);
   s.worker_items = worker_items_.load(std::memory_order_relaxed);
+  s.items = items_run_.load(std::memory_order_relaxed);
   s.caller_sleeps = caller_sleeps_.load(std::memory_order_relaxed);
+  s.wait_ns = wait_ns_.load(std::memory_order_relaxed);
+  s.long_waits = long_waits_.load(std::memory_order_relaxed);
+  s.alone_periods = alone_periods_.load(std::memory_order_relaxed);
+  s.alone_jobs = alone_jobs_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -197,6 +207,34 @@ size_t ThreadPool::participate(uint32_t epoch) {
   }
 }
 
+bool ThreadPool::alone() {
+  if (alone_until_us_ == 0) return false;
+  if (now_us() < alone_until_us_) {
+    alone_jobs_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  alone_until_us_ = 0;  // try the workers again
+  return false;
+}
+
+void ThreadPool::judge(size_t items, size_t own) {
+  window_items_ += items;
+  window_worker_items_ += items - own;
+  if (++window_jobs_ < kWindowJobs) return;
+  // Their fair share is (threads - 1) / threads of the items; an eighth of it means they were
+  // not running while the caller was (the cores are taken by other work).
+  const bool idle_workers = window_worker_items_ * 8 * threads() < window_items_ * num_workers_;
+  window_jobs_ = 0;
+  window_items_ = window_worker_items_ = 0;
+  if (!idle_workers) {
+    backoff_us_ = kMinAloneUs;
+    return;
+  }
+  alone_periods_.fetch_add(1, std::memory_order_relaxed);
+  alone_until_us_ = now_us() + backoff_us_;
+  backoff_us_ = std::min(2 * backoff_us_, kMaxAloneUs);
+}
+
 void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denormals) {
   if (items == 0) return;
   if (items > kMaxItems) {
@@ -205,7 +243,8 @@ void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denorm
     return run(run_groups, &g, (items + group - 1) / group, flush_denormals);
   }
   jobs_.fetch_add(1, std::memory_order_relaxed);
-  if (num_workers_ == 0 || items == 1) {
+  items_run_.fetch_add(items, std::memory_order_relaxed);
+  if (num_workers_ == 0 || items == 1 || alone()) {
     DenormalsOff d(flush_denormals);
     return task(job, 0, items);
   }
@@ -222,15 +261,23 @@ void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denorm
   state_.store(uint64_t{epoch} << 32, std::memory_order_release);
   epoch_.store(epoch, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_all(epoch_);
-  participate(epoch);
+  const size_t own = participate(epoch);
+  judge(items, own);
   // Only chunks in flight are left: wait for those, spinning briefly, then asleep.
   const uint32_t n = static_cast<uint32_t>(items);
-  if (spin_while(spin_us_, [&] { return done_.load(std::memory_order_acquire) != n; })) return;
-  caller_sleeps_.fetch_add(1, std::memory_order_relaxed);
-  caller_asleep_.store(true, std::memory_order_seq_cst);
-  for (uint32_t d; (d = done_.load(std::memory_order_seq_cst)) != n;) sleep_while_equal(done_, d);
-  caller_asleep_.store(false, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  if (done_.load(std::memory_order_acquire) == n) return;
+  const auto waiting = std::chrono::steady_clock::now();
+  if (!spin_while(spin_us_, [&] { return done_.load(std::memory_order_acquire) != n; })) {
+    caller_sleeps_.fetch_add(1, std::memory_order_relaxed);
+    caller_asleep_.store(true, std::memory_order_seq_cst);
+    for (uint32_t d; (d = done_.load(std::memory_order_seq_cst)) != n;) sleep_while_equal(done_, d);
+    caller_asleep_.store(false, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  const uint64_t ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - waiting).count());
+  wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  if (ns > kLongWaitNs) long_waits_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals) {

@@ -44,11 +44,17 @@ class ThreadPool {
   /// (pthreadpool's PTHREADPOOL_FLAG_DISABLE_DENORMALS). One caller at a time per pool.
   void run(Task task, const void* job, size_t items, bool flush_denormals);
 
-  /// Counters for tests and profiles: jobs run, items run by workers (not the caller), and how
-  /// often the caller slept waiting for a chunk in flight.
+  /// Counters for tests and profiles: jobs run, their items, items run by workers (not the
+  /// caller), how often the caller slept waiting for a chunk in flight, the time it spent
+  /// waiting for chunks in flight after its own share, and the waits longer than kLongWaitNs
+  /// (a worker preempted while it held a chunk: on a shared CPU, where 2 threads lose to 1).
+  /// Also how often the workers were found idle (below an eighth of their share of the items
+  /// over kWindowJobs jobs) and the jobs then run on the caller alone.
   struct Stats {
-    uint64_t jobs = 0, worker_items = 0, caller_sleeps = 0;
+    uint64_t jobs = 0, items = 0, worker_items = 0, caller_sleeps = 0, wait_ns = 0, long_waits = 0;
+    uint64_t alone_periods = 0, alone_jobs = 0;
   };
+  static constexpr uint64_t kLongWaitNs = 200000;
   Stats stats() const;
 
   /// How long a worker spins, then checks while yielding, before it sleeps (microseconds; 20 and
@@ -80,7 +86,20 @@ class ThreadPool {
   std::atomic<uint32_t> sleepers_{0};    // workers asleep on epoch_
   std::atomic<bool> caller_asleep_{false};
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> jobs_{0}, worker_items_{0}, caller_sleeps_{0};
+  std::atomic<uint64_t> jobs_{0}, items_run_{0}, worker_items_{0}, caller_sleeps_{0}, wait_ns_{0}, long_waits_{0};
+  std::atomic<uint64_t> alone_periods_{0}, alone_jobs_{0};
+  // Workers that take almost none of the items are not running while the caller is: the cores
+  // are busy with other work, and waking them only costs. The caller then runs jobs alone for a
+  // period (20 ms, doubling while it keeps happening, up to 640 ms) and tries the workers again.
+  // Caller-only state (one caller at a time).
+  static constexpr uint32_t kWindowJobs = 16;
+  static constexpr int64_t kMinAloneUs = 20000, kMaxAloneUs = 640000;
+  uint32_t window_jobs_ = 0;
+  uint64_t window_items_ = 0, window_worker_items_ = 0;
+  int64_t alone_until_us_ = 0;  // steady clock; 0: not alone
+  int64_t backoff_us_ = kMinAloneUs;
+  bool alone();
+  void judge(size_t items, size_t own);
   uint32_t spin_us_ = 20;
   uint32_t yield_us_ = 200;  // then this long checking with sched_yield between checks
 };

@@ -105,6 +105,7 @@ struct Method::Impl {
   Status check_finite_inputs() const;
   std::vector<uint64_t> instr_ns;  // profiling: per portable instruction
   uint64_t profiled_runs = 0;
+  kernels::ThreadPool::Stats pool_at_start;  // profiling: the pool's counters when it was turned on
 
   ~Impl() {
     delegate.reset();
@@ -1048,7 +1049,24 @@ void Method::set_profiling(bool on) {
   if (!on) return;
   s.instr_ns.assign(s.instrs.size(), 0);
   s.profiled_runs = 0;
+  if (s.pool) s.pool_at_start = s.pool->stats();
   if (s.delegate) s.delegate->reset_times();
+}
+
+ThreadProfile Method::thread_profile() const {
+  const Impl& s = *impl_;
+  ThreadProfile t;
+  t.runs = s.profiled_runs;
+  if (!s.pool) return t;
+  const kernels::ThreadPool::Stats now = s.pool->stats(), &was = s.pool_at_start;
+  t.threads = static_cast<int>(s.pool->threads());
+  t.jobs = now.jobs - was.jobs;
+  t.items = now.items - was.items;
+  t.worker_items = now.worker_items - was.worker_items;
+  t.wait_ns = now.wait_ns - was.wait_ns;
+  t.long_waits = now.long_waits - was.long_waits;
+  t.alone_jobs = now.alone_jobs - was.alone_jobs;
+  return t;
 }
 
 std::vector<ProfileRow> Method::profile() const {

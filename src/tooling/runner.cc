@@ -221,6 +221,22 @@ std::string profile_text(const std::vector<ProfileRow>& rows, bool delegated) {
   return o.str();
 }
 
+// What the thread pool did per execution: with more than one thread, how much of the work the
+// workers took and how long the caller waited for them (on a shared CPU, for a preempted one).
+std::string thread_text(const ThreadProfile& t) {
+  if (t.threads <= 1 || t.runs == 0) return "";
+  const double runs = static_cast<double>(t.runs);
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(3) << "Threads: " << t.threads << "; per execution " << t.jobs / runs
+    << " parallel jobs, " << std::setprecision(1)
+    << (t.items ? 100.0 * static_cast<double>(t.worker_items) / static_cast<double>(t.items) : 0.0)
+    << "% of their items on the workers; the caller waited " << std::setprecision(3)
+    << static_cast<double>(t.wait_ns) / 1e6 / runs << " ms for workers' chunks (" << std::setprecision(2)
+    << static_cast<double>(t.long_waits) / runs << " waits over 0.2 ms: a worker preempted holding a chunk); "
+    << static_cast<double>(t.alone_jobs) / runs << " jobs on the caller alone (the workers found no free core)\n";
+  return o.str();
+}
+
 nlohmann::json profile_json(const std::vector<ProfileRow>& rows) {
   nlohmann::json j = nlohmann::json::array();
   for (const ProfileRow& r : rows)
@@ -501,7 +517,7 @@ class Runner {
     if (opts_.profile) {
       method_->set_profiling(false);
       const std::vector<ProfileRow> rows = method_->profile();
-      out_ << profile_text(rows, method_->delegated());
+      out_ << profile_text(rows, method_->delegated()) << thread_text(method_->thread_profile());
       if (!opts_.profile_json.empty()) {
         std::ofstream f(opts_.profile_json);
         f << profile_json(rows).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

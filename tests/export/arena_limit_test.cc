@@ -41,10 +41,11 @@ TEST(ArenaLimit, ParsesByteSizes) {
   for (const char* bad : {"", "G", "2X", "1.2.3G", "-1", "2GX", "lots", "1e9", "99999999999999999999T"}) {
     auto got = parse_byte_size(bad);
     EXPECT_FALSE(got.ok()) << bad;
-    if (!got.ok())
+    if (!got.ok()) {
       EXPECT_EQ(got.status().message(), "cannot parse the size '" + std::string(bad) +
                                             "': write bytes, or a number with K, M, G or T (powers of 1024, also KiB, "
                                             "MiB, GiB, TiB) or KB, MB, GB, TB (powers of 1000), e.g. 512M, 2G, 1.5GiB");
+    }
   }
 }
 

@@ -83,6 +83,35 @@ TEST(ThreadPool, SlowWorkerDelaysOnlyItsOwnChunk) {
   pthreadpool_destroy(pool);
 }
 
+// Workers that take almost none of the items (here: asleep, woken too late for jobs the caller
+// finishes in a microsecond; on a device: the cores are busy with other apps) are left alone:
+// the caller runs the next jobs by itself for a period, every item still once, and after the
+// period the workers are tried again.
+TEST(ThreadPool, WorkersThatFindNoCoreAreLeftAloneForAPeriod) {
+  pthreadpool_t pool = pthreadpool_create(2);
+  ASSERT_NE(pool, nullptr);
+  pool->set_spin_us(0, 0);  // workers sleep at once between jobs
+  int round = 0;
+  for (; round < 2000 && pool->stats().alone_periods == 0; ++round) {
+    Counts c(64);
+    pool->run(count_items, &c, 64, false);
+    for (size_t i = 0; i < 64; ++i) ASSERT_EQ(c.hits[i].load(), 1);
+  }
+  ASSERT_GE(pool->stats().alone_periods, 1u) << "the workers kept their share over " << round << " tiny jobs";
+  const uint64_t alone = pool->stats().alone_jobs, worker_items = pool->stats().worker_items;
+  Counts c(64);
+  pool->run(count_items, &c, 64, false);  // within the period (20 ms): on the caller alone
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(c.hits[i].load(), 1);
+  EXPECT_EQ(pool->stats().alone_jobs, alone + 1);
+  EXPECT_EQ(pool->stats().worker_items, worker_items);
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));  // past the period
+  Counts d(64);
+  pool->run(count_items, &d, 64, false);
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(d.hits[i].load(), 1);
+  EXPECT_EQ(pool->stats().alone_jobs, alone + 1) << "the workers were not tried again after the period";
+  pthreadpool_destroy(pool);
+}
+
 #if defined(__x86_64__)
 TEST(ThreadPool, DenormalsFlagReachesEveryThread) {
   pthreadpool_t pool = pthreadpool_create(2);
