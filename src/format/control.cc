@@ -46,4 +46,16 @@ Result<std::vector<Branch>> find_branches(const std::vector<ControlInstr>& instr
   return branches;
 }
 
+std::vector<int32_t> instruction_blocks(const std::vector<Branch>& branches, size_t n_instr, std::vector<int32_t>* parent) {
+  std::vector<int32_t> block_of(n_instr, -1);
+  if (parent) parent->clear();
+  for (size_t b = 0; b < branches.size(); ++b) {  // outer branches first: inner ones overwrite
+    const Branch& br = branches[b];
+    if (parent) parent->insert(parent->end(), 2, block_of[static_cast<size_t>(br.if_at)]);
+    for (int32_t i = br.if_at + 1; i < br.end; ++i)
+      if (i != br.else_at) block_of[static_cast<size_t>(i)] = static_cast<int32_t>(2 * b + (i > br.else_at ? 1 : 0));
+  }
+  return block_of;
+}
+
 }  // namespace kiln::format

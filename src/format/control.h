@@ -51,4 +51,11 @@ struct Branch {
 /// KilnLoop not closed by a KilnEndLoop).
 Result<std::vector<Branch>> find_branches(const std::vector<ControlInstr>& instrs);
 
+/// Blocks of `branches` (find_branches' order): block 2*b is branch b's then block (a loop's
+/// body), 2*b + 1 its else block (empty for a loop). Per instruction of a list of `n_instr`,
+/// its innermost block, -1 outside every block (KilnIf, KilnElse, KilnLoop and KilnEndLoop
+/// belong to the enclosing block). `parent`, when given, gets each block's enclosing block.
+std::vector<int32_t> instruction_blocks(const std::vector<Branch>& branches, size_t n_instr,
+                                        std::vector<int32_t>* parent = nullptr);
+
 }  // namespace kiln::format

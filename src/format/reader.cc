@@ -618,14 +618,9 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
   // A guard is the method's (checked at bind) or a KilnAssert that runs before the instruction
   // on every path to it: earlier, in the instruction's block or one enclosing it.
   const size_t n_instr = m->instructions()->size();
-  std::vector<int32_t> block_of(n_instr, -1), parent;
   KILN_ASSIGN_OR_RETURN(std::vector<Branch> branches, method_branches(m));
-  for (size_t b = 0; b < branches.size(); ++b) {  // outer branches first: inner ones overwrite
-    parent.push_back(block_of[static_cast<size_t>(branches[b].if_at)]);
-    parent.push_back(block_of[static_cast<size_t>(branches[b].if_at)]);
-    for (int32_t i = branches[b].if_at + 1; i < branches[b].end; ++i)
-      if (i != branches[b].else_at) block_of[static_cast<size_t>(i)] = static_cast<int32_t>(2 * b + (i > branches[b].else_at ? 1 : 0));
-  }
+  std::vector<int32_t> parent;
+  const std::vector<int32_t> block_of = instruction_blocks(branches, n_instr, &parent);
   auto encloses = [&](int32_t outer, int32_t inner) {
     for (; inner >= 0; inner = parent[static_cast<size_t>(inner)])
       if (inner == outer) return true;

@@ -192,16 +192,21 @@ const char* kernel_status_message(KernelStatus s) {
   return "unknown kernel failure";
 }
 
+void prepare_op(const OpDef& op, const core::Attrs& attrs, const TensorView* const* inputs, uint32_t num_inputs,
+                OpData* data) {
+  int32_t ranks[16];
+  PrepareCtx pc;
+  pc.attrs = attrs;
+  pc.num_inputs = num_inputs < 16 ? num_inputs : 16;
+  for (uint32_t k = 0; k < pc.num_inputs; ++k) ranks[k] = inputs[k] ? inputs[k]->rank : -1;
+  pc.input_ranks = ranks;
+  op.prepare(pc, data);
+}
+
 KernelStatus run_once(const OpDef& op, RunCtx ctx) {
   OpData data;
   if (op.prepare && !ctx.op_data) {
-    int32_t ranks[16];
-    PrepareCtx pc;
-    pc.attrs = ctx.attrs;
-    pc.num_inputs = ctx.num_inputs < 16 ? ctx.num_inputs : 16;
-    for (uint32_t k = 0; k < pc.num_inputs; ++k) ranks[k] = ctx.inputs[k] ? ctx.inputs[k]->rank : -1;
-    pc.input_ranks = ranks;
-    op.prepare(pc, &data);
+    prepare_op(op, ctx.attrs, ctx.inputs, ctx.num_inputs, &data);
     ctx.op_data = &data;
   }
   return op.run(ctx);

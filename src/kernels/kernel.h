@@ -190,6 +190,11 @@ struct OpDef {
   PrepareFn prepare;  ///< nullptr when run reads nothing prepared
 };
 
+/// Runs op.prepare (which it must have) for these attributes and operands (only their ranks
+/// are read; a null operand has rank -1): what a Method does once per instruction at create.
+void prepare_op(const OpDef& op, const core::Attrs& attrs, const TensorView* const* inputs, uint32_t num_inputs,
+                OpData* data);
+
 /// Runs `op` once outside a Method (export's folding, tests): prepares from ctx's attributes
 /// and input ranks when the op has a prepare function and ctx has no op data, then runs.
 KernelStatus run_once(const OpDef& op, RunCtx ctx);

@@ -80,7 +80,9 @@ TEST(MemoryPlan, PlacementAtAnySizesKeepsLiveBuffersApart) {
         }
         top = std::max(top, off[i] + size[i]);
       }
-      if (scale == 0) EXPECT_LE(top, p.arena_bytes);
+      if (scale == 0) {
+        EXPECT_LE(top, p.arena_bytes);
+      }
       for (size_t i = 0; i < bufs.size(); ++i)
         for (size_t j = i + 1; j < bufs.size(); ++j) {
           const bool live_together = bufs[i].first <= bufs[j].last && bufs[j].first <= bufs[i].last;

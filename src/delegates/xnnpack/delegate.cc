@@ -647,6 +647,11 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
 
 Delegate::~Delegate() = default;
 
+Result<std::unique_ptr<Backend>> create_backend(const BackendContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Delegate> d, Delegate::create(ctx.method, *ctx.file, *ctx.exprs, ctx.views, ctx.pool));
+  return std::unique_ptr<Backend>(std::move(d));
+}
+
 namespace {
 
 // FusedAttention: tasks of up to 16 query rows of one batch slice.
@@ -899,7 +904,7 @@ Status Delegate::setup() {
   return ok_status();
 }
 
-Delegate::StepInfo Delegate::step_info(size_t r, size_t k) const {
+StepInfo Delegate::step_info(size_t r, size_t k) const {
   const Op& op = *regions_[r][k];
   StepInfo s;
   s.kind = op.kind == Op::Kind::kToNhwc ? "to_nhwc" : op.kind == Op::Kind::kToNchw ? "to_nchw" : "kernel";

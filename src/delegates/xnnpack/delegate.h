@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/symexpr.h"
+#include "delegates/backend.h"
 #include "format/reader.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -17,7 +18,9 @@ typedef struct pthreadpool* pthreadpool_t;
 
 namespace kiln::delegates::xnnpack {
 
-class Delegate {
+/// The XNNPACK backend (backend.h): XNNPACK's operators, and Kiln's own kernels for what they
+/// lack, over channels-last twins of the method's values.
+class Delegate final : public Backend {
  public:
   /// Creates the operators of every region of `m->delegate()`. `views` (one per value) must
   /// outlive the delegate; their data pointers are read at setup. Any error means the
@@ -25,31 +28,23 @@ class Delegate {
   static Result<std::unique_ptr<Delegate>> create(const fb::Method* m, const format::ProgramFile& file,
                                                   const std::vector<core::ExprNode>& exprs,
                                                   std::vector<TensorView>* views, pthreadpool_t pool);
-  ~Delegate();
+  ~Delegate() override;
   Delegate(const Delegate&) = delete;
   Delegate& operator=(const Delegate&) = delete;
 
   /// After bind: sets up the operators whose operand shapes changed since their last setup.
   /// Allocates nothing once a setup at the bound has been done (Kiln's xnn_allocator keeps
   /// bound-sized blocks).
-  Status setup();
+  Status setup() override;
   /// Runs region `r`; with `timed`, adds each step's nanoseconds to its counter. Never allocates.
-  Status run_region(size_t r, bool timed = false);
+  Status run_region(size_t r, bool timed) override;
 
-  /// One step of a region, for profiles.
-  struct StepInfo {
-    const char* kind;        ///< "kernel", "to_nhwc", "to_nchw"
-    int32_t source = -1;     ///< kernel: the instruction it computes
-    int32_t fused = -1;      ///< kernel: the activation folded into it
-    const TensorView* out = nullptr;
-    uint64_t ns = 0;
-  };
   size_t num_regions() const { return regions_.size(); }
-  size_t num_steps(size_t r) const { return regions_[r].size(); }
-  StepInfo step_info(size_t r, size_t k) const;
-  void reset_times();
+  size_t num_steps(size_t r) const override { return regions_[r].size(); }
+  StepInfo step_info(size_t r, size_t k) const override;
+  void reset_times() override;
   /// Bytes XNNPACK allocated while creating the operators (packed weights, operator state).
-  uint64_t packed_bytes() const { return packed_bytes_; }
+  uint64_t packed_bytes() const override { return packed_bytes_; }
 
   struct Op;
 
@@ -65,6 +60,9 @@ class Delegate {
   std::vector<size_t> dims_scratch_;  ///< setup(): operand dims of one op
   uint64_t packed_bytes_ = 0;
 };
+
+/// Delegate::create behind the Backend interface (the registry's entry for "xnnpack").
+Result<std::unique_ptr<Backend>> create_backend(const BackendContext& ctx);
 
 /// Initializes XNNPACK once per process with Kiln's xnn_allocator (what every Delegate::create
 /// does first); kUnimplemented when XNNPACK cannot run on this CPU.
