@@ -24,7 +24,8 @@ struct ProfileRow {
   uint64_t runs = 0;
 };
 
-/// What a Method's thread pool did while profiling was on (Method::thread_profile()).
+/// Where execute's wall time went between this Method's threads and the rest of the machine,
+/// while profiling was on (Method::thread_profile()).
 struct ThreadProfile {
   int threads = 1;
   uint64_t runs = 0;          ///< executions profiled
@@ -34,6 +35,8 @@ struct ThreadProfile {
   uint64_t wait_ns = 0;       ///< the caller waiting for workers' chunks after finishing its own
   uint64_t long_waits = 0;    ///< waits over 200 us: a worker preempted while it held a chunk
   uint64_t alone_jobs = 0;    ///< jobs the caller ran alone: the workers had found no core
+  uint64_t wall_ns = 0;       ///< execute's wall time over `runs`
+  uint64_t caller_cpu_ns = 0; ///< the calling thread's CPU time in it: below wall_ns, the OS ran other work on its core
 };
 
 /// How a Method runs.

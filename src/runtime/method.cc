@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <new>
 
 #include "core/bytes.h"
@@ -392,76 +393,98 @@ Status Method::Impl::check_finite_inputs() const {
   return ok_status();
 }
 
+namespace {
+// CPU time of the calling thread: with wall time, how much of an execute the OS gave it a core.
+uint64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
+}  // namespace
+
 Status Method::execute() {
   Impl& s = *impl_;
   if (!s.bound) return failed_precondition("execute: method '" + s.meta.name + "' has no bound input shapes; call bind first");
   if (s.delegate && s.check_finite) KILN_TRY(s.check_finite_inputs());
+  if (!s.profiling) return s.run();
+  ++s.profiled_runs;
+  const auto wall = std::chrono::steady_clock::now();
+  const uint64_t cpu = thread_cpu_ns();
+  Status st = s.run();
+  s.caller_cpu_ns += thread_cpu_ns() - cpu;
+  s.wall_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - wall).count());
+  return st;
+}
+
+Status Method::Impl::run() {
   kernels::RunCtx ctx;
-  ctx.expr_values = s.expr_values.data();
-  ctx.pool = s.pool;
-  if (s.profiling) ++s.profiled_runs;
-  for (size_t k = 0; k < s.schedule.size();) {
-    const Impl::Step& step = s.schedule[k++];
+  ctx.expr_values = expr_values.data();
+  ctx.pool = pool;
+  for (size_t k = 0; k < schedule.size();) {
+    const Step& step = schedule[k++];
     if (step.region >= 0) {
-      KILN_TRY(s.delegate->run_region(static_cast<size_t>(step.region), s.profiling).with_prefix("execute: "));
+      KILN_TRY(delegate->run_region(static_cast<size_t>(step.region), profiling).with_prefix("execute: "));
       continue;
     }
-    const Instr& in = s.instrs[static_cast<size_t>(step.instr)];
-    if (step.control == Impl::Step::kIf) {  // the then block follows; else jump to the else block
-      const bool taken = kernels::branch_condition(*s.in_ptrs[in.in_begin]);
+    const Instr& in = instrs[static_cast<size_t>(step.instr)];
+    if (step.control == Step::kIf) {  // the then block follows; else jump to the else block
+      const bool taken = kernels::branch_condition(*in_ptrs[in.in_begin]);
       const int32_t block = 2 * step.branch + (taken ? 0 : 1);
-      if (s.block_bad[static_cast<size_t>(block)] >= 0) return s.blocked(block);
+      if (block_bad[static_cast<size_t>(block)] >= 0) return blocked(block);
       if (!taken) k = static_cast<size_t>(step.jump);
       continue;
     }
-    if (step.control == Impl::Step::kElse) {  // the end of the then block: past the else block
+    if (step.control == Step::kElse) {  // the end of the then block: past the else block
       k = static_cast<size_t>(step.jump);
       continue;
     }
-    const auto t0 = s.profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    ctx.inputs = s.in_ptrs.data() + in.in_begin;
+    const auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    ctx.inputs = in_ptrs.data() + in.in_begin;
     ctx.num_inputs = in.n_in;
-    ctx.outputs = s.out_ptrs.data() + in.out_begin;
+    ctx.outputs = out_ptrs.data() + in.out_begin;
     ctx.num_outputs = in.n_out;
-    ctx.attrs = core::Attrs(s.attrs.data() + in.attr_begin, in.n_attr);
+    ctx.attrs = core::Attrs(attrs.data() + in.attr_begin, in.n_attr);
     ctx.scratch = in.scratch ? in.scratch->data : nullptr;
-    ctx.op_data = in.op->prepare ? &s.op_data[static_cast<size_t>(step.instr)] : nullptr;
+    ctx.op_data = in.op->prepare ? &op_data[static_cast<size_t>(step.instr)] : nullptr;
     ctx.scratch_bytes = in.scratch ? in.scratch->nbytes() : 0;
-    ctx.produced_dim = in.produces >= 0 ? &s.dim_values[static_cast<size_t>(in.produces)] : nullptr;
+    ctx.produced_dim = in.produces >= 0 ? &dim_values[static_cast<size_t>(in.produces)] : nullptr;
     kernels::KernelStatus ks = in.op->run(ctx);
-    if (ks == kernels::KernelStatus::kOk && step.control == Impl::Step::kLoop) {  // slots hold the initial values
-      const int64_t trip = s.expr_values[static_cast<size_t>(step.trip)];
-      if (trip <= 0 || !kernels::branch_condition(*s.in_ptrs[in.in_begin])) {
+    if (ks == kernels::KernelStatus::kOk && step.control == Step::kLoop) {  // slots hold the initial values
+      const int64_t trip = expr_values[static_cast<size_t>(step.trip)];
+      if (trip <= 0 || !kernels::branch_condition(*in_ptrs[in.in_begin])) {
         k = static_cast<size_t>(step.jump);
-      } else if (s.block_bad[static_cast<size_t>(2 * step.branch)] >= 0) {
-        return s.blocked(2 * step.branch);
+      } else if (block_bad[static_cast<size_t>(2 * step.branch)] >= 0) {
+        return blocked(2 * step.branch);
       }
-    } else if (ks == kernels::KernelStatus::kOk && step.control == Impl::Step::kEndLoop) {  // one more iteration?
-      const int64_t done = *static_cast<const int64_t*>(s.in_ptrs[in.in_begin]->data);
-      if (done < s.expr_values[static_cast<size_t>(step.trip)] && kernels::branch_condition(*s.in_ptrs[in.in_begin + 1]))
+    } else if (ks == kernels::KernelStatus::kOk && step.control == Step::kEndLoop) {  // one more iteration?
+      const int64_t done = *static_cast<const int64_t*>(in_ptrs[in.in_begin]->data);
+      if (done < expr_values[static_cast<size_t>(step.trip)] && kernels::branch_condition(*in_ptrs[in.in_begin + 1]))
         k = static_cast<size_t>(step.jump);
     }
-    if (ks == kernels::KernelStatus::kOk && in.produces >= 0) KILN_TRY(s.refresh_data_shapes(in));
-    if (s.profiling)
-      s.instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
+    if (ks == kernels::KernelStatus::kOk && in.produces >= 0) KILN_TRY(refresh_data_shapes(in));
+    if (profiling)
+      instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-    if (ks != kernels::KernelStatus::kOk && in.produces >= 0 &&
-        s.dim_values[static_cast<size_t>(in.produces)] > s.meta.dims[static_cast<size_t>(in.produces)].max) {
-      const DimSpec& d = s.meta.dims[static_cast<size_t>(in.produces)];
-      return Status(Code::kOutOfRange,
-                    "execute: node '" + s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") found " + d.name +
-                        " = " + std::to_string(s.dim_values[static_cast<size_t>(in.produces)]) + ", above its bound " +
-                        std::to_string(d.max) + " (export's --dim " + d.name + "=..N sets it)",
-                    Reason::kDataAboveBound);
-    }
-    if (ks != kernels::KernelStatus::kOk && std::strcmp(in.op->name, "KilnAssert") == 0)
-      return block_guard_failed(ctx.attrs);
-    if (ks != kernels::KernelStatus::kOk)
-      return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
-                              s.meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
-                              kernels::kernel_status_message(ks));
+    if (ks != kernels::KernelStatus::kOk) return instruction_failure(in, ks, ctx.attrs);
   }
   return ok_status();
+}
+
+Status Method::Impl::instruction_failure(const Instr& in, kernels::KernelStatus ks, const core::Attrs& attrs) const {
+  if (in.produces >= 0 &&
+      dim_values[static_cast<size_t>(in.produces)] > meta.dims[static_cast<size_t>(in.produces)].max) {
+    const DimSpec& d = meta.dims[static_cast<size_t>(in.produces)];
+    return Status(Code::kOutOfRange,
+                  "execute: node '" + meta.instruction_nodes[in.index] + "' (" + in.op->name + ") found " + d.name +
+                      " = " + std::to_string(dim_values[static_cast<size_t>(in.produces)]) + ", above its bound " +
+                      std::to_string(d.max) + " (export's --dim " + d.name + "=..N sets it)",
+                  Reason::kDataAboveBound);
+  }
+  if (std::strcmp(in.op->name, "KilnAssert") == 0) return block_guard_failed(attrs);
+  return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
+                            meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
+                            kernels::kernel_status_message(ks));
 }
 
 Status Method::Impl::refresh_data_shapes(const Instr& producer) {
@@ -523,6 +546,7 @@ void Method::set_profiling(bool on) {
   if (!on) return;
   s.instr_ns.assign(s.instrs.size(), 0);
   s.profiled_runs = 0;
+  s.wall_ns = s.caller_cpu_ns = 0;
   if (s.pool) s.pool_at_start = s.pool->stats();
   if (s.delegate) s.delegate->reset_times();
 }
@@ -531,6 +555,8 @@ ThreadProfile Method::thread_profile() const {
   const Impl& s = *impl_;
   ThreadProfile t;
   t.runs = s.profiled_runs;
+  t.wall_ns = s.wall_ns;
+  t.caller_cpu_ns = s.caller_cpu_ns;
   if (!s.pool) return t;
   const kernels::ThreadPool::Stats now = s.pool->stats(), &was = s.pool_at_start;
   t.threads = static_cast<int>(s.pool->threads());

@@ -130,6 +130,11 @@ struct Method::Impl {
   Status check_finite_inputs() const;
   std::vector<uint64_t> instr_ns;  // profiling: per portable instruction
   uint64_t profiled_runs = 0;
+  uint64_t wall_ns = 0, caller_cpu_ns = 0;  // profiling: execute's wall time, and the caller's CPU time in it
+  /// execute's walk of the schedule (after its checks).
+  Status run();
+  /// execute's error for an instruction whose kernel failed with `ks`.
+  Status instruction_failure(const Instr& in, kernels::KernelStatus ks, const core::Attrs& attrs) const;
   kernels::ThreadPool::Stats pool_at_start;  // profiling: the pool's counters when it was turned on
 
   ~Impl() {

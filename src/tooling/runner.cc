@@ -224,16 +224,21 @@ std::string profile_text(const std::vector<ProfileRow>& rows, bool delegated) {
 // What the thread pool did per execution: with more than one thread, how much of the work the
 // workers took and how long the caller waited for them (on a shared CPU, for a preempted one).
 std::string thread_text(const ThreadProfile& t) {
-  if (t.threads <= 1 || t.runs == 0) return "";
+  if (t.runs == 0) return "";
   const double runs = static_cast<double>(t.runs);
   std::ostringstream o;
-  o << std::fixed << std::setprecision(3) << "Threads: " << t.threads << "; per execution " << t.jobs / runs
-    << " parallel jobs, " << std::setprecision(1)
-    << (t.items ? 100.0 * static_cast<double>(t.worker_items) / static_cast<double>(t.items) : 0.0)
-    << "% of their items on the workers; the caller waited " << std::setprecision(3)
-    << static_cast<double>(t.wait_ns) / 1e6 / runs << " ms for workers' chunks (" << std::setprecision(2)
-    << static_cast<double>(t.long_waits) / runs << " waits over 0.2 ms: a worker preempted holding a chunk); "
-    << static_cast<double>(t.alone_jobs) / runs << " jobs on the caller alone (the workers found no free core)\n";
+  o << std::fixed << std::setprecision(1) << "Threads: " << t.threads << "; the caller was on a core "
+    << (t.wall_ns ? 100.0 * static_cast<double>(t.caller_cpu_ns) / static_cast<double>(t.wall_ns) : 0.0)
+    << "% of the wall time (the rest: waiting for workers, or the OS running other work on its core)";
+  if (t.threads > 1) {
+    o << std::setprecision(3) << "; per execution " << t.jobs / runs << " parallel jobs, " << std::setprecision(1)
+      << (t.items ? 100.0 * static_cast<double>(t.worker_items) / static_cast<double>(t.items) : 0.0)
+      << "% of their items on the workers; the caller waited " << std::setprecision(3)
+      << static_cast<double>(t.wait_ns) / 1e6 / runs << " ms for workers' chunks (" << std::setprecision(2)
+      << static_cast<double>(t.long_waits) / runs << " waits over 0.2 ms: a worker preempted holding a chunk); "
+      << static_cast<double>(t.alone_jobs) / runs << " jobs on the caller alone (the workers found no free core)";
+  }
+  o << "\n";
   return o.str();
 }
 
