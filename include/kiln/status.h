@@ -52,6 +52,9 @@ enum class Reason : uint8_t {
   /// clamps would turn it into a number (MethodOptions::check_finite_inputs; README,
   /// "Non-finite values"). Nothing ran; the message names the input, the element and its value.
   kNonFiniteInput,
+  /// execute: a kernel refused the input data (an index out of range, a value the op cannot
+  /// take); the message names the instruction. The shapes were fine: bind accepted them.
+  kDataRefused,
 };
 
 /// Lower-case name of a code ("invalid argument").

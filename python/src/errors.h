@@ -33,7 +33,8 @@ inline PyObject*& error_type(Error e) {
 [[noreturn]] inline void raise(const Status& s, bool contract = false) {
   // A NaN/Inf input the delegated path refuses (README "Non-finite values"): not a contract
   // matter, and not a plain ValueError: an ExecutionError with the input and element named.
-  if (s.reason() == Reason::kNonFiniteInput) raise(Error::kExecution, s.message());
+  // Likewise input data a kernel refuses (a token id out of range): the shapes were admitted.
+  if (s.reason() == Reason::kNonFiniteInput || s.reason() == Reason::kDataRefused) raise(Error::kExecution, s.message());
   switch (s.code()) {
     case Code::kInvalidArgument:
     case Code::kOutOfRange:

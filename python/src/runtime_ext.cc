@@ -151,13 +151,13 @@ class PyMethod {
   // and returns each output as a new numpy array (its own memory).
   nb::list run(const std::vector<Array>& arrays) {
     std::vector<TensorView> views = views_of(method_->meta(), arrays);
-    Status s;
+    Status bound, s;
     {
       nb::gil_scoped_release release;
-      s = method_->set_inputs(views.data(), views.size());
-      if (s.ok()) s = method_->execute();
+      bound = method_->set_inputs(views.data(), views.size());
+      s = bound.ok() ? method_->execute() : bound;
     }
-    if (!s.ok()) raise(s, /*contract=*/s.message().rfind("bind: ", 0) == 0);
+    if (!s.ok()) raise(s, /*contract=*/!bound.ok());  // bind's refusals are the contract's
     nb::list out;
     for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(copy_out(method_->output(o)));
     return out;

@@ -182,3 +182,20 @@ def test_memory_follows_the_shape_and_tightened_bounds():
     np.testing.assert_array_equal(capped(x), y)
     with pytest.raises(kiln.ContractError, match=r"is 17, above 16, the most this Method was created for"):
         capped(np.ones((1, 3, 17, 16), np.float32))
+
+
+@pytest.mark.parametrize("use_delegate", [True, False])
+def test_input_data_a_kernel_refuses_is_an_execution_error(tmp_path, use_delegate):
+    """A token id past the embedding table: the shapes are admitted (not a ContractError), the
+    data is refused: kiln.ExecutionError (a KilnError) naming the instruction, on either path."""
+    out = str(tmp_path / "bert.kiln")
+    kiln.export_onnx(os.path.join(ROOT, "zoo", "models", "bert_tiny.onnx"), out,
+                     dims={"batch": (1, 4), "seq": (1, 128)})
+    m = kiln.load(out).method("forward", use_delegate=use_delegate)
+    ids = np.zeros((1, 8), np.int64)
+    mask = np.ones((1, 8), np.int64)
+    m(ids, mask)  # in range: runs
+    ids[0, 3] = 10 ** 6
+    with pytest.raises(kiln.ExecutionError, match="out of range") as e:
+        m(ids, mask)
+    assert isinstance(e.value, kiln.KilnError) and not isinstance(e.value, kiln.ContractError)

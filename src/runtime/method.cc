@@ -482,9 +482,10 @@ Status Method::Impl::instruction_failure(const Instr& in, kernels::KernelStatus 
                   Reason::kDataAboveBound);
   }
   if (std::strcmp(in.op->name, "KilnAssert") == 0) return block_guard_failed(attrs);
-  return invalid_argument("execute: instruction #" + std::to_string(in.index) + " node '" +
-                            meta.instruction_nodes[in.index] + "' (" + in.op->name + ") failed: " +
-                            kernels::kernel_status_message(ks));
+  return Status(Code::kInvalidArgument,
+                "execute: instruction #" + std::to_string(in.index) + " node '" + meta.instruction_nodes[in.index] +
+                    "' (" + in.op->name + ") failed: " + kernels::kernel_status_message(ks),
+                Reason::kDataRefused);
 }
 
 Status Method::Impl::refresh_data_shapes(const Instr& producer) {

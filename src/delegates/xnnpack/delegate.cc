@@ -1025,7 +1025,8 @@ Status Delegate::run_op(Op& op) {
       ctx.num_outputs = 1;
       ctx.attrs = core::Attrs(op.portable_attrs.data(), static_cast<uint32_t>(op.portable_attrs.size()));
       const kernels::KernelStatus ks = op.portable_def ? kernels::run_once(*op.portable_def, ctx) : op.portable(ctx);
-      if (ks != kernels::KernelStatus::kOk) return internal_error(op.what + ": kernel failed");
+      if (ks != kernels::KernelStatus::kOk)
+        return Status(Code::kInvalidArgument, op.what + ": " + kernels::kernel_status_message(ks), Reason::kDataRefused);
       return ok_status();
     }
   }
