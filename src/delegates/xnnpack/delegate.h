@@ -18,6 +18,8 @@ typedef struct pthreadpool* pthreadpool_t;
 
 namespace kiln::delegates::xnnpack {
 
+struct Op;  // one step of a region (op.h)
+
 /// The XNNPACK backend (backend.h): XNNPACK's operators, and Kiln's own kernels for what they
 /// lack, over channels-last twins of the method's values.
 class Delegate final : public Backend {
@@ -46,15 +48,8 @@ class Delegate final : public Backend {
   /// Bytes XNNPACK allocated while creating the operators (packed weights, operator state).
   uint64_t packed_bytes() const override { return packed_bytes_; }
 
-  struct Op;
-
  private:
   Delegate() = default;
-  Status run_op(Op& op);
-  /// One operator of a region: created (weights packed) from the verified program.
-  static Result<std::unique_ptr<Op>> create_op(const fb::Method* m, const format::ProgramFile& file,
-                                               const std::vector<core::ExprNode>& exprs,
-                                               std::vector<TensorView>* views, const fb::DelegateOp* dop);
   std::vector<std::vector<std::unique_ptr<Op>>> regions_;
   pthreadpool_t pool_ = nullptr;
   std::vector<size_t> dims_scratch_;  ///< setup(): operand dims of one op

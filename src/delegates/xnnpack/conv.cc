@@ -1,0 +1,315 @@
+// Delegated convolutions and matrix products (ops.inc: Conv, ConvTranspose, Gemm, MatMul):
+// XNNPACK's convolution, deconvolution and fully connected operators, Kiln's dense and
+// depthwise kernels where they beat the XNNPACK build we link (dense_conv.h), and Kiln's
+// batched MatMul for a right operand computed at run time.
+#include <memory>
+#include <vector>
+
+#include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/depthwise_conv.h"
+#include "delegates/xnnpack/op.h"
+
+namespace kiln::delegates::xnnpack {
+namespace {
+
+// Conv and ConvTranspose: 1-D or 2-D, constant weights and bias.
+Status conv_operands(const std::vector<Operand>& ins) {
+  const size_t rank = ins[0].shape.size();
+  if (rank != 3 && rank != 4) return decline("only 1-D and 2-D convolution");
+  if (!ins[1].const_data) return decline("weights are not constant");
+  if (ins.size() > 2 && ins[2].present && !ins[2].const_data) return decline("bias is not constant");
+  return ok_status();
+}
+
+// A fully connected layer: y = a @ B (+ C) with B a constant matrix.
+Status plan_fully_connected(const PlanInput& in, OpPlan* p) {
+  const Operand& a = in.ins[0];
+  const Operand& b = in.ins[1];
+  if (!b.const_data || b.shape.size() != 2) return decline("the right operand is not a constant matrix");
+  bool trans_b = false;
+  if (in.op == "Gemm") {
+    if (a.shape.size() != 2) return decline("Gemm input of rank other than 2");
+    if (in.attrs.get_int("transA", 0) != 0) return decline("transA = 1");
+    if (in.attrs.get_float("alpha", 1.f) != 1.f) return decline("alpha != 1");
+    trans_b = in.attrs.get_int("transB", 0) != 0;
+    if (in.ins.size() > 2 && in.ins[2].present) {
+      const Operand& c = in.ins[2];
+      if (!c.const_data) return decline("C is not constant");
+      if (in.attrs.get_float("beta", 1.f) != 1.f) return decline("beta != 1");
+      const int64_t n = const_of(in.exprs, b.shape[trans_b ? 0 : 1]);
+      int64_t count = 1;
+      for (core::ExprId e : c.shape) count *= const_of(in.exprs, e);
+      const bool row = c.shape.size() == 1 || (c.shape.size() == 2 && const_of(in.exprs, c.shape[0]) == 1);
+      if (!row || count != n) return decline("C is not a bias of length N");
+    }
+  } else if (a.shape.size() < 2) {
+    return decline("MatMul of a vector");
+  }
+  size_t k = 0, n = 0;
+  KILN_TRY(static_dim(in.exprs, b.shape[trans_b ? 1 : 0], "inner size", &k));
+  KILN_TRY(static_dim(in.exprs, b.shape[trans_b ? 0 : 1], "output size", &n));
+  p->kind = OpKind::kFullyConnected;
+  p->layout = Layout::kPlain;
+  p->channels = k;
+  p->out_channels = n;
+  p->transpose_weights = !trans_b;  // XNNPACK's default is [N, K]
+  p->flops_per_output = 2.0 * static_cast<double>(k);
+  return ok_status();
+}
+
+// The bias of a conv or fully connected layer: a folded Add's constant joined to it, else
+// the instruction's own (operand 2), else none.
+const float* bias_of(const OpSource& src) {
+  if (!src.fused_bias.empty()) return src.fused_bias.data();
+  return src.operand_f32(2);
+}
+
+struct XnnConv : XnnOp {
+  Status create(const OpSource& src) override {
+    // ONNX weights [M, C/g, (kH,) kW] -> XNNPACK [M, kH, kW, C/g].
+    const OpPlan& p = plan;
+    const float* w = src.operand_f32(1);
+    const size_t m_all = p.groups * p.group_out, k_plane = p.kernel_h * p.kernel_w, cg = p.group_in;
+    std::vector<float> packed(m_all * k_plane * cg);
+    for (size_t o = 0; o < m_all; ++o)
+      for (size_t c = 0; c < cg; ++c)
+        for (size_t k = 0; k < k_plane; ++k) packed[(o * k_plane + k) * cg + c] = w[(o * cg + c) * k_plane + k];
+    const Padding pad(p);
+    return check_create(xnn_create_convolution2d_nhwc_f32(
+                            pad.top, pad.right, pad.bottom, pad.left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w,
+                            p.dilation_h, p.dilation_w, p.groups, p.group_in, p.group_out, p.groups * p.group_in,
+                            p.groups * p.group_out, packed.data(), bias_of(src), p.out_min, p.out_max, pad.flags, &xop),
+                        what);
+  }
+  Status setup() override {
+    size_t n, h, w, c;
+    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
+    return check_setup(xnn_setup_convolution2d_nhwc_f32(xop, n, h, w, ins[0]->as<float>(), out->as<float>(), pool), *this);
+  }
+};
+
+struct XnnDeconv : XnnOp {
+  Status create(const OpSource& src) override {
+    // ONNX weights [G*Cg, Mg, (kH,) kW] -> XNNPACK [G, Mg, kH, kW, Cg].
+    const OpPlan& p = plan;
+    const float* w = src.operand_f32(1);
+    const size_t g_n = p.groups, cg = p.group_in, mg = p.group_out, k_plane = p.kernel_h * p.kernel_w;
+    std::vector<float> packed(g_n * mg * k_plane * cg);
+    for (size_t g = 0; g < g_n; ++g)
+      for (size_t ic = 0; ic < cg; ++ic)
+        for (size_t oc = 0; oc < mg; ++oc)
+          for (size_t k = 0; k < k_plane; ++k)
+            packed[((g * mg + oc) * k_plane + k) * cg + ic] = w[((g * cg + ic) * mg + oc) * k_plane + k];
+    return check_create(xnn_create_deconvolution2d_nhwc_f32(p.pad_top, p.pad_right, p.pad_bottom, p.pad_left, p.kernel_h,
+                                                            p.kernel_w, p.stride_h, p.stride_w, p.dilation_h,
+                                                            p.dilation_w, p.groups, cg, mg, g_n * cg, g_n * mg,
+                                                            packed.data(), src.operand_f32(2), p.out_min, p.out_max, 0,
+                                                            &xop),
+                        what);
+  }
+  Status setup() override {
+    size_t n, h, w, c;
+    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
+    return check_setup(xnn_setup_deconvolution2d_nhwc_f32(xop, n, h, w, plan.adjust_h, plan.adjust_w, ins[0]->as<float>(),
+                                                          out->as<float>(), pool),
+                       *this);
+  }
+};
+
+struct XnnFullyConnected : XnnOp {
+  Status create(const OpSource& src) override {
+    const OpPlan& p = plan;
+    return check_create(xnn_create_fully_connected_nc_f32(p.channels, p.out_channels, p.channels, p.out_channels,
+                                                          src.operand_f32(1), bias_of(src), p.out_min, p.out_max,
+                                                          p.transpose_weights ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0, &xop),
+                        what);
+  }
+  Status setup() override {
+    return check_setup(xnn_setup_fully_connected_nc_f32(xop, numel(*ins[0]) / plan.channels, ins[0]->as<float>(),
+                                                        out->as<float>(), pool),
+                       *this);
+  }
+};
+
+// Kiln's dense and depthwise kernels: the geometry at the bound-to shape (SAME_UPPER pads from
+// the actual sizes).
+DenseConvGeometry dense_geometry(const Op& op) {
+  const OpPlan& p = op.plan;
+  const TensorView& x = *op.ins[0];
+  DenseConvGeometry g;
+  g.out_min = p.out_min;
+  g.out_max = p.out_max;
+  if (p.kind == OpKind::kFullyConnected) {
+    g.batch = numel(x) / p.channels;
+    g.in_stride = p.channels;
+    return g;
+  }
+  size_t c, m;
+  nhwc_dims(x, op.in_twin[0], &g.batch, &g.in_h, &g.in_w, &c);
+  nhwc_dims(*op.out, op.out_twin, &g.batch, &g.out_h, &g.out_w, &m);
+  g.in_stride = c;
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.dilation_h = p.dilation_h;
+  g.dilation_w = p.dilation_w;
+  g.pad_top = p.pad_top;
+  g.pad_left = p.pad_left;
+  if (p.same_upper) {
+    g.pad_top = same_upper_pad(g.in_h, g.out_h, p.stride_h, p.kernel_h, p.dilation_h);
+    g.pad_left = same_upper_pad(g.in_w, g.out_w, p.stride_w, p.kernel_w, p.dilation_w);
+  }
+  return g;
+}
+
+struct DenseConv : Op {
+  Status create(const OpSource& src) override {
+    const OpPlan& p = plan;
+    if (p.kind == OpKind::kConv)
+      pack_dense_conv(src.operand_f32(1), bias_of(src), p.group_out, p.group_in, p.kernel_h, p.kernel_w, false, &weights);
+    else
+      pack_dense_conv(src.operand_f32(1), bias_of(src), p.out_channels, p.channels, 1, 1, p.transpose_weights, &weights);
+    return ok_status();
+  }
+  Status setup() override {
+    geom = dense_geometry(*this);
+    return ok_status();
+  }
+  Status run() override {
+    dense_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), pool);
+    return ok_status();
+  }
+  DenseConvWeights weights;
+  DenseConvGeometry geom;
+};
+
+struct DepthwiseConv : Op {
+  Status create(const OpSource& src) override {
+    pack_depthwise(src.operand_f32(1), bias_of(src), plan.groups, plan.kernel_h, plan.kernel_w, &weights);
+    return ok_status();
+  }
+  Status setup() override {
+    geom = dense_geometry(*this);
+    return ok_status();
+  }
+  Status run() override {
+    depthwise_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), pool);
+    return ok_status();
+  }
+  DepthwiseWeights weights;
+  DenseConvGeometry geom;
+};
+
+// y[t] = a[t] @ b[t] with b computed at run time (attention's Q K^T and A V), read in place.
+struct BatchMatMul : Op {
+  Status create(const OpSource& src) override {
+    if (!ins[1]) ins[1] = &(*src.views)[src.dop->inputs()->Get(1)];  // a constant B: read from the file
+    return ok_status();
+  }
+  Status setup() override {
+    mm = matmul_geometry(ins[0]->dims, ins[0]->rank, ins[1]->dims, ins[1]->rank);
+    return ok_status();
+  }
+  Status run() override {
+    batch_matmul(mm, ins[0]->as<float>(), ins[1]->as<float>(), out->as<float>(), pool);
+    return ok_status();
+  }
+  MatMulGeometry mm;
+};
+
+}  // namespace
+
+Status plan_conv(const PlanInput& in, OpPlan* p) {
+  KILN_TRY(conv_operands(in.ins));
+  const Operand& x = in.ins[0];
+  const Operand& w = in.ins[1];
+  const size_t rank = x.shape.size();
+  const int nsp = static_cast<int>(rank) - 2;
+  KILN_TRY(window_plan(in.attrs, nsp, p));
+  if (p->same_upper && (p->dilation_h > 1 || p->dilation_w > 1)) return decline("SAME padding with dilation");
+  size_t cin = 0, cout = 0, kh = 1, kw = 0;
+  KILN_TRY(static_dim(in.exprs, x.shape[1], "input channels", &cin));
+  KILN_TRY(static_dim(in.exprs, w.shape[0], "output channels", &cout));
+  if (nsp == 2) KILN_TRY(static_dim(in.exprs, w.shape[2], "kernel height", &kh));
+  KILN_TRY(static_dim(in.exprs, w.shape[rank - 1], "kernel width", &kw));
+  const int64_t group = in.attrs.get_int("group", 1);
+  if (group < 1 || static_cast<size_t>(group) > cin || cin % static_cast<size_t>(group) != 0 ||
+      cout % static_cast<size_t>(group) != 0)
+    return decline("group does not divide the channels");
+  p->kind = OpKind::kConv;
+  p->layout = Layout::kNhwc;
+  p->groups = static_cast<uint32_t>(group);
+  p->group_in = cin / static_cast<size_t>(group);
+  p->group_out = cout / static_cast<size_t>(group);
+  p->kernel_h = static_cast<uint32_t>(kh);
+  p->kernel_w = static_cast<uint32_t>(kw);
+  p->flops_per_output = 2.0 * static_cast<double>(p->group_in * kh * kw);
+  return ok_status();
+}
+
+Status plan_conv_transpose(const PlanInput& in, OpPlan* p) {
+  KILN_TRY(conv_operands(in.ins));
+  const Operand& x = in.ins[0];
+  const Operand& w = in.ins[1];
+  const size_t rank = x.shape.size();
+  if (in.attrs.has("output_shape")) return decline("attribute 'output_shape' is not supported");
+  const int nsp = static_cast<int>(rank) - 2;
+  KILN_TRY(window_plan(in.attrs, nsp, p));
+  if (p->same_upper || in.attrs.str_equals("auto_pad", "VALID")) return decline("auto_pad is not supported");
+  size_t cin = 0, mg = 0, kh = 1, kw = 0;
+  KILN_TRY(static_dim(in.exprs, x.shape[1], "input channels", &cin));
+  KILN_TRY(static_dim(in.exprs, w.shape[1], "output channels per group", &mg));
+  if (nsp == 2) KILN_TRY(static_dim(in.exprs, w.shape[2], "kernel height", &kh));
+  KILN_TRY(static_dim(in.exprs, w.shape[rank - 1], "kernel width", &kw));
+  const int64_t group = in.attrs.get_int("group", 1);
+  if (group < 1 || cin % static_cast<size_t>(group) != 0) return decline("group does not divide the channels");
+  const int64_t* adj = in.attrs.ints("output_padding");
+  if (adj && in.attrs.ints_size("output_padding") == static_cast<uint32_t>(nsp)) {
+    p->adjust_h = nsp == 2 ? static_cast<uint32_t>(adj[0]) : 0;
+    p->adjust_w = static_cast<uint32_t>(adj[nsp - 1]);
+  }
+  p->kind = OpKind::kConvTranspose;
+  p->layout = Layout::kNhwc;
+  p->groups = static_cast<uint32_t>(group);
+  p->group_in = cin / static_cast<size_t>(group);
+  p->group_out = mg;
+  p->kernel_h = static_cast<uint32_t>(kh);
+  p->kernel_w = static_cast<uint32_t>(kw);
+  p->flops_per_output = 2.0 * static_cast<double>(p->group_in * kh * kw) / static_cast<double>(p->stride_h * p->stride_w);
+  return ok_status();
+}
+
+Status plan_gemm(const PlanInput& in, OpPlan* p) { return plan_fully_connected(in, p); }
+
+// MatMul: a fully connected layer when the right operand is a constant matrix, else Kiln's
+// batched kernel (B read in place).
+Status plan_matmul(const PlanInput& in, OpPlan* p) {
+  const Operand& b = in.ins[1];
+  if (b.const_data && b.shape.size() == 2) return plan_fully_connected(in, p);
+  if (in.ins[0].shape.size() < 2 || b.shape.size() < 2) return decline("MatMul of a vector");
+  p->kind = OpKind::kBatchMatMul;
+  p->layout = Layout::kPlain;
+  p->own_kernel = true;
+  const int64_t k = const_of(in.exprs, in.ins[0].shape.back());
+  p->flops_per_output = 2.0 * static_cast<double>(k > 0 ? k : 64);
+  return ok_status();
+}
+
+std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource&) {
+  if (p.kind == OpKind::kBatchMatMul) return std::make_unique<BatchMatMul>();
+  // Dense convolutions and fully connected layers run on Kiln's kernel where the CPU has it;
+  // depthwise ones too, except the windows XNNPACK's unipass microkernels cover (4, 9 and 25
+  // taps; others, such as 7x7, fall back to a grouped GEMM there).
+  if (dense_conv_available()) {
+    const size_t taps = p.kernel_h * p.kernel_w;
+    const bool conv = p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w);
+    if ((conv && p.groups == 1) || p.kind == OpKind::kFullyConnected) return std::make_unique<DenseConv>();
+    if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && taps != 4 && taps != 9 &&
+        taps != 25 && depthwise_fits(p.kernel_h, p.kernel_w))
+      return std::make_unique<DepthwiseConv>();
+  }
+  if (p.kind == OpKind::kConvTranspose) return std::make_unique<XnnDeconv>();
+  if (p.kind == OpKind::kFullyConnected) return std::make_unique<XnnFullyConnected>();
+  return std::make_unique<XnnConv>();
+}
+
+}  // namespace kiln::delegates::xnnpack

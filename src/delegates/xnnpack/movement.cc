@@ -1,0 +1,134 @@
+// Delegated ops that move data (ops.inc: Concat, Resize), and the layout changes at a region's
+// edges (ToNhwc, ToNchw; export places them): Concat along channels as one strided XNNPACK copy
+// per input, Resize of H and W on the portable kernel's channels-last maths.
+#include <memory>
+#include <vector>
+
+#include "delegates/xnnpack/layout.h"
+#include "delegates/xnnpack/op.h"
+#include "kernels/kernel.h"
+#include "kernels/portable/resize.h"
+
+namespace kiln::delegates::xnnpack {
+namespace {
+
+// Concat: one strided copy per input into its channel slice. Channel counts are static (the
+// support check said so); views have no dims before bind.
+struct Concat : Op {
+  ~Concat() override {
+    for (xnn_operator_t c : copies) xnn_delete_operator(c);
+  }
+  Status create(const OpSource& src) override {
+    auto channels = [&](int32_t v) {
+      const fb::Value* val = src.m->values()->Get(v);
+      const bool twin = val->storage() == fb::StorageKind::Delegate;
+      return static_cast<size_t>((*src.exprs)[val->shape()->Get(twin ? val->shape()->size() - 1 : 1)].value);
+    };
+    const size_t total = channels(src.dop->outputs()->Get(0));
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const size_t c = channels(src.dop->inputs()->Get(k));
+      xnn_operator_t copy = nullptr;
+      KILN_TRY(check_create(xnn_create_copy_nc_x32(c, c, total, 0, &copy), what));
+      copies.push_back(copy);
+    }
+    return ok_status();
+  }
+  Status setup() override {
+    size_t on, oh, ow, total, n, h, w, c;
+    nhwc_dims(*out, out_twin, &on, &oh, &ow, &total);
+    size_t offset = 0;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      nhwc_dims(*ins[k], in_twin[k], &n, &h, &w, &c);  // c: this input's channels
+      KILN_TRY(check_setup(
+          xnn_setup_copy_nc_x32(copies[k], on * oh * ow, ins[k]->data, out->as<float>() + offset, pool), *this));
+      offset += c;
+    }
+    return ok_status();
+  }
+  Status run() override {
+    for (xnn_operator_t c : copies)
+      if (xnn_run_operator(c, pool) != xnn_status_success) return internal_error(what + ": XNNPACK run failed");
+    return ok_status();
+  }
+  std::vector<xnn_operator_t> copies;
+};
+
+// Resize of H and W, channels-last: the portable kernel's maths on NHWC dims (a channels-first
+// value read as is, its spatial axes 1, is seen with its dims permuted).
+struct Resize : Op {
+  Status create(const OpSource& src) override {
+    src.attrs(&attrs);
+    for (int32_t v : *src.dop->inputs()) operands.push_back(v >= 0 ? &(*src.views)[v] : nullptr);
+    return ok_status();
+  }
+  Status run() override {
+    TensorView x = as_nhwc(*ins[0], in_twin[0]);
+    TensorView y = as_nhwc(*out, out_twin);
+    const TensorView* in[4] = {&x, nullptr, nullptr, nullptr};
+    for (size_t k = 1; k < operands.size() && k < 4; ++k) in[k] = operands[k];
+    TensorView* yp = &y;
+    kernels::RunCtx ctx;
+    ctx.inputs = in;
+    ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, operands.size()));
+    ctx.outputs = &yp;
+    ctx.num_outputs = 1;
+    ctx.attrs = core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size()));
+    const kernels::KernelStatus ks = kernels::resize_run_channels_last(ctx);
+    if (ks != kernels::KernelStatus::kOk)
+      return Status(Code::kInvalidArgument, what + ": " + kernels::kernel_status_message(ks), Reason::kDataRefused);
+    return ok_status();
+  }
+  std::vector<core::AttrRef> attrs;
+  std::vector<const TensorView*> operands;  // every operand (roi, scales, sizes)
+};
+
+}  // namespace
+
+// A region's edge: a value copied between channels-first and its channels-last twin.
+struct LayoutChange : Op {
+  explicit LayoutChange(bool to_nhwc) : to_nhwc(to_nhwc) { step_kind = to_nhwc ? "to_nhwc" : "to_nchw"; }
+  bool is_layout_change() const override { return true; }
+  Status run() override {
+    const TensorView& x = *ins[0];
+    size_t n, h, w, c;
+    nhwc_dims(x, !to_nhwc, &n, &h, &w, &c);
+    if (to_nhwc) to_channels_last(x.as<float>(), out->as<float>(), n, c, h * w, pool);
+    else to_channels_first(x.as<float>(), out->as<float>(), n, c, h * w, pool);
+    return ok_status();
+  }
+  bool to_nhwc;
+};
+
+std::unique_ptr<Op> make_layout_change(bool to_nhwc) { return std::make_unique<LayoutChange>(to_nhwc); }
+
+Status plan_concat(const PlanInput& in, OpPlan* p) {
+  int64_t axis = in.attrs.get_int("axis", 0);
+  const size_t rank = in.ins[0].shape.size();
+  if (axis < 0) axis += static_cast<int64_t>(rank);
+  if (rank != 4 || axis != 1) return decline("concatenation along other than the channels of a 4-D tensor");
+  for (const Operand& o : in.ins) {
+    size_t c = 0;
+    if (o.const_data) return decline("a constant operand");
+    KILN_TRY(static_dim(in.exprs, o.shape[1], "channels", &c));
+  }
+  p->kind = OpKind::kConcat;
+  p->layout = Layout::kNhwc;
+  return ok_status();
+}
+
+Status plan_resize(const PlanInput& in, OpPlan* p) {
+  if (in.ins[0].shape.size() != 4) return decline("only 4-D inputs");
+  for (size_t k = 1; k < in.ins.size() && k < 3; ++k)  // sizes (#3) may be computed: the output view has them
+    if (in.ins[k].present && !in.ins[k].const_data) return decline("roi and scales must be constant");
+  p->kind = OpKind::kResize;
+  p->layout = Layout::kNhwc;
+  p->own_kernel = true;
+  p->flops_per_output = 4;
+  return ok_status();
+}
+
+std::unique_ptr<Op> make_concat(const OpPlan&, const OpSource&) { return std::make_unique<Concat>(); }
+
+std::unique_ptr<Op> make_resize(const OpPlan&, const OpSource&) { return std::make_unique<Resize>(); }
+
+}  // namespace kiln::delegates::xnnpack
