@@ -51,21 +51,23 @@ struct GuardSpec {
   std::string context;
 };
 
-/// The delegated schedule of a method, as export planned it.
+/// The delegated schedule of a method, as export planned it: the coverage summary. Which
+/// instructions it declined, and why, is in tooling's method report (kiln inspect).
 struct DelegateMeta {
   std::string backend;            ///< "xnnpack"; empty when the method has no delegate
   size_t regions = 0;
-  size_t delegated_instructions = 0;  ///< of instruction_ops.size()
+  size_t delegated_instructions = 0;  ///< of MethodMeta::num_instructions
+  size_t declined_instructions = 0;   ///< the delegate could take their kind of op, not these
   uint64_t flops = 0;                 ///< all instructions, at the bound
   uint64_t delegated_flops = 0;
   uint32_t layout_changes = 0;
   uint64_t arena_bytes = 0;        ///< the arena when the delegate runs
   uint64_t lower_bound_bytes = 0;
-  /// Instructions the delegate declined: (instruction index, reason).
-  std::vector<std::pair<size_t, std::string>> declined;
 };
 
-/// Everything a caller may want to know about a method before running it.
+/// A method's contract and what running it takes: dims, inputs, outputs, guards, memory and
+/// delegate coverage. Instruction-level detail (ops, nodes, fusions, branches) is for tools:
+/// tooling::method_report (kiln inspect --instructions, Python's Method.report()).
 struct MethodMeta {
   std::string name;
   std::vector<DimSpec> dims;
@@ -74,26 +76,8 @@ struct MethodMeta {
   std::vector<GuardSpec> guards;
   uint64_t arena_bytes = 0;        ///< planned arena at the bound
   uint64_t lower_bound_bytes = 0;  ///< max live bytes over instructions
-  std::string plan_strategy;
   uint64_t constant_bytes = 0;     ///< bytes of constants this method references
-  size_t num_values = 0;
-  std::vector<std::string> instruction_ops;  ///< op type per instruction, in order
-  std::vector<std::string> instruction_nodes;
-  /// Per instruction: the model's nodes export fused into it (empty for most).
-  std::vector<std::vector<std::string>> instruction_fused_from;
-  /// Runtime branches (an ONNX If whose condition is read at execute): the node, and the
-  /// instruction ranges [begin, end) of its then and else blocks.
-  /// A runtime branch, or a runtime loop (`loop`: then_* is its body, else_* empty, `trip`
-  /// its trip count as an expression of the dims).
-  struct Branch {
-    std::string node;
-    size_t then_begin = 0, then_end = 0, else_begin = 0, else_end = 0;
-    bool loop = false;
-    std::string trip;
-  };
-  std::vector<Branch> branches;
-  /// Per instruction, its outputs' symbolic shapes ("[batch, 1280]"), joined with ", ".
-  std::vector<std::string> instruction_outputs;
+  size_t num_instructions = 0;
   DelegateMeta delegate;
 };
 

@@ -20,6 +20,7 @@
 #include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "tooling/program_report.h"
 #include "errors.h"
 
 namespace nb = nanobind;
@@ -126,14 +127,19 @@ class PyMethod {
     r["guards"] = guards;
     r["arena_bytes"] = method_->planned_arena_bytes();
     r["constant_bytes"] = m.constant_bytes;
-    r["instructions"] = m.instruction_ops;
+    // The instruction list and what the delegate declined: tooling's report, read from the file.
+    Result<tooling::MethodReport> report = tooling::method_report(program_->get(), name_);
+    if (!report.ok()) raise(report.status());
+    std::vector<std::string> ops;
+    for (const tooling::InstructionReport& in : report->instructions) ops.push_back(in.op);
+    r["instructions"] = ops;
     nb::dict del;
     del["backend"] = m.delegate.backend;
     del["delegated_instructions"] = m.delegate.delegated_instructions;
-    del["instructions"] = m.instruction_ops.size();
+    del["instructions"] = m.num_instructions;
     del["flops"] = m.delegate.flops;
     del["delegated_flops"] = m.delegate.delegated_flops;
-    for (const auto& [i, why] : m.delegate.declined) declined.append(nb::make_tuple(m.instruction_ops[i], why));
+    for (const auto& [i, why] : report->declined) declined.append(nb::make_tuple(ops[i], why));
     del["declined"] = declined;
     del["running"] = method_->delegated();
     del["warning"] = method_->delegate_warning();

@@ -476,14 +476,14 @@ Status Method::Impl::instruction_failure(const Instr& in, kernels::KernelStatus 
       dim_values[static_cast<size_t>(in.produces)] > meta.dims[static_cast<size_t>(in.produces)].max) {
     const DimSpec& d = meta.dims[static_cast<size_t>(in.produces)];
     return Status(Code::kOutOfRange,
-                  "execute: node '" + meta.instruction_nodes[in.index] + "' (" + in.op->name + ") found " + d.name +
+                  "execute: node '" + node_name(static_cast<size_t>(in.index)) + "' (" + in.op->name + ") found " + d.name +
                       " = " + std::to_string(dim_values[static_cast<size_t>(in.produces)]) + ", above its bound " +
                       std::to_string(d.max) + " (export's --dim " + d.name + "=..N sets it)",
                   Reason::kDataAboveBound);
   }
   if (std::strcmp(in.op->name, "KilnAssert") == 0) return block_guard_failed(attrs);
   return Status(Code::kInvalidArgument,
-                "execute: instruction #" + std::to_string(in.index) + " node '" + meta.instruction_nodes[in.index] +
+                "execute: instruction #" + std::to_string(in.index) + " node '" + node_name(static_cast<size_t>(in.index)) +
                     "' (" + in.op->name + ") failed: " + kernels::kernel_status_message(ks),
                 Reason::kDataRefused);
 }
@@ -491,7 +491,7 @@ Status Method::Impl::instruction_failure(const Instr& in, kernels::KernelStatus 
 Status Method::Impl::refresh_data_shapes(const Instr& producer) {
   // Runs inside execute: the message is built only on failure (execute allocates nothing).
   const auto after = [&] {
-    return "execute: after node '" + meta.instruction_nodes[static_cast<size_t>(producer.index)] + "' found " +
+    return "execute: after node '" + node_name(static_cast<size_t>(producer.index)) + "' found " +
            meta.dims[static_cast<size_t>(producer.produces)].name + " = " +
            std::to_string(dim_values[static_cast<size_t>(producer.produces)]) + ": ";
   };
@@ -582,7 +582,7 @@ std::vector<ProfileRow> Method::profile() const {
     if (step.region < 0) {
       const size_t i = static_cast<size_t>(step.instr);
       const Instr& in = s.instrs[i];
-      rows.push_back(ProfileRow{in.op->name, s.meta.instruction_nodes[i], false,
+      rows.push_back(ProfileRow{in.op->name, s.node_name(i), false,
                                 shape(in.n_out ? s.out_ptrs[in.out_begin] : nullptr),
                                 i < s.instr_ns.size() ? s.instr_ns[i] : 0, s.profiled_runs});
       continue;
@@ -596,9 +596,9 @@ std::vector<ProfileRow> Method::profile() const {
       row.runs = s.profiled_runs;
       row.shape = shape(info.out);
       if (info.source >= 0) {
-        row.op = s.meta.instruction_ops[static_cast<size_t>(info.source)];
-        if (info.fused >= 0) row.op += "+" + s.meta.instruction_ops[static_cast<size_t>(info.fused)];
-        row.node = s.meta.instruction_nodes[static_cast<size_t>(info.source)];
+        row.op = s.op_name(static_cast<size_t>(info.source));
+        if (info.fused >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.fused));
+        row.node = s.node_name(static_cast<size_t>(info.source));
       } else {
         row.op = std::string(info.kind) == "to_nhwc" ? "ToNhwc" : "ToNchw";
       }

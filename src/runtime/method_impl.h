@@ -143,6 +143,12 @@ struct Method::Impl {
     std::free(owned_arena);
   }
 
+  /// Instruction i's node and op type, from the file (for messages and profiles).
+  std::string node_name(size_t i) const {
+    const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    return in->node_name() ? in->node_name()->str() : "";
+  }
+  std::string op_name(size_t i) const { return m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i))->op()->str(); }
   std::string input_label(size_t i) const { return "'" + meta.inputs[i].name + "' (#" + std::to_string(i) + ")"; }
   std::string dims_of_expr(int32_t id) const;
   /// used[d] for each dim d that expression `id` reads.

@@ -105,43 +105,10 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
   }
   meta.arena_bytes = m->plan()->arena_bytes();
   meta.lower_bound_bytes = m->plan()->lower_bound_bytes();
-  meta.plan_strategy = m->plan()->strategy() ? m->plan()->strategy()->str() : "";
-  meta.num_values = m->values() ? m->values()->size() : 0;
   if (m->values())
     for (const fb::Value* v : *m->values())
       if (v->storage() == fb::StorageKind::Constant) meta.constant_bytes += v->nbytes();
-  if (m->instructions()) {
-    for (const fb::Instruction* in : *m->instructions()) {
-      meta.instruction_ops.push_back(in->op()->str());
-      meta.instruction_nodes.push_back(in->node_name() ? in->node_name()->str() : "");
-      std::vector<std::string> from;
-      if (in->fused_from())
-        for (const flatbuffers::String* s : *in->fused_from()) from.push_back(s ? s->str() : "");
-      meta.instruction_fused_from.push_back(std::move(from));
-      std::string outs;
-      for (int32_t id : *in->outputs()) {
-        const fb::Value* v = m->values()->Get(id);
-        std::string shape = "[";
-        for (size_t k = 0; k < v->shape()->size(); ++k)
-          shape += (k ? ", " : "") + core::format_expr(exprs.data(), exprs.size(), names, v->shape()->Get(k));
-        outs += (outs.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(v->dtype()))) + " " + shape + "]";
-      }
-      meta.instruction_outputs.push_back(outs);
-    }
-    Result<std::vector<format::Branch>> branches = format::method_branches(m);  // checked at load
-    if (branches.ok())
-      for (const format::Branch& b : *branches) {
-        MethodMeta::Branch mb{meta.instruction_nodes[static_cast<size_t>(b.if_at)],
-                              static_cast<size_t>(b.if_at) + 1, static_cast<size_t>(b.else_at),
-                              static_cast<size_t>(b.else_at) + 1, static_cast<size_t>(b.end), b.loop, ""};
-        const fb::Instruction* li = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(b.if_at));
-        if (b.loop && li->attrs())
-          for (const fb::Attribute* a : *li->attrs())
-            if (a->kind() == fb::AttrKind::Int && a->name()->str() == "trip" && a->i() >= 0 && static_cast<size_t>(a->i()) < exprs.size())
-              mb.trip = core::format_expr(exprs.data(), exprs.size(), names, static_cast<int32_t>(a->i()));
-        meta.branches.push_back(std::move(mb));
-      }
-  }
+  meta.num_instructions = m->instructions() ? m->instructions()->size() : 0;
   (void)file;
   if (const fb::Delegate* d = m->delegate()) {
     DelegateMeta& dm = meta.delegate;
@@ -154,9 +121,7 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
     dm.layout_changes = d->layout_changes();
     dm.arena_bytes = d->plan()->arena_bytes();
     dm.lower_bound_bytes = d->plan()->lower_bound_bytes();
-    if (d->declined())
-      for (const fb::Declined* x : *d->declined())
-        dm.declined.emplace_back(static_cast<size_t>(x->instruction()), x->reason() ? x->reason()->str() : "");
+    dm.declined_instructions = d->declined() ? d->declined()->size() : 0;
   }
   return meta;
 }

@@ -17,6 +17,7 @@
 #include "onnx_model_util.h"
 #include "export_test_util.h"
 #include "aligned_bytes.h"
+#include "tooling/program_report.h"
 
 namespace kiln::testing {
 namespace {
@@ -739,7 +740,7 @@ TEST(OnnxImport, ConstantIdentityAndConstantIfAreRemoved) {
   EXPECT_EQ(r->ops, (std::map<std::string, int>{{"Equal", 1}, {"KilnIf", 1}, {"Mul", 1}, {"KilnElse", 1}, {"Neg", 1},
                                                 {"KilnSelect", 1}}));
   auto l = load(d);
-  auto meta = l->program->method_meta(d.methods[0].name);
+  auto meta = tooling::method_report(*l->program, d.methods[0].name);
   ASSERT_TRUE(meta.ok());
   ASSERT_EQ(meta->branches.size(), 1u);  // Equal, KilnIf, [Mul], KilnElse, [Neg], KilnSelect
   EXPECT_EQ(meta->branches[0].node, "branch");

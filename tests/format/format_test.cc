@@ -16,6 +16,7 @@
 #include "tooling/examples.h"
 #include "scratch_dir.h"
 #include "aligned_bytes.h"
+#include "tooling/program_report.h"
 
 namespace kiln {
 namespace {
@@ -96,7 +97,12 @@ TEST(Format, RoundTripKeepsTheContract) {
   EXPECT_EQ(meta->outputs[0].shape_text(), "[n, 3]");
   EXPECT_EQ(meta->constant_bytes, 12u);
   EXPECT_EQ((*p)->constant_bytes(), 12u);
-  EXPECT_EQ(meta->instruction_ops, (std::vector<std::string>{"Mul", "Add"}));
+  EXPECT_EQ(meta->num_instructions, 2u);
+  auto report = tooling::method_report(**p, "main");
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->instructions.size(), 2u);
+  EXPECT_EQ(report->instructions[0].op, "Mul");
+  EXPECT_EQ(report->instructions[1].op, "Add");
   // The constant segment starts 64-byte aligned in the mapping.
   EXPECT_EQ(reinterpret_cast<uintptr_t>(ProgramAccess::constant_data(**p)) % 64, 0u);
   auto m = Method::create(**p, "main");

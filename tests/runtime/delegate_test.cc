@@ -23,6 +23,7 @@
 #include "runtime/program_impl.h"
 #include "kiln/program.h"
 #include "zoo_manifest.h"
+#include "tooling/program_report.h"
 
 namespace kiln::testing {
 namespace {
@@ -182,17 +183,17 @@ TEST_P(FusedVsUnfused, SameOutputsAtEveryShape) {
   ASSERT_TRUE(fp.ok() && pp.ok());
   // Every one of these models normalizes with LayerNorm chains: export fused them, and the file
   // names the nodes each fused instruction replaces (what `kiln inspect` lists).
-  auto meta = (*fp)->method_meta("forward");
-  auto plain_meta = (*pp)->method_meta("forward");
-  ASSERT_TRUE(meta.ok() && plain_meta.ok());
+  auto report = tooling::method_report(**fp, "forward");
+  auto plain_report = tooling::method_report(**pp, "forward");
+  ASSERT_TRUE(report.ok() && plain_report.ok());
   int layer_norms = 0;
-  for (size_t k = 0; k < meta->instruction_ops.size(); ++k)
-    if (meta->instruction_ops[k] == "LayerNormalization") {
+  for (const tooling::InstructionReport& in : report->instructions)
+    if (in.op == "LayerNormalization") {
       ++layer_norms;
-      EXPECT_EQ(meta->instruction_fused_from[k].size(), 9u) << meta->instruction_nodes[k];  // ReduceMean .. Add
+      EXPECT_EQ(in.fused_from.size(), 9u) << in.node;  // ReduceMean .. Add
     }
   EXPECT_GE(layer_norms, 5);
-  for (const auto& f : plain_meta->instruction_fused_from) EXPECT_TRUE(f.empty());
+  for (const tooling::InstructionReport& in : plain_report->instructions) EXPECT_TRUE(in.fused_from.empty());
   MethodOptions reference;
   reference.use_delegate = false;
   auto ref = Method::create(**pp, "forward", reference);

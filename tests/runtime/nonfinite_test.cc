@@ -26,6 +26,7 @@
 #include "kiln/program.h"
 #include "tooling/npy.h"
 #include "zoo_manifest.h"
+#include "tooling/program_report.h"
 
 namespace kiln::testing {
 namespace {
@@ -152,10 +153,12 @@ void check_model(const nlohmann::json& model, const std::string& manifest_dir) {
   // Programs whose outputs comparisons decide (Where, If, a loop's condition, TopK, NonZero...):
   // there a NaN legitimately selects finite values, so only the paths are compared.
   bool decided_by_comparisons = false;
-  for (const std::string& op : (*p)->meta().instruction_ops)
+  auto report = tooling::method_report(**program, "forward");
+  ASSERT_TRUE(report.ok());
+  for (const tooling::InstructionReport& in : report->instructions)
     for (const char* c : {"Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "Where", "KilnIf", "KilnSelect",
                           "KilnLoop", "KilnEndLoop", "TopK", "ArgMax", "ArgMin", "NonZero", "Compress", "Unique", "Cast"})
-      decided_by_comparisons = decided_by_comparisons || op == c;
+      decided_by_comparisons = decided_by_comparisons || in.op == c;
   const auto& cases = model["cases"];
   ASSERT_FALSE(cases.empty()) << name;
   std::vector<size_t> picks = {0};
