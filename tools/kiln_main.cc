@@ -11,6 +11,7 @@
 #include "export/onnx/onnx_import.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "runtime/program_impl.h"
 #include "explain.h"
 #include "tooling/file_io.h"
 #include "tooling/inspect.h"
@@ -135,7 +136,7 @@ int run_arena_at(const kiln::Program& program, const ProgramArgs& a) {
     if (delegated && !(*m)->delegated()) continue;
     kiln::Status b = (*m)->bind_shapes(*shapes);
     if (!b.ok()) return std::cout << "no: " << b.message() << "\n", 1;
-    const uint64_t used = (*m)->arena_bytes_in_use(), lower = (*m)->live_lower_bound_bytes();
+    const uint64_t used = (*m)->arena_bytes_in_use(), lower = kiln::MethodAccess::live_lower_bound_bytes(**m);
     std::printf("%-9s at %s: %llu bytes in use, live lower bound %llu (%.3fx); allocated at the bound %llu\n",
                 delegated ? "delegated" : "portable", a.arena_at.c_str(), static_cast<unsigned long long>(used),
                 static_cast<unsigned long long>(lower), lower ? static_cast<double>(used) / static_cast<double>(lower) : 1.0,

@@ -143,12 +143,6 @@ class Method {
   /// this follows the shape; the rest of the arena is never touched (and, for an arena the
   /// Method allocated, costs no resident memory until it is).
   uint64_t arena_bytes_in_use() const;
-  /// The most bytes alive at one step at the bound-to shapes: no arena for them can be
-  /// smaller. Allocates (for tools and reports, not for the hot path).
-  uint64_t live_lower_bound_bytes() const;
-  /// Binds to `shapes` (bind_shapes) and returns the arena bytes the values take there
-  /// (arena_bytes_in_use): what a program placing by shape needs at those shapes.
-  Result<uint64_t> arena_bytes_for(const std::vector<std::vector<int64_t>>& shapes);
 
   /// Times every step of execute from now on (two clock reads per step; no allocation),
   /// or stops timing. Turning it on clears what was measured.

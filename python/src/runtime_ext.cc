@@ -20,6 +20,7 @@
 #include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "runtime/program_impl.h"
 #include "tooling/program_report.h"
 #include "errors.h"
 
@@ -103,7 +104,7 @@ class PyMethod {
   void set_cpu_threads(int n) { recreate(n, options_.use_delegate); }
   bool use_delegate() const { return options_.use_delegate; }
   uint64_t arena_bytes_in_use() const { return method_->arena_bytes_in_use(); }
-  uint64_t live_lower_bound_bytes() const { return method_->live_lower_bound_bytes(); }
+  uint64_t live_lower_bound_bytes() const { return MethodAccess::live_lower_bound_bytes(*method_); }
 
   nb::dict meta() const {
     const MethodMeta& m = method_->meta();

@@ -614,13 +614,13 @@ uint64_t Method::delegate_packed_bytes() const { return impl_->delegate ? impl_-
 uint64_t Method::planned_arena_bytes() const { return impl_->arena_bytes; }
 uint64_t Method::arena_bytes_in_use() const { return impl_->placed_bytes; }
 
-Result<uint64_t> Method::arena_bytes_for(const std::vector<std::vector<int64_t>>& shapes) {
-  KILN_TRY(bind_shapes(shapes));
-  return arena_bytes_in_use();
+Result<uint64_t> MethodAccess::arena_bytes_for(Method& m, const std::vector<std::vector<int64_t>>& shapes) {
+  KILN_TRY(m.bind_shapes(shapes));
+  return m.arena_bytes_in_use();
 }
 
-uint64_t Method::live_lower_bound_bytes() const {
-  const Impl& s = *impl_;
+uint64_t MethodAccess::live_lower_bound_bytes(const Method& m) {
+  const Method::Impl& s = *m.impl_;
   const format::Lifetimes life = format::method_lifetimes(s.m, s.delegate != nullptr);
   int64_t steps = 0;
   for (size_t v = 0; v < life.first.size(); ++v) steps = std::max(steps, life.end(static_cast<int32_t>(v)) + 1);

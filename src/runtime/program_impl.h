@@ -34,6 +34,12 @@ struct MethodAccess {
   /// Overwrites every byte of the arena (inputs included) with `byte`: tools prove with it that
   /// a program never reads memory it did not write (kiln sweep); write the inputs afterwards.
   static void fill_arena(Method& m, uint8_t byte);
+  /// The most bytes alive at one step at the bound-to shapes: no arena for them can be
+  /// smaller. Allocates (for tools and reports, not for the hot path).
+  static uint64_t live_lower_bound_bytes(const Method& m);
+  /// Binds to `shapes` (bind_shapes) and returns the arena bytes the values take there
+  /// (arena_bytes_in_use): what a program placing by shape needs at those shapes.
+  static Result<uint64_t> arena_bytes_for(Method& m, const std::vector<std::vector<int64_t>>& shapes);
 };
 
 namespace runtime {

@@ -211,13 +211,13 @@ TEST(MethodArena, FollowsTheShapeAndTightenedBoundsAllocateLess) {
   ASSERT_TRUE(full.ok());
   const uint64_t bound = (*full)->planned_arena_bytes();
   EXPECT_EQ((*full)->arena_bytes_in_use(), bound);
-  auto at = (*full)->arena_bytes_for({{1, 3, 16, 16}});
+  auto at = MethodAccess::arena_bytes_for(**full, {{1, 3, 16, 16}});
   ASSERT_TRUE(at.ok()) << at.status().message();
   const uint64_t small = (*full)->arena_bytes_in_use();
   EXPECT_EQ(*at, small);
   EXPECT_LT(small * 8, bound) << "at 1x3x16x16 of a [4, 3, 64, 64] bound";
   // No arena beats the bytes alive at one step; this one is within 10% of them.
-  const uint64_t lower = (*full)->live_lower_bound_bytes();
+  const uint64_t lower = MethodAccess::live_lower_bound_bytes(**full);
   EXPECT_LE(lower, small);
   EXPECT_LE(small * 10, lower * 11);
 
