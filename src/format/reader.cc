@@ -565,45 +565,51 @@ Status check_delegate(const fb::Method* m) {
   return check_placement(m, d->plan(), slots, name);
 }
 
-// Runs every instruction's shape function again, over the method's own expression table
-// (rebuilt with the exporter's ids) and with what export knew of each operand, and requires
-// the recorded outputs, guards and scratch to be what it gives. Kernels trust operand
-// dtypes, ranks, sizes and attributes; a program that disagrees with its ops is damaged.
-Status check_instructions(const fb::Method* m, const uint8_t* constants) {
+// What export knew of a method's values, rebuilt from the file: the expression pool (dims,
+// then the method's expressions with the exporter's ids), each value's dtype and symbolic
+// shape, a constant's data (a view of one through its own shape: it must fit), and each
+// root's views (`views`).
+struct Symbols {
   core::ExprPool pool;
-  for (size_t i = 0; i < len(m->dims()); ++i) {
-    const fb::Dim* d = m->dims()->Get(i);
-    if (pool.add_dim(core::DimInfo{d->name()->str(), d->min(), d->max(), d->step(), d->data()}) != static_cast<int>(i))
-      return bad(where(m, "dim", i) + " repeats the name '" + d->name()->str() + "'");
-  }
-  for (const fb::ExprNode* e : *m->exprs())
-    pool.append(core::ExprNode{static_cast<core::ExprOp>(e->op()), e->a(), e->b(), e->value()});
-  const size_t n_values = m->values()->size();
-  std::vector<kernels::SymTensor> sym(n_values);
-  std::vector<std::vector<int32_t>> views(n_values);  // alias values of each root
-  for (size_t i = 0; i < n_values; ++i) {
-    const fb::Value* v = m->values()->Get(i);
-    sym[i].dtype = static_cast<DType>(v->dtype());
-    sym[i].shape.assign(v->shape()->begin(), v->shape()->end());
-    if (v->storage() == fb::StorageKind::Alias) views[v->alias_of()].push_back(static_cast<int32_t>(i));
-    const fb::Value* root = v->storage() == fb::StorageKind::Alias ? m->values()->Get(v->alias_of()) : v;
-    if (root->storage() != fb::StorageKind::Constant) continue;
-    // Shape functions read a static view of a constant through its own shape: it must fit.
-    uint64_t bytes = dtype_size(sym[i].dtype);
-    bool fits = true;
-    for (core::ExprId e : sym[i].shape) {
-      if (!pool.is_const(e)) {  // symbolic: never read as constant data
-        bytes = 0;
-        break;
-      }
-      int64_t d = pool.const_value(e);
-      fits = fits && d >= 0 && !__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+  std::vector<kernels::SymTensor> sym;
+  std::vector<std::vector<int32_t>> views;
+
+  Status load(const fb::Method* m, const uint8_t* constants) {
+    for (size_t i = 0; i < len(m->dims()); ++i) {
+      const fb::Dim* d = m->dims()->Get(i);
+      if (pool.add_dim(core::DimInfo{d->name()->str(), d->min(), d->max(), d->step(), d->data()}) != static_cast<int>(i))
+        return bad(where(m, "dim", i) + " repeats the name '" + d->name()->str() + "'");
     }
-    if (!fits || bytes > root->nbytes()) return bad(where(m, "value", i) + " views more bytes than the constant it aliases");
-    sym[i].const_data = constants + root->offset();
+    for (const fb::ExprNode* e : *m->exprs())
+      pool.append(core::ExprNode{static_cast<core::ExprOp>(e->op()), e->a(), e->b(), e->value()});
+    const size_t n_values = m->values()->size();
+    sym.resize(n_values);
+    views.resize(n_values);
+    for (size_t i = 0; i < n_values; ++i) {
+      const fb::Value* v = m->values()->Get(i);
+      sym[i].dtype = static_cast<DType>(v->dtype());
+      sym[i].shape.assign(v->shape()->begin(), v->shape()->end());
+      if (v->storage() == fb::StorageKind::Alias) views[v->alias_of()].push_back(static_cast<int32_t>(i));
+      const fb::Value* root = v->storage() == fb::StorageKind::Alias ? m->values()->Get(v->alias_of()) : v;
+      if (root->storage() != fb::StorageKind::Constant) continue;
+      uint64_t bytes = dtype_size(sym[i].dtype);
+      bool fits = true;
+      for (core::ExprId e : sym[i].shape) {
+        if (!pool.is_const(e)) {  // symbolic: never read as constant data
+          bytes = 0;
+          break;
+        }
+        int64_t d = pool.const_value(e);
+        fits = fits && d >= 0 && !__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+      }
+      if (!fits || bytes > root->nbytes()) return bad(where(m, "value", i) + " views more bytes than the constant it aliases");
+      sym[i].const_data = constants + root->offset();
+    }
+    return ok_status();
   }
+
   // A view carries the contents export knew of its root (as kernels::fold_view does).
-  auto carry_to_views = [&](int32_t root) {
+  void carry_to_views(int32_t root) {
     for (int32_t i : views[root]) {
       int64_t n = 1;
       bool is_static = true;
@@ -614,75 +620,107 @@ Status check_instructions(const fb::Method* m, const uint8_t* constants) {
       if (is_static && n <= kernels::kMaxSymValues && n == static_cast<int64_t>(sym[root].sym_values.size()))
         sym[i].sym_values = sym[root].sym_values;
     }
-  };
-  // A guard is the method's (checked at bind) or a KilnAssert that runs before the instruction
-  // on every path to it: earlier, in the instruction's block or one enclosing it.
-  const size_t n_instr = m->instructions()->size();
-  KILN_ASSIGN_OR_RETURN(std::vector<Branch> branches, method_branches(m));
-  std::vector<int32_t> parent;
-  const std::vector<int32_t> block_of = instruction_blocks(branches, n_instr, &parent);
-  auto encloses = [&](int32_t outer, int32_t inner) {
-    for (; inner >= 0; inner = parent[static_cast<size_t>(inner)])
-      if (inner == outer) return true;
-    return outer < 0;
-  };
+  }
+};
+
+// Where a guard an op needs is checked: the method's guards (at bind), or a KilnAssert that
+// runs before the instruction on every path to it (earlier, in the instruction's block or one
+// enclosing it).
+class GuardIndex {
+ public:
+  Status load(const fb::Method* m) {
+    m_ = m;
+    const size_t n_instr = m->instructions()->size();
+    KILN_ASSIGN_OR_RETURN(std::vector<Branch> branches, method_branches(m));
+    block_of_ = instruction_blocks(branches, n_instr, &parent_);
+    for (size_t j = 0; j < n_instr; ++j) {  // the KilnAssert instructions, in order (read once)
+      const fb::Instruction* a = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(j));
+      if (a->op()->str() != "KilnAssert") continue;
+      std::vector<core::AttrRef> r;
+      for (size_t k = 0; k < len(a->attrs()); ++k) r.push_back(attr_ref(a->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k))));
+      const core::Attrs aa(r.data(), static_cast<uint32_t>(r.size()));
+      asserts_.push_back(Assert{j, aa.get_int("relation", -1), aa.get_int("lhs", -1), aa.get_int("rhs", -1)});
+    }
+    return ok_status();
+  }
+
+  bool has(const kernels::Guard& g, size_t at) const {
+    if (m_->guards())
+      for (const fb::Guard* f : *m_->guards())
+        if (static_cast<int>(f->op()) == static_cast<int>(g.op) && f->lhs() == g.lhs && f->rhs() == g.rhs) return true;
+    for (const Assert& a : asserts_) {
+      if (a.at >= at) break;
+      if (a.relation == static_cast<int>(g.op) && a.lhs == g.lhs && a.rhs == g.rhs && encloses(block_of_[a.at], block_of_[at]))
+        return true;
+    }
+    return false;
+  }
+
+ private:
   struct Assert {
     size_t at;
     int64_t relation, lhs, rhs;
   };
-  std::vector<Assert> asserts;  // the KilnAssert instructions, in order (read once)
-  for (size_t j = 0; j < n_instr; ++j) {
-    const fb::Instruction* a = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(j));
-    if (a->op()->str() != "KilnAssert") continue;
-    std::vector<core::AttrRef> r;
-    for (size_t k = 0; k < len(a->attrs()); ++k) r.push_back(attr_ref(a->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k))));
-    const core::Attrs aa(r.data(), static_cast<uint32_t>(r.size()));
-    asserts.push_back(Assert{j, aa.get_int("relation", -1), aa.get_int("lhs", -1), aa.get_int("rhs", -1)});
+  bool encloses(int32_t outer, int32_t inner) const {
+    for (; inner >= 0; inner = parent_[static_cast<size_t>(inner)])
+      if (inner == outer) return true;
+    return outer < 0;
   }
-  auto has_guard = [&](const kernels::Guard& g, size_t at) {
-    if (m->guards())
-      for (const fb::Guard* f : *m->guards())
-        if (static_cast<int>(f->op()) == static_cast<int>(g.op) && f->lhs() == g.lhs && f->rhs() == g.rhs) return true;
-    for (const Assert& a : asserts) {
-      if (a.at >= at) break;
-      if (a.relation == static_cast<int>(g.op) && a.lhs == g.lhs && a.rhs == g.rhs && encloses(block_of[a.at], block_of[at])) return true;
-    }
-    return false;
-  };
+  const fb::Method* m_ = nullptr;
+  std::vector<int32_t> block_of_, parent_;
+  std::vector<Assert> asserts_;
+};
+
+// Instruction i's shape function over what export knew of its operands: its outputs, guards
+// and scratch must be what the file records.
+Status check_instruction(const fb::Method* m, size_t i, const GuardIndex& guards, Symbols* s,
+                         std::vector<core::AttrRef>* attrs) {
+  const fb::Instruction* in = m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(i));
+  attrs->clear();
+  for (size_t k = 0; k < len(in->attrs()); ++k) attrs->push_back(attr_ref(in->attrs()->Get(static_cast<flatbuffers::uoffset_t>(k))));
+  kernels::ShapeCtx c(s->pool, core::Attrs(attrs->data(), static_cast<uint32_t>(attrs->size())));
+  c.node_name = in->node_name() ? in->node_name()->str() : "";
+  c.op_type = in->op()->str();
+  for (int32_t id : *in->inputs()) {
+    kernels::SymTensor t;
+    if (id < 0) t.present = false;
+    else t = s->sym[id];
+    c.inputs.push_back(std::move(t));
+  }
+  c.outputs.resize(in->outputs()->size());
+  const std::string what = where(m, "instruction", i) + " (" + c.op_type + ")";
+  Status st = kernels::find_op(in->op()->c_str())->shape(c);
+  if (!st.ok()) return bad(what + " breaks its op's contract: " + st.message());
+  std::vector<kernels::SymTensor>& sym = s->sym;
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    int32_t id = in->outputs()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (c.out(k).dtype != sym[id].dtype || c.out(k).shape != sym[id].shape)
+      return bad(what + " output #" + std::to_string(k) + " is recorded as " + dtype_name(sym[id].dtype) + " " +
+                 s->pool.shape_to_string(sym[id].shape) + " but its op gives " + dtype_name(c.out(k).dtype) + " " +
+                 s->pool.shape_to_string(c.out(k).shape));
+    sym[id].sym_values = std::move(c.out(k).sym_values);
+    s->carry_to_views(id);
+  }
+  for (const kernels::Guard& g : c.guards)
+    if (!guards.has(g, i)) return bad(what + " lacks the guard its op needs " + g.context);
+  const bool wants_scratch = c.scratch_bytes != core::kNoExpr;
+  if (wants_scratch != (in->scratch() >= 0) ||
+      (wants_scratch && sym[in->scratch()].shape != std::vector<core::ExprId>{c.scratch_bytes}))
+    return bad(what + " has a scratch slot that does not match what its op asks for");
+  return ok_status();
+}
+
+// Runs every instruction's shape function again, over the method's own expression table
+// (rebuilt with the exporter's ids) and with what export knew of each operand, and requires
+// the recorded outputs, guards and scratch to be what it gives. Kernels trust operand
+// dtypes, ranks, sizes and attributes; a program that disagrees with its ops is damaged.
+Status check_instructions(const fb::Method* m, const uint8_t* constants) {
+  Symbols s;
+  KILN_TRY(s.load(m, constants));
+  GuardIndex guards;
+  KILN_TRY(guards.load(m));
   std::vector<core::AttrRef> attrs;
-  for (size_t i = 0; i < m->instructions()->size(); ++i) {
-    const fb::Instruction* in = m->instructions()->Get(i);
-    attrs.clear();
-    for (size_t k = 0; k < len(in->attrs()); ++k) attrs.push_back(attr_ref(in->attrs()->Get(k)));
-    kernels::ShapeCtx c(pool, core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size())));
-    c.node_name = in->node_name() ? in->node_name()->str() : "";
-    c.op_type = in->op()->str();
-    for (int32_t id : *in->inputs()) {
-      kernels::SymTensor t;
-      if (id < 0) t.present = false;
-      else t = sym[id];
-      c.inputs.push_back(std::move(t));
-    }
-    c.outputs.resize(in->outputs()->size());
-    const std::string what = where(m, "instruction", i) + " (" + c.op_type + ")";
-    Status s = kernels::find_op(in->op()->c_str())->shape(c);
-    if (!s.ok()) return bad(what + " breaks its op's contract: " + s.message());
-    for (size_t k = 0; k < c.outputs.size(); ++k) {
-      int32_t id = in->outputs()->Get(k);
-      if (c.out(k).dtype != sym[id].dtype || c.out(k).shape != sym[id].shape)
-        return bad(what + " output #" + std::to_string(k) + " is recorded as " + dtype_name(sym[id].dtype) + " " +
-                   pool.shape_to_string(sym[id].shape) + " but its op gives " + dtype_name(c.out(k).dtype) + " " +
-                   pool.shape_to_string(c.out(k).shape));
-      sym[id].sym_values = std::move(c.out(k).sym_values);
-      carry_to_views(id);
-    }
-    for (const kernels::Guard& g : c.guards)
-      if (!has_guard(g, i)) return bad(what + " lacks the guard its op needs " + g.context);
-    const bool wants_scratch = c.scratch_bytes != core::kNoExpr;
-    if (wants_scratch != (in->scratch() >= 0) ||
-        (wants_scratch && sym[in->scratch()].shape != std::vector<core::ExprId>{c.scratch_bytes}))
-      return bad(what + " has a scratch slot that does not match what its op asks for");
-  }
+  for (size_t i = 0; i < m->instructions()->size(); ++i) KILN_TRY(check_instruction(m, i, guards, &s, &attrs));
   return ok_status();
 }
 
