@@ -84,6 +84,18 @@ std::string delegate_mismatch(const Method& d, const Method& p) {
   return "";
 }
 
+// Binds `m` to `shapes` and fills its inputs from `seed` (the same data on every path).
+Status bind_seeded(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+  KILN_TRY(m.bind_shapes(shapes));
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < m.num_inputs(); ++i) fill_input(m.input(i), rng);
+  return ok_status();
+}
+
+// The sample on both paths, each over an arena of NaN bytes: "" when the delegated outputs
+// match the portable ones, with clean inputs and with a NaN input; else the difference.
+std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed);
+
 // The sample's inputs with the middle element of the first float input set to NaN, on both
 // paths: the delegated one must refuse it (Reason::kNonFiniteInput, check_finite_inputs) or
 // give what the portable kernels give, non-finite classes included. "" when it does.
@@ -91,9 +103,7 @@ std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int
   Status st[2];
   for (int k = 0; k < 2; ++k) {
     Method& m = k ? p : d;
-    st[k] = m.bind_shapes(shapes);
-    std::mt19937_64 rng(seed);
-    for (size_t i = 0; st[k].ok() && i < m.num_inputs(); ++i) fill_input(m.input(i), rng);
+    st[k] = bind_seeded(m, shapes, seed);
     for (size_t i = 0; st[k].ok() && i < m.num_inputs(); ++i)
       if (m.input(i).dtype == DType::kF32 && m.input(i).numel() > 0) {
         m.input_data<float>(i)[m.input(i).numel() / 2] = std::numeric_limits<float>::quiet_NaN();
@@ -104,6 +114,30 @@ std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int
   if (!st[1].ok()) return "";  // the portable path refused the data (a count above its bound): nothing to compare
   if (!st[0].ok()) return st[0].reason() == Reason::kNonFiniteInput ? "" : st[0].message();
   return delegate_mismatch(d, p);
+}
+
+std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+  MethodAccess::fill_arena(portable, 0xFF);
+  Status st = bind_seeded(portable, shapes, seed);
+  if (st.ok()) st = portable.execute();
+  if (!st.ok()) return "portable path: " + st.message();
+  MethodAccess::fill_arena(m, 0xFF);  // the delegated outputs again, over the first poison
+  st = bind_seeded(m, shapes, seed);
+  if (st.ok()) st = m.execute();
+  const std::string diff = st.ok() ? delegate_mismatch(m, portable) : st.message();
+  if (!diff.empty()) return "delegate vs portable: " + diff;
+  const std::string nan = nan_mismatch(m, portable, shapes, seed);
+  if (!nan.empty()) return "delegate vs portable with a NaN input: " + nan;
+  return "";
+}
+
+// A refusal the contract states (a note, not a failure): the random inputs chose a block whose
+// own guard refuses these shapes (checked when the block runs), or made a data-dependent count
+// larger than the contract's bound on it (--dim nonzero=..K).
+std::string stated_refusal(const Status& st) {
+  if (st.reason() == Reason::kBlockRefused) return "refused where the inputs chose a branch's block: " + st.message();
+  if (st.reason() == Reason::kDataAboveBound) return "refused: " + st.message();
+  return "";
 }
 
 // Runs one sample twice over differently poisoned arenas; with `portable`, also compares the
@@ -117,32 +151,18 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
   std::string clean_non_finite;
   for (uint8_t poison : {uint8_t{0x00}, uint8_t{0xFF}}) {
     MethodAccess::fill_arena(m, poison);
-    Status st = m.bind_shapes(shapes);
+    Status st = bind_seeded(m, shapes, seed);
     if (!st.ok()) {
       s.problem = st.message();
       return s;
     }
-    std::mt19937_64 rng(seed);
-    for (size_t i = 0; i < m.num_inputs(); ++i) fill_input(m.input(i), rng);
     auto t0 = std::chrono::steady_clock::now();
     st = m.execute();
     s.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!st.ok() && st.reason() == Reason::kBlockRefused) {
-      // The random inputs chose a block whose own guard refuses these shapes: the contract
-      // working as stated (the block's needs are checked when it runs), not a failure.
-      s.ok = true;
-      s.note = "refused where the inputs chose a branch's block: " + st.message();
-      return s;
-    }
-    if (!st.ok() && st.reason() == Reason::kDataAboveBound) {
-      // Random inputs made a data-dependent count larger than the contract's bound on it
-      // (--dim nonzero=..K): refused as stated, not a failure.
-      s.ok = true;
-      s.note = "refused: " + st.message();
-      return s;
-    }
     if (!st.ok()) {
-      s.problem = st.message();
+      s.note = stated_refusal(st);
+      s.ok = !s.note.empty();
+      if (!s.ok) s.problem = st.message();
       return s;
     }
     const std::string bad = non_finite(m);
@@ -161,33 +181,8 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
   if (!clean_non_finite.empty())
     s.note = clean_non_finite + " with a clean arena too: the model computes it at these inputs (e.g. a softmax over a "
              "fully masked row)";
-  if (portable) {
-    MethodAccess::fill_arena(*portable, 0xFF);
-    Status st = portable->bind_shapes(shapes);
-    std::mt19937_64 rng(seed);
-    for (size_t i = 0; st.ok() && i < portable->num_inputs(); ++i) fill_input(portable->input(i), rng);
-    if (st.ok()) st = portable->execute();
-    if (!st.ok()) {
-      s.problem = "portable path: " + st.message();
-      return s;
-    }
-    MethodAccess::fill_arena(m, 0xFF);  // the delegated outputs again, over the first poison
-    st = m.bind_shapes(shapes);
-    rng.seed(seed);
-    for (size_t i = 0; st.ok() && i < m.num_inputs(); ++i) fill_input(m.input(i), rng);
-    if (st.ok()) st = m.execute();
-    std::string diff = st.ok() ? delegate_mismatch(m, *portable) : st.message();
-    if (!diff.empty()) {
-      s.problem = "delegate vs portable: " + diff;
-      return s;
-    }
-    diff = nan_mismatch(m, *portable, shapes, seed);
-    if (!diff.empty()) {
-      s.problem = "delegate vs portable with a NaN input: " + diff;
-      return s;
-    }
-  }
-  s.ok = true;
+  if (portable) s.problem = compare_paths(m, *portable, shapes, seed);
+  s.ok = s.problem.empty();
   return s;
 }
 
