@@ -29,95 +29,6 @@ namespace kiln::exporter {
 
 namespace {
 
-/// A size as the CLI and the model spell it: decimal digits, at most 15 of them.
-bool is_integer(const std::string& s) {
-  return !s.empty() && s.size() < 16 && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-}  // namespace
-
-Result<DimArg> parse_dim_arg(const std::string& text) {
-  auto bad = [&]() {
-    return invalid_argument("cannot parse --dim '" + text + "': write NAME=MIN..MAX, NAME=MIN..MAX:STEP or NAME=VALUE "
-                            "(NAME=..MAX: a bound on a data-dependent size)");
-  };
-  size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) return bad();
-  DimArg d;
-  d.name = text.substr(0, eq);
-  std::string rest = text.substr(eq + 1);
-  auto num = [&](const std::string& s, int64_t* out) {
-    if (!is_integer(s)) return false;
-    *out = std::stoll(s);
-    return true;
-  };
-  size_t dots = rest.find("..");
-  if (dots == std::string::npos) {
-    if (!num(rest, &d.min)) return bad();
-    d.max = d.min;
-    d.pinned = true;
-    return d;
-  }
-  std::string hi = rest.substr(dots + 2);
-  size_t colon = hi.find(':');
-  if (colon != std::string::npos) {
-    if (!num(hi.substr(colon + 1), &d.step)) return bad();
-    hi = hi.substr(0, colon);
-  }
-  if (dots == 0) d.min = 0;  // "..MAX": from 0 (a data-dependent size's bound)
-  if ((dots > 0 && !num(rest.substr(0, dots), &d.min)) || !num(hi, &d.max)) return bad();
-  return d;
-}
-
-Result<uint64_t> parse_byte_size(const std::string& text) {
-  auto bad = [&]() {
-    return invalid_argument("cannot parse the size '" + text + "': write bytes, or a number with K, M, G or T (powers "
-                            "of 1024, also KiB, MiB, GiB, TiB) or KB, MB, GB, TB (powers of 1000), e.g. 512M, 2G, 1.5GiB");
-  };
-  size_t end = 0;
-  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
-  const std::string number = text.substr(0, end);
-  std::string unit = text.substr(end);
-  if (!unit.empty() && unit[0] == ' ') unit = unit.substr(1);
-  if (number.empty() || number == "." || std::count(number.begin(), number.end(), '.') > 1 || number.size() > 20) return bad();
-  std::string u;
-  for (char c : unit) u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const char* const kPrefixes = "KMGT";
-  double scale = 1;
-  if (!u.empty() && u != "B") {
-    const char* at = std::strchr(kPrefixes, u[0]);
-    if (!at || !*at) return bad();
-    const int power = static_cast<int>(at - kPrefixes) + 1;
-    const std::string rest = u.substr(1);
-    const double base = rest == "B" ? 1000.0 : (rest.empty() || rest == "IB") ? 1024.0 : 0.0;
-    if (base == 0) return bad();
-    scale = std::pow(base, power);
-  }
-  const double bytes = std::strtod(number.c_str(), nullptr) * scale;
-  if (!(bytes < 1.8e19)) return bad();
-  return static_cast<uint64_t>(std::llround(bytes));
-}
-
-Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text) {
-  size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0)
-    return invalid_argument("cannot parse --input '" + text +
-                            "': write NAME=D0,D1,... with integers or dim names (NAME= for a scalar)");
-  std::vector<std::string> axes;
-  const std::string rest = text.substr(eq + 1);
-  if (rest.empty() || rest == "[]" || rest == "scalar") return std::make_pair(text.substr(0, eq), axes);  // rank 0
-  if (text.back() == ',') return invalid_argument("cannot parse --input '" + text + "': empty axis");
-  std::stringstream ss(text.substr(eq + 1));
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    if (tok.empty()) return invalid_argument("cannot parse --input '" + text + "': empty axis");
-    axes.push_back(tok);
-  }
-  return std::make_pair(text.substr(0, eq), axes);
-}
-
-namespace {
-
 // Ops the importer resolves itself instead of passing to the registry.
 const std::set<std::string> kImporterOps = {"Constant", "Identity", "Dropout", "If", "NonZero", "Compress", "Unique", "Loop", "Scan",
                                              "SequenceEmpty", "SequenceInsert", "ConcatFromSequence"};
@@ -209,22 +120,7 @@ class Importer {
       if (given != opts_.inputs.end()) {
         spec = given->second;
         // "1x3xHxW", the runtime's syntax, reads as "1,3,H,W" when each part is a size or a --dim.
-        if (spec.size() == 1 && !dim_args.count(spec[0]) && spec[0].find('x') != std::string::npos) {
-          // At which 'x's to split: names may hold an 'x' themselves ("max_len"), so try each.
-          std::function<bool(const std::string&, std::vector<std::string>*)> split = [&](const std::string& t, auto* out) {
-            auto valid = [&](const std::string& x) { return is_integer(x) || dim_args.count(x) > 0; };
-            if (valid(t)) return out->push_back(t), true;
-            for (size_t at = t.find('x'); at != std::string::npos; at = t.find('x', at + 1)) {
-              if (!valid(t.substr(0, at))) continue;
-              out->push_back(t.substr(0, at));
-              if (split(t.substr(at + 1), out)) return true;
-              out->pop_back();
-            }
-            return false;
-          };
-          std::vector<std::string> parts;
-          if (split(spec[0], &parts)) spec = parts;
-        }
+        spec = split_x_axes(spec, [&](const std::string& s) { return dim_args.count(s) > 0; });
         if (in.type().tensor_type().has_shape() && shape.dim_size() != static_cast<int>(spec.size()))
           errors.push_back("--input " + in.name() + " gives " + std::to_string(spec.size()) + " axes but the model declares rank " +
                            std::to_string(shape.dim_size()));
@@ -249,7 +145,7 @@ class Importer {
       Pending p{in.name(), dtype, {}};
       for (size_t k = 0; k < spec.size(); ++k) {
         const std::string& s = spec[k];
-        if (is_integer(s)) {
+        if (is_size_text(s)) {
           p.axes.emplace_back(std::stoll(s));
           continue;
         }
@@ -300,14 +196,7 @@ class Importer {
   }
 
   Status add_const_input(const std::string& name, DType dtype, const std::string& text) {
-    double v;
-    try {
-      size_t used = 0;
-      v = std::stod(text, &used);
-      if (used != text.size()) throw std::invalid_argument(text);
-    } catch (...) {
-      return invalid_argument("--const " + name + "=" + text + ": the value is not a number");
-    }
+    KILN_ASSIGN_OR_RETURN(const double v, parse_const_value(name, text));
     int id = -1;
     switch (dtype) {
       case DType::kF32: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<float>{static_cast<float>(v)})); break; }

@@ -7,50 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "export/export_options.h"
 #include "format/program_desc.h"
 #include "kiln/status.h"
 
 namespace kiln::exporter {
-
-/// `--dim NAME=MIN..MAX[:STEP]` or `--dim NAME=V` (pinned: min == max, the axis becomes static).
-struct DimArg {
-  std::string name;
-  int64_t min = 1;
-  int64_t max = 1;
-  int64_t step = 1;
-  bool pinned = false;
-};
-
-struct ExportOptions {
-  /// `--input NAME=D0,D1,...`: each Di an integer (static) or a dim name.
-  std::vector<std::pair<std::string, std::vector<std::string>>> inputs;
-  std::vector<DimArg> dims;
-  /// `--const NAME=VALUE`: a scalar input pinned as a constant.
-  std::vector<std::pair<std::string, std::string>> consts;
-  std::string method_name = "forward";
-  /// `--delegate xnnpack|none`: partition for the XNNPACK delegate (the portable path stays).
-  std::string delegate = "xnnpack";
-  /// `--require-coverage=F`: fail unless the delegate takes at least this share of FLOPs.
-  double require_coverage = 0;
-  /// Fuse LayerNorm and GELU chains into one instruction each (fuse_patterns.h); `--no-fusion`
-  /// turns it off (the unfused reference).
-  bool fuse = true;
-  /// `--bucket DIM=S1,S2,...`: one static method per size ("forward@seq=32"), each marked as a
-  /// bucket of `method_name` with the input axes to pad and the output axes to cut back.
-  std::string bucket_dim;
-  std::vector<int64_t> bucket_sizes;
-  /// `--pad INPUT=VALUE`: what padding fills for a bucket (default 0).
-  std::map<std::string, double> pads;
-  /// `--max-arena=SIZE`: refuse a contract whose arena at the bound (the larger of the portable
-  /// and the delegated plan) is above this many bytes, naming the dims responsible and a smaller
-  /// bound that fits; 0: no limit.
-  uint64_t max_arena_bytes = kDefaultMaxArena;
-  /// `--warn-arena=SIZE`: above this (and within max_arena_bytes), export succeeds with a warning
-  /// of the same form; 0: never.
-  uint64_t warn_arena_bytes = kDefaultWarnArena;
-  static constexpr uint64_t kDefaultMaxArena = uint64_t{64} << 30;  ///< 64 GiB
-  static constexpr uint64_t kDefaultWarnArena = uint64_t{1} << 30;  ///< 1 GiB
-};
 
 /// What export did, for its summary and the closing notes.
 struct ExportReport {
@@ -86,14 +47,6 @@ struct ExportReport {
   std::vector<std::string> notes;    ///< buckets written, warnings
   size_t fused_nodes = 0;
 };
-
-/// Parses "NAME=MIN..MAX[:STEP]" / "NAME=V".
-Result<DimArg> parse_dim_arg(const std::string& text);
-/// Parses a byte size: "4096", "512K", "512M", "2G", "1.5GiB", "64GB" (K, M, G, T and KiB...
-/// are powers of 1024; KB, MB, GB, TB powers of 1000).
-Result<uint64_t> parse_byte_size(const std::string& text);
-/// Parses "NAME=D0,D1,...".
-Result<std::pair<std::string, std::vector<std::string>>> parse_input_arg(const std::string& text);
 
 /// Imports `model_path` under `opts` and appends one method to `program`.
 Result<ExportReport> export_onnx(const std::string& model_path, const ExportOptions& opts,
