@@ -11,6 +11,7 @@
 #include "kiln/method.h"
 #include "kiln/program.h"
 #include "explain.h"
+#include "tooling/export_report.h"
 #include "tooling/file_io.h"
 #include "tooling/inspect.h"
 #include "tooling/runner.h"
@@ -68,7 +69,7 @@ int run_export(const ExportArgs& a) {
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& w : report->warnings) std::cerr << "warning: " << w << "\n";
   std::cout << "exported " << a.model << " -> " << a.out << " (method '" << opts->method_name << "', " << ms << " ms)\n"
-            << kiln::exporter::format_report(*report);
+            << kiln::tooling::format_report(*report);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "export/onnx/onnx_import.h"
 #include "format/program_desc.h"
+#include "tooling/export_report.h"
 #include "tooling/file_io.h"
 
 namespace nb = nanobind;
@@ -66,7 +67,7 @@ std::string export_onnx(nb::object model, const std::string& path, const std::ve
   if (!w.ok()) raise(Error::kProgram, w.message());
   for (const std::string& warning : report->warnings)  // as the CLI's "warning: " lines
     if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0) throw nb::python_error();
-  return exporter::format_report(*report);
+  return tooling::format_report(*report);
 }
 
 }  // namespace

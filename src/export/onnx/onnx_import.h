@@ -13,7 +13,7 @@
 
 namespace kiln::exporter {
 
-/// What export did, for its summary and the closing notes.
+/// What export did, for its summary (tooling/export_report.h formats it) and the closing notes.
 struct ExportReport {
   size_t onnx_nodes = 0;            ///< nodes in the main graph (subgraphs counted when inlined)
   size_t instructions = 0;
@@ -53,8 +53,6 @@ Result<ExportReport> export_onnx(const std::string& model_path, const ExportOpti
                                  format::ProgramDesc* program);
 /// The same for a serialized ModelProto in memory (fuzzing, embedding).
 Result<ExportReport> export_onnx_bytes(const void* data, size_t size, const ExportOptions& opts, format::ProgramDesc* program);
-/// Human-readable summary of a report.
-std::string format_report(const ExportReport& r);
 
 /// `kiln inspect MODEL.onnx`: the model's inputs and outputs as declared, its dim names (where
 /// each is used), what a trial export with every dim in [1, 4096] finds the model needs of
