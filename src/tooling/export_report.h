@@ -1,10 +1,10 @@
 #pragma once
 // kiln export's summary: what `kiln export` prints after "exported ..." and what Python's
-// kiln.export_onnx returns, from the report export fills.
+// kiln.export_onnx returns, from the report the export pipeline fills (export/pipeline.h).
 
 #include <string>
 
-#include "export/onnx/onnx_import.h"
+#include "export/pipeline.h"
 
 namespace kiln::tooling {
 

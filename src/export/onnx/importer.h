@@ -15,19 +15,18 @@
 #include "export/export_options.h"
 #include "export/graph.h"
 #include "export/onnx/fuse_patterns.h"
-#include "export/onnx/onnx_import.h"
+#include "export/pipeline.h"
 #include "onnx/onnx_pb.h"
 
 namespace kiln::exporter {
 
 class Importer {
  public:
-  /// Imports under `opts` into its own graph (builder()), counting into `report`.
-  Importer(const ExportOptions& opts, ExportReport* report) : opts_(opts), report_(report), g_(opts.method_name) {}
+  /// Imports into `g` (borrowed for the importer's life) under `opts`, counting into `report`.
+  Importer(const ExportOptions& opts, GraphBuilder& g, ExportReport* report) : opts_(opts), report_(report), g_(g) {}
 
   /// Imports `model` (its graph is changed: BatchNormalization folded into the Convs before it).
   Status run(onnx::ModelProto& model);
-  GraphBuilder& builder() { return g_; }
 
  private:
   // ---- contract (onnx_import.cc) -------------------------------------------------------------
@@ -122,7 +121,7 @@ class Importer {
 
   const ExportOptions& opts_;
   ExportReport* report_;
-  GraphBuilder g_;
+  GraphBuilder& g_;
   int64_t opset_ = 13;
   std::map<std::string, const onnx::NodeProto*> producers_;  ///< value name -> the node that makes it
   std::unordered_map<std::string, int> names_;

@@ -1,6 +1,8 @@
 #include "export/onnx/onnx_proto.h"
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 namespace kiln::exporter {
@@ -199,6 +201,19 @@ void count_uses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
       if (a.type() == onnx::AttributeProto::GRAPH) count_uses(a.g(), uses);  // outer-scope reads
   }
   for (const onnx::ValueInfoProto& o : g.output()) ++(*uses)[o.name()];
+}
+
+Status read_model_file(const std::string& model_path, onnx::ModelProto* model) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(model_path, ec);
+  if (ec || !std::filesystem::exists(status)) return io_error("cannot open model '" + model_path + "': no such file");
+  if (std::filesystem::is_directory(status)) return io_error("cannot read model '" + model_path + "': it is a directory");
+  if (!std::filesystem::is_regular_file(status)) return io_error("cannot read model '" + model_path + "': not a regular file");
+  if (std::filesystem::file_size(model_path, ec) == 0) return data_loss("'" + model_path + "' is empty, not an ONNX model");
+  std::ifstream f(model_path, std::ios::binary);
+  if (!f) return io_error("cannot open model '" + model_path + "'");
+  if (!model->ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  return ok_status();
 }
 
 }  // namespace kiln::exporter
