@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
-#include <tuple>
 
 #include <chrono>
 
@@ -13,6 +12,7 @@
 #include "kiln/program.h"
 #include "runtime/program_impl.h"
 #include "explain.h"
+#include "tooling/export_report.h"
 #include "tooling/file_io.h"
 #include "tooling/inspect.h"
 #include "tooling/runner.h"
@@ -23,85 +23,44 @@ namespace {
 int fail(const std::string& message) { return std::cerr << "error: " << message << "\n", 1; }
 
 // --- kiln export ------------------------------------------------------------------------
+// The options are export_flag_specs()'s; each flag's texts, as given, go to the one parser.
 struct ExportArgs {
-  std::string model, out, method = "forward", delegate = "xnnpack", bucket, max_arena = "64GiB", warn_arena = "1GiB";
-  std::vector<std::string> inputs, dims, consts, pads;
-  double require_coverage = 0;
-  bool no_fusion = false;
+  std::string model, out;
+  std::vector<std::vector<std::string>> values;  // per export_flag_specs() entry
 };
 
 void add_export(CLI::App* exp, ExportArgs& a) {
   exp->add_option("model", a.model, "ONNX model")->required();
   exp->add_option("-o,--output", a.out, "program to write")->required();
-  exp->add_option("--input", a.inputs, "NAME=D0,D1,... or NAME=D0xD1x... (integers static, names dynamic)");
-  exp->add_option("--dim", a.dims, "NAME=MIN..MAX[:STEP] bounds a dim, NAME=V pins it");
-  exp->add_option("--const", a.consts, "NAME=VALUE pins a scalar input as a constant");
-  exp->add_option("--method_name", a.method, "method name")->capture_default_str();
-  exp->add_option("--delegate", a.delegate, "xnnpack (partition for the XNNPACK delegate; the portable path stays) or none")
-      ->capture_default_str();
-  exp->add_option("--require-coverage", a.require_coverage, "fail unless the delegate takes this share of FLOPs (0..1)")
-      ->check(CLI::Range(0.0, 1.0));
-  exp->add_option("--bucket", a.bucket, "DIM=S1,S2,...: one static method per size, dispatched to the smallest that "
-                                        "fits (inputs padded, outputs cut back)");
-  exp->add_option("--pad", a.pads, "INPUT=VALUE: what a bucket pads that input with (default 0)");
-  exp->add_option("--max-arena", a.max_arena, "refuse a contract whose arena at the bound is above SIZE (e.g. 512M, "
-                                              "2G, 1.5GiB; 0: no limit)")->capture_default_str();
-  exp->add_option("--warn-arena", a.warn_arena, "warn when the arena at the bound is above SIZE (0: never)")
-      ->capture_default_str();
-  exp->add_flag("--no-fusion", a.no_fusion, "keep LayerNorm and GELU chains as the model wrote them (no fused instructions)");
+  const auto& specs = kiln::exporter::export_flag_specs();
+  a.values.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const kiln::exporter::ExportFlagSpec& s = specs[i];
+    std::vector<std::string>& values = a.values[i];
+    if (s.repeat == kiln::exporter::FlagRepeat::kSwitch) {
+      exp->add_flag_function(s.flag, [&values](int64_t) { values.assign(1, ""); }, s.help);
+      continue;
+    }
+    CLI::Option* o = exp->add_option(s.flag, values, s.help);
+    // One value per flag (`--delegate none model.onnx` leaves the model alone); a repeat
+    // reaches the parser, which combines it or says why not.
+    if (s.repeat != kiln::exporter::FlagRepeat::kAdds)
+      o->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    if (*s.default_text) o->default_str(s.default_text);
+  }
 }
 
-// The exporter's options from the flags; an error names the flag that does not parse.
-kiln::Result<kiln::exporter::ExportOptions> export_options(const ExportArgs& a) {
-  kiln::exporter::ExportOptions opts;
-  opts.method_name = a.method;
-  opts.delegate = a.delegate;
-  opts.require_coverage = a.require_coverage;
-  opts.fuse = !a.no_fusion;
-  for (const auto& [flag, text, out] : {std::tuple{"--max-arena", &a.max_arena, &opts.max_arena_bytes},
-                                        std::tuple{"--warn-arena", &a.warn_arena, &opts.warn_arena_bytes}}) {
-    auto bytes = kiln::exporter::parse_byte_size(*text);
-    if (!bytes.ok()) return bytes.status().with_prefix(std::string(flag) + ": ");
-    *out = *bytes;
-  }
-  for (const std::string& arg : a.inputs) {
-    KILN_ASSIGN_OR_RETURN(auto input, kiln::exporter::parse_input_arg(arg));
-    opts.inputs.push_back(input);
-  }
-  for (const std::string& arg : a.dims) {
-    KILN_ASSIGN_OR_RETURN(auto dim, kiln::exporter::parse_dim_arg(arg));
-    opts.dims.push_back(dim);
-  }
-  for (const std::string& arg : a.consts) {
-    size_t eq = arg.find('=');
-    if (eq == std::string::npos || eq == 0) return kiln::invalid_argument("cannot parse --const '" + arg + "': write NAME=VALUE");
-    opts.consts.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
-  }
-  if (!a.bucket.empty()) {
-    const size_t eq = a.bucket.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == a.bucket.size())
-      return kiln::invalid_argument("cannot parse --bucket '" + a.bucket + "': write DIM=S1,S2,...");
-    opts.bucket_dim = a.bucket.substr(0, eq);
-    std::stringstream ss(a.bucket.substr(eq + 1));
-    for (std::string tok; std::getline(ss, tok, ',');) {
-      if (tok.empty() || tok.size() > 15 || tok.find_first_not_of("0123456789") != std::string::npos)
-        return kiln::invalid_argument("cannot parse --bucket '" + a.bucket + "': sizes are positive integers");
-      opts.bucket_sizes.push_back(std::stoll(tok));
-    }
-  }
-  for (const std::string& arg : a.pads) {
-    const size_t eq = arg.find('=');
-    char* end = nullptr;
-    const double v = eq == std::string::npos ? 0 : std::strtod(arg.c_str() + eq + 1, &end);
-    if (eq == std::string::npos || eq == 0 || !end || *end || end == arg.c_str() + eq + 1)
-      return kiln::invalid_argument("cannot parse --pad '" + arg + "': write INPUT=VALUE");
-    opts.pads[arg.substr(0, eq)] = v;
-  }
-  return opts;
+// The flags as given, in export_flag_specs() order.
+std::vector<kiln::exporter::ExportFlag> export_flags(const ExportArgs& a) {
+  std::vector<kiln::exporter::ExportFlag> flags;
+  const auto& specs = kiln::exporter::export_flag_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    for (const std::string& v : a.values[i]) flags.push_back({specs[i].flag, v});
+  return flags;
 }
 
 int run_export(const ExportArgs& a) {
-  auto opts = export_options(a);
+  auto opts = kiln::exporter::parse_export_flags(export_flags(a));
   if (!opts.ok()) return fail(opts.status().message());
   auto t0 = std::chrono::steady_clock::now();
   kiln::format::ProgramDesc program;
@@ -110,8 +69,8 @@ int run_export(const ExportArgs& a) {
   if (!s.ok()) return fail("export " + a.model + ": " + s.message());
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (const std::string& w : report->warnings) std::cerr << "warning: " << w << "\n";
-  std::cout << "exported " << a.model << " -> " << a.out << " (method '" << a.method << "', " << ms << " ms)\n"
-            << kiln::exporter::format_report(*report);
+  std::cout << "exported " << a.model << " -> " << a.out << " (method '" << opts->method_name << "', " << ms << " ms)\n"
+            << kiln::tooling::format_report(*report);
   return 0;
 }
 

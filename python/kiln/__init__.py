@@ -273,27 +273,65 @@ def _dim_specs(dims) -> list:
     return specs
 
 
+def _number(v) -> str:
+    """A --const or --pad value as text: Python's shortest round-trip spelling (bool as 0/1)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, np.bool_)) or isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return repr(float(v))
+
+
+def _export_flags(dims, inputs, consts, method, delegate, require_coverage, bucket, pads, max_arena, warn_arena,
+                  fusion) -> list:
+    """export_onnx's arguments as (option, text) pairs for the parser `kiln export` uses (in its
+    --help order), named as Python spells them: ("dim", "N=1..8"), ("max_arena", "512M")."""
+    flags = [("input", f"{k}=" + ",".join(str(a.name if isinstance(a, Dim) else a) for a in v))
+             for k, v in (inputs or {}).items()]
+    flags += [("dim", s) for s in _dim_specs(dims)]
+    flags += [("const", f"{k}={_number(v)}") for k, v in (consts or {}).items()]
+    flags += [("method_name", method), ("delegate", delegate), ("require_coverage", repr(float(require_coverage)))]
+    flags += [("bucket", f"{d}=" + ",".join(str(int(s)) for s in sizes)) for d, sizes in (bucket or {}).items()]
+    flags += [("pad", f"{k}={_number(v)}") for k, v in (pads or {}).items()]
+    flags += [("max_arena", str(max_arena)), ("warn_arena", str(warn_arena))]
+    return flags if fusion else flags + [("no_fusion", "")]
+
+
 def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping[str, Iterable] | None = None,
                 method: str = "forward", delegate: str = "xnnpack", fusion: bool = True,
                 require_coverage: float = 0.0, max_arena: Union[int, str] = "64GiB",
-                warn_arena: Union[int, str] = "1GiB") -> str:
-    """`kiln export` from Python. `model` is a path, the bytes of a ModelProto, or an
-    onnx.ModelProto. `dims` maps names to (min, max[, step]) or Dims, e.g.
-    {"H": (32, 224, 32)}; `inputs` maps input names to axes (ints or dim names), as
-    `--input`. `max_arena` (bytes, or a size such as "512M", "2G", "1.5GiB"; 0: no limit) is
-    `--max-arena`: a contract whose arena at the bound is larger raises ExportError naming the
-    dims and a smaller bound that fits; above `warn_arena` a UserWarning says the same.
-    Writes `path` and returns export's summary. Raises ExportError."""
+                warn_arena: Union[int, str] = "1GiB", consts: Mapping[str, float] | None = None,
+                bucket: Mapping[str, Sequence[int]] | None = None, pads: Mapping[str, float] | None = None) -> str:
+    """`kiln export` from Python: every option of `kiln export`, parsed by the same parser, so
+    the same options write the same bytes. `model` is a path, the bytes of a ModelProto, or an
+    onnx.ModelProto. Writes `path` and returns export's summary.
+
+    dims              --dim: maps names to (min, max[, step]) or Dims, e.g. {"H": (32, 224, 32)};
+                      or a list of Dims or "NAME=MIN..MAX[:STEP]" texts; (v, v) pins a dim
+    inputs            --input: maps input names to axes (ints or dim names), e.g. {"x": (1, 3, "H", "W")}
+    consts            --const: maps scalar inputs to the value pinned as a constant, e.g. {"sr": 16000}
+    method            --method_name
+    delegate          --delegate: "xnnpack" (partitioned for XNNPACK; the portable path stays) or "none"
+    fusion            False is --no-fusion: LayerNorm/GELU/attention chains kept as the model wrote them
+    require_coverage  --require-coverage: the share of FLOPs (0..1) the delegate must take
+    bucket            --bucket: {dim: sizes}, e.g. {"seq": [16, 32, 64]} is --bucket seq=16,32,64:
+                      one static method per size, called as one (Program.method gives a BucketedMethod)
+    pads              --pad: maps inputs to what a bucket pads them with (default 0), e.g. {"mask": 0}
+    max_arena         --max-arena: bytes, or a size such as "512M", "2G", "1.5GiB"; 0: no limit. A
+                      contract whose arena at the bound is larger raises ExportError naming the dims
+                      and a smaller bound that fits
+    warn_arena        --warn-arena: above it a UserWarning says the same
+
+    Raises ValueError for an option that does not parse, ExportError when export refuses."""
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     elif not isinstance(model, (bytes, bytearray)):
         model = os.fspath(model)
     if isinstance(model, bytearray):
         model = bytes(model)
-    input_specs = [f"{k}=" + ",".join(str(a.name if isinstance(a, Dim) else a) for a in v)
-                   for k, v in (inputs or {}).items()]
-    return _exporter().export_onnx(model, os.fspath(path), _dim_specs(dims), input_specs, method, delegate, fusion,
-                                   float(require_coverage), str(max_arena), str(warn_arena))
+    flags = _export_flags(dims, inputs, consts, method, delegate, require_coverage, bucket, pads, max_arena, warn_arena,
+                          fusion)
+    return _exporter().export_onnx(model, os.fspath(path), flags)
 
 
 from .torch_export import ExportResult, export  # noqa: E402  (torch is imported only when called)

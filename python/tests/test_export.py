@@ -186,3 +186,60 @@ def test_an_arena_that_cannot_be_allocated_raises_memory_error(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert ("MemoryError: cannot allocate the arena for method 'forward': 96 GiB (103079215104 bytes, planned at the "
             "bound 256x3x4096x4096)") in r.stdout, r.stdout
+
+
+ZOO = os.path.join(HERE, "..", "..", "zoo")
+
+# (name, model under zoo/, `kiln export` flags, the same options as export_onnx's keywords)
+SAME_OPTIONS = [
+    ("dynamic_dims", "models/bert_tiny.onnx", ["--dim", "batch=1..4", "--dim", "seq=1..128"],
+     dict(dims={"batch": (1, 4), "seq": (1, 128)})),
+    ("inputs_and_dims", "models/mobilenet_v2.onnx",
+     ["--input", "pixels=1x3xHxW", "--dim", "H=32..224:32", "--dim", "W=32..224:32"],
+     dict(inputs={"pixels": ["1x3xHxW"]}, dims={"H": (32, 224, 32), "W": (32, 224, 32)})),
+    ("const", "ops/models/if_sample_rate.onnx", ["--dim", "N=0..8", "--const", "sr=16000"],
+     dict(dims={"N": (0, 8)}, consts={"sr": 16000})),
+    ("bucket_and_pad", "models/gpt_tiny.onnx",
+     ["--dim", "batch=1..2", "--bucket", "seq=8,16,32", "--pad", "attention_mask=0", "--pad", "input_ids=3"],
+     dict(dims={"batch": (1, 2)}, bucket={"seq": [8, 16, 32]}, pads={"attention_mask": 0, "input_ids": 3})),
+    ("no_delegate_no_fusion", "models/bert_tiny.onnx",
+     ["--dim", "batch=1..4", "--dim", "seq=1..128", "--delegate", "none", "--no-fusion"],
+     dict(dims={"batch": (1, 4), "seq": (1, 128)}, delegate="none", fusion=False)),
+    ("method_coverage_arena", "models/resnet_small.onnx",
+     ["--dim", "batch=1..8", "--method_name", "infer", "--require-coverage", "0.5", "--max-arena", "2G",
+      "--warn-arena", "512M"],
+     dict(dims={"batch": (1, 8)}, method="infer", require_coverage=0.5, max_arena="2G", warn_arena="512M")),
+]
+
+
+@pytest.mark.parametrize("name,model,flags,keywords", SAME_OPTIONS, ids=[c[0] for c in SAME_OPTIONS])
+def test_cli_and_python_write_the_same_bytes(tmp_path, name, model, flags, keywords):
+    """kiln export and kiln.export_onnx parse options with one parser and export through one
+    pipeline: the same options write the same .kiln bytes and the same summary."""
+    import subprocess
+    build = os.environ.get("KILN_BUILD_DIR", os.path.join(HERE, "..", "..", "build"))
+    src = os.path.join(ZOO, model)
+    cli, py = tmp_path / "cli.kiln", tmp_path / "py.kiln"
+    r = subprocess.run([os.path.join(build, "kiln"), "export", src, "-o", str(cli)] + flags, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = kiln.export_onnx(src, py, **keywords)
+    assert cli.read_bytes() == py.read_bytes()
+    assert r.stdout.endswith(summary), r.stdout + "\n---\n" + summary
+    with open(src, "rb") as f:  # the model's bytes go through the same pipeline as its path
+        kiln.export_onnx(f.read(), tmp_path / "bytes.kiln", **keywords)
+    assert (tmp_path / "bytes.kiln").read_bytes() == py.read_bytes()
+
+
+def test_export_options_refused_as_the_cli_refuses(tmp_path):
+    model = two_inputs_sharing_a_dim()
+    with pytest.raises(ValueError, match=r"^bucket is given for dims 'N' and 'M'; buckets go over one dim"):
+        kiln.export_onnx(model, tmp_path / "x.kiln", bucket={"N": [4], "M": [8]})
+    with pytest.raises(ValueError, match=r"^cannot parse require_coverage '1.5': write the share of FLOPs"):
+        kiln.export_onnx(model, tmp_path / "x.kiln", dims={"N": (1, 8)}, require_coverage=1.5)
+    with pytest.raises(kiln.ExportError, match=r"^--const x=oops: the value is not a number$"):
+        kiln.export_onnx(model, tmp_path / "x.kiln", dims={"N": (1, 8)}, consts={"x": "oops"})
+    with pytest.raises(kiln.ExportError, match=r"^--pad names 'w', which is not an input$"):
+        kiln.export_onnx(model, tmp_path / "x.kiln", bucket={"N": [4, 8]}, pads={"w": 1})
+    with pytest.raises(kiln.ExportError, match=r"^unknown --delegate 'gpu'; use xnnpack or none$"):
+        kiln.export_onnx(model, tmp_path / "x.kiln", dims={"N": (1, 8)}, delegate="gpu")
+    assert not (tmp_path / "x.kiln").exists()

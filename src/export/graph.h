@@ -143,6 +143,7 @@ class GraphBuilder {
   }
 
   core::ExprPool& pool() { return pool_; }
+  const core::ExprPool& pool() const { return pool_; }
   const std::vector<kernels::Guard>& guards() const { return guards_; }
   DType dtype(int value) const { return values_[value].dtype; }
   const std::vector<core::ExprId>& shape(int value) const { return values_[value].shape; }

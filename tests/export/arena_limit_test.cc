@@ -11,6 +11,7 @@
 #include "export/onnx/onnx_import.h"
 #include "export_test_util.h"
 #include "onnx_model_util.h"
+#include "tooling/export_report.h"
 
 namespace kiln::testing {
 namespace {
@@ -145,7 +146,7 @@ TEST(ArenaLimit, WarnsAboveTheThresholdAndSuggestsABoundUnderIt) {
   ASSERT_TRUE(again.report.ok()) << again.report.status().message();
   EXPECT_TRUE(again.report->warnings.empty()) << again.report->warnings[0];
   // The summary says both sizes in human units, and the warning.
-  const std::string summary = exporter::format_report(*e.report);
+  const std::string summary = tooling::format_report(*e.report);
   EXPECT_NE(summary.find("memory: arena 768 MiB at the bound (805306368 bytes), 24 KiB at the minimum"), std::string::npos)
       << summary;
   EXPECT_NE(summary.find("  warning: arena at the bound is 768 MiB"), std::string::npos) << summary;

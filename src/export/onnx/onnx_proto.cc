@@ -1,6 +1,8 @@
 #include "export/onnx/onnx_proto.h"
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 namespace kiln::exporter {
@@ -39,6 +41,83 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
+// Tensor `t`'s `n` values from its raw bytes (ONNX's little-endian layout), as h's dtype.
+Status read_raw_values(const onnx::TensorProto& t, const std::string& where, int64_t n, HostTensor* h) {
+  const std::string& raw = t.raw_data();
+  size_t elem = 1;
+  switch (t.data_type()) {
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::INT64: elem = 8; break;
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT32: elem = 4; break;
+    case onnx::TensorProto::FLOAT16: elem = 2; break;
+    default: break;
+  }
+  if (raw.size() != static_cast<size_t>(n) * elem)
+    return data_loss(where + " holds " + std::to_string(raw.size()) + " raw bytes but its shape needs " +
+                     std::to_string(static_cast<size_t>(n) * elem));
+  float* f = reinterpret_cast<float*>(h->bytes.data());
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32: std::memcpy(h->bytes.data(), raw.data(), raw.size()); break;
+    case onnx::TensorProto::DOUBLE:
+      for (int64_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, raw.data() + i * 8, 8);
+        f[i] = static_cast<float>(d);
+      }
+      break;
+    case onnx::TensorProto::FLOAT16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, raw.data() + i * 2, 2);
+        f[i] = half_to_float(v);
+      }
+      break;
+    case onnx::TensorProto::BOOL:
+      for (int64_t i = 0; i < n; ++i) h->bytes[i] = raw[i] ? 1 : 0;
+      break;
+  }
+  return ok_status();
+}
+
+// Tensor `t`'s `n` values from its typed fields (float_data, int32_data, ...), as h's dtype.
+Status read_typed_values(const onnx::TensorProto& t, const std::string& where, int64_t n, HostTensor* h) {
+  auto need = [&](int size) -> Status {
+    if (size != n) return data_loss(where + " holds " + std::to_string(size) + " values but its shape needs " + std::to_string(n));
+    return ok_status();
+  };
+  float* f = reinterpret_cast<float*>(h->bytes.data());
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      KILN_TRY(need(t.float_data_size()));
+      for (int64_t i = 0; i < n; ++i) f[i] = t.float_data(static_cast<int>(i));
+      break;
+    case onnx::TensorProto::DOUBLE:
+      KILN_TRY(need(t.double_data_size()));
+      for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(t.double_data(static_cast<int>(i)));
+      break;
+    case onnx::TensorProto::FLOAT16:
+      KILN_TRY(need(t.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) f[i] = half_to_float(static_cast<uint16_t>(t.int32_data(static_cast<int>(i))));
+      break;
+    case onnx::TensorProto::INT64:
+      KILN_TRY(need(t.int64_data_size()));
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<int64_t*>(h->bytes.data())[i] = t.int64_data(static_cast<int>(i));
+      break;
+    case onnx::TensorProto::INT32:
+      KILN_TRY(need(t.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) reinterpret_cast<int32_t*>(h->bytes.data())[i] = t.int32_data(static_cast<int>(i));
+      break;
+    case onnx::TensorProto::BOOL:
+      KILN_TRY(need(t.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) h->bytes[i] = t.int32_data(static_cast<int>(i)) ? 1 : 0;
+      break;
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::string& where) {
@@ -63,88 +142,13 @@ Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::stri
                      " elements, more than a model can hold");
   // Every element takes at least one raw byte or one typed value: a shape larger than the data
   // is refused before allocating for it (fuzz_onnx: a 2^31-element claim allocated 16 GB).
-  const std::string& raw = t.raw_data();
-  const int64_t have = static_cast<int64_t>(raw.size()) + t.float_data_size() + t.int32_data_size() +
+  const int64_t have = static_cast<int64_t>(t.raw_data().size()) + t.float_data_size() + t.int32_data_size() +
                        t.int64_data_size() + t.double_data_size() + t.uint64_data_size();
   if (n > have)
     return data_loss(where + " holds " + std::to_string(have) + " values or bytes but its shape needs " +
                      std::to_string(n) + " elements");
   h.bytes.resize(static_cast<size_t>(n) * dtype_size(h.dtype));
-  auto need_raw = [&](size_t elem) -> Status {
-    if (raw.size() != static_cast<size_t>(n) * elem)
-      return data_loss(where + " holds " + std::to_string(raw.size()) + " raw bytes but its shape needs " +
-                       std::to_string(static_cast<size_t>(n) * elem));
-    return ok_status();
-  };
-  auto need = [&](int size) -> Status {
-    if (size != n) return data_loss(where + " holds " + std::to_string(size) + " values but its shape needs " + std::to_string(n));
-    return ok_status();
-  };
-  float* f = reinterpret_cast<float*>(h.bytes.data());
-  switch (t.data_type()) {
-    case onnx::TensorProto::FLOAT:
-      if (!raw.empty()) {
-        KILN_TRY(need_raw(4));
-        std::memcpy(f, raw.data(), raw.size());
-      } else {
-        KILN_TRY(need(t.float_data_size()));
-        for (int64_t i = 0; i < n; ++i) f[i] = t.float_data(static_cast<int>(i));
-      }
-      break;
-    case onnx::TensorProto::DOUBLE:
-      if (!raw.empty()) {
-        KILN_TRY(need_raw(8));
-        for (int64_t i = 0; i < n; ++i) {
-          double d;
-          std::memcpy(&d, raw.data() + i * 8, 8);
-          f[i] = static_cast<float>(d);
-        }
-      } else {
-        KILN_TRY(need(t.double_data_size()));
-        for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(t.double_data(static_cast<int>(i)));
-      }
-      break;
-    case onnx::TensorProto::FLOAT16:
-      if (!raw.empty()) {
-        KILN_TRY(need_raw(2));
-        for (int64_t i = 0; i < n; ++i) {
-          uint16_t v;
-          std::memcpy(&v, raw.data() + i * 2, 2);
-          f[i] = half_to_float(v);
-        }
-      } else {
-        KILN_TRY(need(t.int32_data_size()));
-        for (int64_t i = 0; i < n; ++i) f[i] = half_to_float(static_cast<uint16_t>(t.int32_data(static_cast<int>(i))));
-      }
-      break;
-    case onnx::TensorProto::INT64:
-      if (!raw.empty()) {
-        KILN_TRY(need_raw(8));
-        std::memcpy(h.bytes.data(), raw.data(), raw.size());
-      } else {
-        KILN_TRY(need(t.int64_data_size()));
-        for (int64_t i = 0; i < n; ++i) reinterpret_cast<int64_t*>(h.bytes.data())[i] = t.int64_data(static_cast<int>(i));
-      }
-      break;
-    case onnx::TensorProto::INT32:
-      if (!raw.empty()) {
-        KILN_TRY(need_raw(4));
-        std::memcpy(h.bytes.data(), raw.data(), raw.size());
-      } else {
-        KILN_TRY(need(t.int32_data_size()));
-        for (int64_t i = 0; i < n; ++i) reinterpret_cast<int32_t*>(h.bytes.data())[i] = t.int32_data(static_cast<int>(i));
-      }
-      break;
-    case onnx::TensorProto::BOOL:
-      if (!raw.empty()) {
-        KILN_TRY(need_raw(1));
-        for (int64_t i = 0; i < n; ++i) h.bytes[i] = raw[i] ? 1 : 0;
-      } else {
-        KILN_TRY(need(t.int32_data_size()));
-        for (int64_t i = 0; i < n; ++i) h.bytes[i] = t.int32_data(static_cast<int>(i)) ? 1 : 0;
-      }
-      break;
-  }
+  KILN_TRY(t.raw_data().empty() ? read_typed_values(t, where, n, &h) : read_raw_values(t, where, n, &h));
   return h;
 }
 
@@ -197,6 +201,19 @@ void count_uses(const onnx::GraphProto& g, std::map<std::string, int>* uses) {
       if (a.type() == onnx::AttributeProto::GRAPH) count_uses(a.g(), uses);  // outer-scope reads
   }
   for (const onnx::ValueInfoProto& o : g.output()) ++(*uses)[o.name()];
+}
+
+Status read_model_file(const std::string& model_path, onnx::ModelProto* model) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(model_path, ec);
+  if (ec || !std::filesystem::exists(status)) return io_error("cannot open model '" + model_path + "': no such file");
+  if (std::filesystem::is_directory(status)) return io_error("cannot read model '" + model_path + "': it is a directory");
+  if (!std::filesystem::is_regular_file(status)) return io_error("cannot read model '" + model_path + "': not a regular file");
+  if (std::filesystem::file_size(model_path, ec) == 0) return data_loss("'" + model_path + "' is empty, not an ONNX model");
+  std::ifstream f(model_path, std::ios::binary);
+  if (!f) return io_error("cannot open model '" + model_path + "'");
+  if (!model->ParseFromIstream(&f)) return data_loss("'" + model_path + "' is not a readable ONNX model");
+  return ok_status();
 }
 
 }  // namespace kiln::exporter
