@@ -9,6 +9,7 @@
 
 #include "errors.h"
 #include "image/image.h"
+#include "core/status.h"
 
 namespace nb = nanobind;
 

@@ -1,6 +1,7 @@
 #include "delegates/backend.h"
 
 #include "delegates/xnnpack/delegate.h"
+#include "core/status.h"
 
 namespace kiln::delegates {
 namespace {

@@ -1,4 +1,5 @@
 #include "export/export_options.h"
+#include "core/status.h"
 
 #include <algorithm>
 #include <cctype>

@@ -11,6 +11,7 @@
 #include "export/memory_plan.h"
 #include "format/file_header.h"
 #include "format/schedule.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

@@ -9,6 +9,7 @@
 #include "export/graph.h"
 #include "export/memory_plan.h"
 #include "export/xnnpack_partition.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

@@ -10,6 +10,7 @@
 #include "format/control.h"
 #include "format/file_header.h"
 #include "format/schedule.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

@@ -1,4 +1,5 @@
 #include "format/control.h"
+#include "core/status.h"
 
 namespace kiln::format {
 

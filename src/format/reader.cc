@@ -13,6 +13,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
 #include "kiln/tensor.h"
+#include "core/status.h"
 
 namespace kiln::format {
 

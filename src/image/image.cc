@@ -1,4 +1,5 @@
 #include "image/image.h"
+#include "core/status.h"
 
 #include <stb/stb_image.h>
 

@@ -1,5 +1,6 @@
 #include "kernels/kernel.h"
 #include "kernels/thread_pool.h"
+#include "core/status.h"
 
 #include <pthreadpool.h>
 

@@ -7,6 +7,7 @@
 #include "core/bytes.h"
 #include "format/file_header.h"
 #include "runtime/program_impl.h"
+#include "core/status.h"
 
 namespace kiln {
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/method_impl.h"
+#include "core/status.h"
 
 namespace kiln {
 

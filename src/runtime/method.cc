@@ -13,6 +13,7 @@
 #include "core/bytes.h"
 #include "core/oom.h"
 #include "runtime/method_impl.h"
+#include "core/status.h"
 
 namespace kiln {
 

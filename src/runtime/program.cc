@@ -10,6 +10,7 @@
 #include "core/oom.h"
 #include "kiln/version.h"
 #include "runtime/program_impl.h"
+#include "core/status.h"
 
 namespace kiln {
 namespace {

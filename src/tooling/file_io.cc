@@ -1,4 +1,5 @@
 #include "tooling/file_io.h"
+#include "core/status.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

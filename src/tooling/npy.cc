@@ -1,6 +1,7 @@
 #include "tooling/npy.h"
 
 #include "tooling/file_io.h"
+#include "core/status.h"
 
 #include <cstring>
 #include <fstream>

@@ -3,6 +3,7 @@
 #include "core/symexpr.h"
 #include "format/reader.h"
 #include "runtime/program_impl.h"
+#include "core/status.h"
 
 namespace kiln::tooling {
 namespace {

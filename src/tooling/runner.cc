@@ -22,6 +22,7 @@
 #include "kiln/program.h"
 #include "tooling/npy.h"
 #include "core/bytes.h"
+#include "core/status.h"
 
 namespace kiln::tooling {
 

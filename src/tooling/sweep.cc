@@ -13,6 +13,7 @@
 #include "kiln/method.h"
 #include "runtime/program_impl.h"
 #include "tooling/runner.h"
+#include "core/status.h"
 
 namespace kiln::tooling {
 

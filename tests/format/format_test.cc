@@ -17,6 +17,7 @@
 #include "scratch_dir.h"
 #include "aligned_bytes.h"
 #include "tooling/program_report.h"
+#include "core/status.h"
 
 namespace kiln {
 namespace {

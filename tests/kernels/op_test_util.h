@@ -13,6 +13,7 @@
 
 #include "core/attr_store.h"
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::testing {
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "op_test_util.h"
+#include "core/status.h"
 
 namespace kiln::testing {
 

@@ -14,6 +14,7 @@
 #include "export/graph.h"
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "core/status.h"
 
 namespace {
 std::atomic<bool> g_counting{false};

@@ -24,6 +24,7 @@
 #include "kiln/program.h"
 #include "zoo_manifest.h"
 #include "tooling/program_report.h"
+#include "core/status.h"
 
 namespace kiln::testing {
 namespace {

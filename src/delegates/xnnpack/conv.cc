@@ -8,6 +8,7 @@
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
 #include "delegates/xnnpack/op.h"
+#include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {

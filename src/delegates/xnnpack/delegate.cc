@@ -17,6 +17,7 @@
 
 #include "delegates/xnnpack/op.h"
 #include "delegates/xnnpack/support.h"
+#include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 

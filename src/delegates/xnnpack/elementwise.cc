@@ -12,6 +12,7 @@
 #include "delegates/xnnpack/op.h"
 #include "delegates/xnnpack/pointwise.h"
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {

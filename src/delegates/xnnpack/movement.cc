@@ -8,6 +8,7 @@
 #include "delegates/xnnpack/op.h"
 #include "kernels/kernel.h"
 #include "kernels/portable/resize.h"
+#include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {

@@ -23,6 +23,7 @@
 
 #include "core/attrs.h"
 #include "core/symexpr.h"
+#include "core/status.h"
 #include "delegates/xnnpack/support.h"
 #include "format/reader.h"
 #include "kiln/status.h"

@@ -5,6 +5,7 @@
 
 #include "delegates/xnnpack/max_pool_nhwc.h"
 #include "delegates/xnnpack/op.h"
+#include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {

@@ -10,6 +10,7 @@
 #include "delegates/xnnpack/pointwise.h"
 #include "kernels/kernel.h"
 #include "kernels/portable/attention.h"
+#include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {

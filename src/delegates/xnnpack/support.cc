@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "delegates/xnnpack/op.h"
+#include "core/status.h"
 #include "kernels/portable/window.h"
 
 namespace kiln::delegates::xnnpack {

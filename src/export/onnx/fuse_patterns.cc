@@ -6,6 +6,7 @@
 #include <set>
 
 #include "export/onnx/onnx_proto.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

@@ -12,6 +12,7 @@
 
 #include "export/onnx/importer.h"
 #include "export/onnx/onnx_proto.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

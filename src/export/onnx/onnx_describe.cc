@@ -8,6 +8,7 @@
 
 #include "export/onnx/onnx_import.h"
 #include "export/onnx/onnx_proto.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

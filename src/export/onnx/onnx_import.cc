@@ -17,6 +17,7 @@
 #include "export/onnx/fuse_patterns.h"
 #include "export/onnx/importer.h"
 #include "export/onnx/onnx_proto.h"
+#include "core/status.h"
 
 namespace kiln::exporter {
 

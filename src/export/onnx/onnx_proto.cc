@@ -1,4 +1,5 @@
 #include "export/onnx/onnx_proto.h"
+#include "core/status.h"
 
 #include <cstring>
 #include <filesystem>

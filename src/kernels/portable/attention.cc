@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/portable/attention.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

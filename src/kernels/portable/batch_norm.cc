@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

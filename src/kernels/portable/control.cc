@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

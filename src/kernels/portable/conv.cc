@@ -2,6 +2,7 @@
 // weights, optional bias [M]; attributes group, strides, dilations, pads, kernel_shape, auto_pad.
 #include "kernels/kernel.h"
 #include "kernels/portable/window.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

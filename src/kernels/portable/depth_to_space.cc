@@ -10,6 +10,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/portable/strided_copy.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

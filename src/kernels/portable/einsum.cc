@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

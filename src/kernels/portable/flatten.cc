@@ -1,6 +1,7 @@
 // Flatten (view): input 0 as a matrix [prod(dims[:axis]), prod(dims[axis:])].
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

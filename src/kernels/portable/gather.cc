@@ -7,6 +7,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/int_input.h"
 #include "kernels/portable/sym_values.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -10,6 +10,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/portable/int_input.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

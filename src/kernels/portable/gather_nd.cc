@@ -8,6 +8,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/index_tuple.h"
 #include "kernels/portable/int_input.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

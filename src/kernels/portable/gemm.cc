@@ -1,6 +1,7 @@
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, op() transposing when transA / transB is 1;
 // A and B are 2-D, the optional C broadcasts one way to [M, N].
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

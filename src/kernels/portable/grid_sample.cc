@@ -29,6 +29,7 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -13,6 +13,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/portable/moments.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -8,6 +8,7 @@
 // activation_alpha and activation_beta (rnn.h). Rows of Y past a batch row's sequence_lens are
 // zero; Y_h holds the state after its last valid step (zero for a length of 0).
 #include "kernels/portable/rnn.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

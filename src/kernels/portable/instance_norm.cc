@@ -2,6 +2,7 @@
 // Y = scale[c] * (X - mean) / sqrt(var + epsilon) + B[c]; scale and B are [C].
 #include "kernels/kernel.h"
 #include "kernels/portable/moments.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -4,6 +4,7 @@
 // X.shape[:axis] followed by ones. Statistics are accumulated in double.
 #include "kernels/kernel.h"
 #include "kernels/portable/moments.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

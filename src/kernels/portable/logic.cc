@@ -4,6 +4,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/broadcast.h"
 #include "kernels/portable/sym_values.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -1,6 +1,7 @@
 // MatMul with numpy semantics: a 1-D first operand is a row [1, K], a 1-D second operand a
 // column [K, 1], and the added axis is removed from the result; leading (batch) axes broadcast.
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

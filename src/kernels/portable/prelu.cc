@@ -4,6 +4,7 @@
 // f32 only.
 #include "kernels/kernel.h"
 #include "kernels/portable/broadcast.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

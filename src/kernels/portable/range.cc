@@ -8,6 +8,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

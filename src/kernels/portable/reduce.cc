@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -30,6 +30,7 @@
 
 #include "kernels/portable/resize.h"
 #include "kernels/portable/int_input.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -1,5 +1,6 @@
 // LSTM and GRU's shared attribute, shape and layout code (rnn.h).
 #include "kernels/portable/rnn.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -11,6 +11,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/portable/index_tuple.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

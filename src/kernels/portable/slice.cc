@@ -12,6 +12,7 @@
 #include "kernels/portable/int_input.h"
 #include "kernels/portable/strided_copy.h"
 #include "kernels/portable/sym_values.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -7,6 +7,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/simd/vmath.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

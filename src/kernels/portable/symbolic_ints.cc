@@ -3,6 +3,7 @@
 // attrs: exprs (ints, ExprIds, one per element), to (ONNX dtype code: 7 int64, 6 int32),
 // shape (ints; absent = 1-D of len(exprs)). No inputs.
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -2,6 +2,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/strided_copy.h"
 #include "kernels/portable/sym_values.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -12,6 +12,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
 #include "kernels/simd/vmath.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "kernels/kernel.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 

@@ -3,6 +3,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/sym_values.h"
 #include "kernels/portable/int_input.h"
+#include "core/status.h"
 
 namespace kiln::kernels {
 
