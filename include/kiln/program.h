@@ -8,21 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/dim.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
 namespace kiln {
-
-/// A named dynamic dimension: admissible values are min..max in multiples of step.
-struct DimSpec {
-  std::string name;
-  int64_t min = 1;
-  int64_t max = 1;
-  int64_t step = 1;
-  /// A data-dependent size (NonZero's count): set while executing, by the instruction that
-  /// produces it; Method::dim_value reads it after execute.
-  bool data = false;
-};
 
 /// One axis of a signature: static (size >= 0, dim == -1), a Dim (dim >= 0), or for
 /// outputs possibly an expression over dims (size == -1, dim == -1). `text` reads "224",

@@ -116,7 +116,7 @@ std::string format_expr(const ExprNode* nodes, size_t n, const std::vector<std::
   return fmt(nodes, dim_names, id, &prec);
 }
 
-int ExprPool::add_dim(const DimInfo& dim) {
+int ExprPool::add_dim(const DimSpec& dim) {
   int existing = find_dim(dim.name);
   if (existing >= 0) return existing;
   dims_.push_back(dim);
@@ -124,7 +124,7 @@ int ExprPool::add_dim(const DimInfo& dim) {
 }
 
 void ExprPool::narrow_dim(int index, int64_t min, int64_t max, int64_t step) {
-  DimInfo& d = dims_[static_cast<size_t>(index)];
+  DimSpec& d = dims_[static_cast<size_t>(index)];
   d.min = min;
   d.max = max;
   d.step = step;
@@ -140,7 +140,7 @@ int ExprPool::find_dim(const std::string& name) const {
 
 std::vector<std::string> ExprPool::dim_names() const {
   std::vector<std::string> names;
-  for (const DimInfo& d : dims_) names.push_back(d.name);
+  for (const DimSpec& d : dims_) names.push_back(d.name);
   return names;
 }
 
@@ -597,7 +597,7 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
   }
   std::vector<int64_t> value(nodes_.size(), 0), assign(c.dims.size());
   for (size_t k = 0; k < c.dims.size(); ++k) {
-    const DimInfo& d = dims_[c.dims[k]];
+    const DimSpec& d = dims_[c.dims[k]];
     assign[k] = ceil_div(d.min, d.step) * d.step;
   }
   for (int64_t it = 0; it < total; ++it) {
@@ -620,7 +620,7 @@ ExprPool::Census ExprPool::census(ExprId lhs, Relation rel, ExprId rhs, int64_t 
       c.failure_lhs = l;
     }
     for (size_t k = 0; k < assign.size(); ++k) {  // odometer over the dims' admissible values
-      const DimInfo& d = dims_[c.dims[k]];
+      const DimSpec& d = dims_[c.dims[k]];
       if (!__builtin_add_overflow(assign[k], d.step, &assign[k]) && assign[k] <= d.max) break;
       assign[k] = ceil_div(d.min, d.step) * d.step;
     }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/dim.h"
 #include "kiln/status.h"
 
 namespace kiln::core {
@@ -36,16 +37,6 @@ struct ExprNode {
   int64_t value = 0;
 };
 
-/// A named dynamic dimension: min <= value <= max and value % step == 0.
-struct DimInfo {
-  std::string name;
-  int64_t min = 1;
-  int64_t max = 1;
-  int64_t step = 1;
-  /// A data-dependent size (NonZero's count): known only once the instruction that produces
-  /// it runs; [min, max] bounds it, the planner reserves max, bind takes max.
-  bool data = false;
-};
 
 /// Closed integer interval [lo, hi].
 struct Interval {
@@ -77,12 +68,12 @@ std::string format_expr(const ExprNode* nodes, size_t n, const std::vector<std::
 class ExprPool {
  public:
   /// Registers a dim; names must be unique (returns the existing index for a known name).
-  int add_dim(const DimInfo& dim);
+  int add_dim(const DimSpec& dim);
   /// Narrows dim `index` to [min, max] at `step` (admitting no value it did not admit before)
   /// and recomputes every node's range from it.
   void narrow_dim(int index, int64_t min, int64_t max, int64_t step);
   int find_dim(const std::string& name) const;
-  const std::vector<DimInfo>& dims() const { return dims_; }
+  const std::vector<DimSpec>& dims() const { return dims_; }
   std::vector<std::string> dim_names() const;
 
   /// Appends `n` as stored in a program's node table (operands and dims already present),
@@ -173,7 +164,7 @@ class ExprPool {
 
   std::vector<ExprNode> nodes_;
   std::vector<Interval> ranges_;
-  std::vector<DimInfo> dims_;
+  std::vector<DimSpec> dims_;
   std::unordered_map<std::string, ExprId> dedup_;
   mutable bool overflowed_ = false;
 };

@@ -10,17 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/dim.h"
 #include "kiln/status.h"
 
 namespace kiln::exporter {
 
 /// `--dim NAME=MIN..MAX[:STEP]` or `--dim NAME=V` (pinned: min == max, the axis becomes static).
-struct DimArg {
-  std::string name;
-  int64_t min = 1;
-  int64_t max = 1;
-  int64_t step = 1;
-  bool pinned = false;
+struct DimArg : DimSpec {
+  bool pinned = false;  ///< written `--dim NAME=V`: the axes become static
 };
 
 struct ExportOptions {

@@ -37,12 +37,12 @@ Status GraphBuilder::add_dim(const std::string& name, int64_t min, int64_t max, 
   }
   int existing = pool_.find_dim(name);
   if (existing >= 0) {
-    const core::DimInfo& d = pool_.dims()[existing];
+    const DimSpec& d = pool_.dims()[existing];
     if (d.min != min || d.max != max || d.step != step)
       return invalid_argument("dim '" + name + "' is declared twice with different bounds");
     return ok_status();
   }
-  pool_.add_dim(core::DimInfo{name, min, max, step});
+  pool_.add_dim(DimSpec{name, min, max, step});
   return ok_status();
 }
 
@@ -310,7 +310,7 @@ Result<int> GraphBuilder::add(const std::string& op_type, const std::string& nod
 int GraphBuilder::add_data_dim(const std::string& base, int64_t max) {
   std::string name = base;
   for (int k = 2; pool_.find_dim(name) >= 0; ++k) name = base + std::to_string(k);
-  return pool_.add_dim(core::DimInfo{name, 0, max, 1, true});
+  return pool_.add_dim(DimSpec{name, 0, max, 1, true});
 }
 
 bool GraphBuilder::reads_data_dim(core::ExprId e) const {
@@ -492,7 +492,7 @@ Result<uint64_t> GraphBuilder::bound_bytes(const Value& v) const {
 }
 
 namespace {
-std::string range_text(const core::DimInfo& d) {
+std::string range_text(const DimSpec& d) {
   return "[" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" + (d.step > 1 ? " step " + std::to_string(d.step) : "");
 }
 }  // namespace
@@ -530,7 +530,7 @@ Result<std::vector<DimNarrowing>> GraphBuilder::narrow_dims(int64_t limit) {
   std::vector<bool> drop(guards_.size(), false);
   for (size_t d = 0; d < n_dims; ++d) {
     if (by_dim[d].empty()) continue;
-    const core::DimInfo requested = pool_.dims()[d];
+    const DimSpec requested = pool_.dims()[d];
     std::vector<int64_t> values;  // the requested values every guard admits
     for (int64_t v = core::ceil_div(requested.min, requested.step) * requested.step; v <= requested.max; v += requested.step)
       if (std::all_of(by_dim[d].begin(), by_dim[d].end(), [&](const OneDimGuard& o) { return admits(o, v); }))

@@ -38,8 +38,8 @@ struct MethodStats {
 
 /// A dim whose admissible values guards over it alone narrowed (GraphBuilder::narrow_dims).
 struct DimNarrowing {
-  core::DimInfo requested;   ///< as declared (--dim)
-  core::DimInfo admissible;  ///< what the program's contract now states
+  DimSpec requested;   ///< as declared (--dim)
+  DimSpec admissible;  ///< what the program's contract now states
   std::vector<std::string> because;  ///< "node 'Conv_0' (Conv) needs ceildiv(height,2) - 1 >= 1"
   bool gaps = false;  ///< some values in [min, max] at the step are still refused, by guards kept at bind
   /// "height: requested [1, 224], admissible [9, 224] (node 'MaxPool_2' (MaxPool) needs ...)"
@@ -76,7 +76,7 @@ class GraphBuilder {
   /// add_op with one output.
   Result<int> add(const std::string& op_type, const std::string& node_name, const std::vector<int>& inputs,
                   const core::AttrStore& attrs = {});
-  /// A data-dependent dim in [0, max] (NonZero's count, see DimInfo::data), named `base` or
+  /// A data-dependent dim in [0, max] (NonZero's count, see DimSpec::data), named `base` or
   /// base + a number when taken; returns its index.
   int add_data_dim(const std::string& base, int64_t max);
   /// True when expression `e` reads a data-dependent dim.

@@ -201,7 +201,7 @@ std::vector<std::vector<uint64_t>> sample_sizes(const format::MethodDesc& m, con
   std::vector<std::vector<uint64_t>> out;
   for (int mid = 0; mid < 2; ++mid) {
     std::vector<int64_t> dims;
-    for (const core::DimInfo& d : m.dims) {
+    for (const DimSpec& d : m.dims) {
       const int64_t lo = core::ceil_div(d.min, d.step) * d.step;
       dims.push_back(mid ? lo + (d.max - lo) / 2 / d.step * d.step : lo);
     }
@@ -225,7 +225,7 @@ uint64_t arena_at_caps(const format::MethodDesc& m, const format::PlacementDesc&
     const core::ExprNode& e = m.exprs[i];
     core::Interval a, b;
     if (e.op == core::ExprOp::kDim) {
-      const core::DimInfo& d = m.dims[static_cast<size_t>(e.a)];
+      const DimSpec& d = m.dims[static_cast<size_t>(e.a)];
       a = {d.min, std::max(d.min, std::min(d.max, caps[static_cast<size_t>(e.a)]))};
     } else if (e.op != core::ExprOp::kConst) {
       a = r[static_cast<size_t>(e.a)], b = r[static_cast<size_t>(e.b)];

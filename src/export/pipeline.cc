@@ -25,7 +25,7 @@ std::string step_hint(const core::ExprPool& pool, const kernels::Guard& g) {
   if (g.op != kernels::Guard::Op::kDivisible || !pool.is_const(g.rhs)) return "";
   const core::ExprNode& n = pool.node(g.lhs);
   if (n.op != core::ExprOp::kDim) return "";
-  const core::DimInfo& d = pool.dims()[n.a];
+  const DimSpec& d = pool.dims()[n.a];
   const int64_t k = pool.const_value(g.rhs);
   if (k <= 1 || k > (int64_t{1} << 30)) return "";
   const int64_t step = std::lcm(d.step, k), lo = (d.min + step - 1) / step * step, hi = d.max / step * step;
@@ -43,7 +43,7 @@ uint64_t arena_at(const format::MethodDesc& m, const std::vector<int64_t>& caps)
 }
 
 // Each dim's smallest admissible value (min rounded up to its step).
-int64_t lowest(const core::DimInfo& d) { return core::ceil_div(d.min, d.step) * d.step; }
+int64_t lowest(const DimSpec& d) { return core::ceil_div(d.min, d.step) * d.step; }
 
 // `--dim` flags a user can shrink: bounded dims of the contract that a --dim states.
 std::vector<bool> shrinkable_dims(const format::MethodDesc& m, const ExportOptions& opts) {
@@ -86,7 +86,7 @@ bool shrink_to_fit(const format::MethodDesc& m, const std::vector<bool>& shrinka
 // arena grows with and a smaller bound that fits (confirmed by `reexport` when given).
 Status weigh_arena(const format::MethodDesc& m, const ExportOptions& opts, const Reexport& reexport, ExportReport* report) {
   std::vector<int64_t> bound, minimum;
-  for (const core::DimInfo& d : m.dims) bound.push_back(d.max), minimum.push_back(d.data ? d.max : lowest(d));
+  for (const DimSpec& d : m.dims) bound.push_back(d.max), minimum.push_back(d.data ? d.max : lowest(d));
   report->arena_min_bytes = std::min(m.arena_bytes, arena_at_caps(m, m.placement, minimum));
   if (!m.delegate.backend.empty() && !m.delegate.regions.empty())
     report->delegate_arena_min_bytes = std::min(m.delegate.arena_bytes, arena_at_caps(m, m.delegate.placement, minimum));
@@ -182,7 +182,7 @@ void describe_method(const GraphBuilder& g, const MethodStats& stats, const form
   report->constant_bytes = stats.constant_bytes;
   const core::ExprPool& pool = g.pool();
   report->contract_dims = pool.dims();
-  for (const core::DimInfo& d : pool.dims())
+  for (const DimSpec& d : pool.dims())
     report->dims.push_back(d.name + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" +
                           (d.step > 1 ? " step " + std::to_string(d.step) : "") +
                           (d.data ? " (data-dependent: NonZero's count, known while executing)" : ""));

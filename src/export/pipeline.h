@@ -37,7 +37,7 @@ struct ExportReport {
   std::vector<std::string> dims;     ///< "H in [32, 224] step 32"
   /// Dims the model's guards narrowed: "height: requested [1, 224], admissible [9, 224] (...)"
   std::vector<std::string> narrowed;
-  std::vector<core::DimInfo> contract_dims;  ///< the program's dims (after narrowing)
+  std::vector<DimSpec> contract_dims;  ///< the program's dims (after narrowing)
   std::vector<std::string> guards;   ///< "H % 32 == 0 (node 'Add_57' (Add) ...)"
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;

@@ -90,7 +90,7 @@ struct BucketDesc {
 
 struct MethodDesc {
   std::string name = "forward";
-  std::vector<core::DimInfo> dims;
+  std::vector<DimSpec> dims;
   std::vector<core::ExprNode> exprs;
   std::vector<kernels::Guard> guards;
   std::vector<ValueDesc> values;

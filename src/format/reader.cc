@@ -578,7 +578,7 @@ struct Symbols {
   Status load(const fb::Method* m, const uint8_t* constants) {
     for (size_t i = 0; i < len(m->dims()); ++i) {
       const fb::Dim* d = m->dims()->Get(i);
-      if (pool.add_dim(core::DimInfo{d->name()->str(), d->min(), d->max(), d->step(), d->data()}) != static_cast<int>(i))
+      if (pool.add_dim(DimSpec{d->name()->str(), d->min(), d->max(), d->step(), d->data()}) != static_cast<int>(i))
         return bad(where(m, "dim", i) + " repeats the name '" + d->name()->str() + "'");
     }
     for (const fb::ExprNode* e : *m->exprs())

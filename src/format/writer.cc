@@ -69,7 +69,7 @@ Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d)
 
 Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {
   std::vector<Offset<fb::Dim>> dims;
-  for (const core::DimInfo& d : m.dims) dims.push_back(fb::CreateDim(b, b.CreateString(d.name), d.min, d.max, d.step, d.data));
+  for (const DimSpec& d : m.dims) dims.push_back(fb::CreateDim(b, b.CreateString(d.name), d.min, d.max, d.step, d.data));
   std::vector<fb::ExprNode> exprs;
   for (const core::ExprNode& e : m.exprs) exprs.emplace_back(e.value, e.a, e.b, static_cast<fb::ExprOp>(e.op));
   std::vector<Offset<fb::Guard>> guards;

@@ -124,7 +124,7 @@ Result<std::string> describe_onnx(const std::string& model_path) {
     for (const std::string& n : report->narrowed) o << "  " << n << "\n";
   }
   o << "start from (choose each MAX; the arena is planned at it):\n  kiln export " << model_path << " -o OUT.kiln";
-  for (const core::DimInfo& d : report->contract_dims)
+  for (const DimSpec& d : report->contract_dims)
     o << " --dim " << d.name << "=" << d.min << ".." << (d.max < kTrialMax ? std::to_string(d.max) : std::string("MAX"))
       << (d.step > 1 ? ":" + std::to_string(d.step) : "");
   o << "\n";

@@ -372,7 +372,7 @@ Status Importer::import_node(const onnx::NodeProto& n, const std::string& name) 
 }
 
 // NonZero's output size depends on the input's values: its count is a data-dependent dim
-// (DimInfo::data) bounded by the input's element count, known once the instruction runs.
+// (DimSpec::data) bounded by the input's element count, known once the instruction runs.
 // One case is known at export: torch before opset 11 lowers arange(n) to
 // NonZero(ConstantOfShape([n], value != 0)), whose result is [[0, 1, ..., n-1]]; it becomes
 // Unsqueeze(Range(0, n, 1)), which shape math folds like any arange.
@@ -557,7 +557,7 @@ Status Importer::check_specializations() {
   for (const kernels::Guard& gd : g_.guards()) {
     core::ExprPool::Census c = pool.census(gd.lhs, static_cast<core::ExprPool::Relation>(gd.op), gd.rhs, 100000);
     if (!c.complete || c.dims.size() != 1) continue;
-    const core::DimInfo& d = pool.dims()[c.dims[0]];
+    const DimSpec& d = pool.dims()[c.dims[0]];
     std::string origin = "node '" + gd.node_name + "' (" + gd.op_type + ")";
     if (c.satisfied == 0)
       return invalid_argument("no value of dim '" + d.name + "' in [" + std::to_string(d.min) + ", " + std::to_string(d.max) +

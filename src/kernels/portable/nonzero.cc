@@ -1,6 +1,6 @@
 // NonZero: the indices of the input's nonzero elements, [rank, count] in row-major order of
 // the elements. count is a data-dependent dim (attrs: dim, its index in the method's dims;
-// see DimInfo::data): bounded by the input's element count (or a lower bound the contract
+// see DimSpec::data): bounded by the input's element count (or a lower bound the contract
 // sets: more found fails execute, naming it), reserved at that bound, and
 // written to RunCtx::produced_dim when the kernel runs; the shapes that read it follow.
 #include <cstring>
