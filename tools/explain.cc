@@ -112,9 +112,9 @@ int explain(const Program& program, const std::string& program_path, const std::
       touched = touched || it != refused.end();
       dyn_axes.push_back(name);
       if (std::any_of(dyn_dims.begin(), dyn_dims.end(), [&](const exporter::DimArg& d) { return d.name == name; })) continue;
-      exporter::DimArg d{name, it != refused.end() ? std::min(it->want, it->have_min) : meta.dims[t.axes[k].dim].min,
-                         it != refused.end() ? std::max(it->want, it->have_max) : meta.dims[t.axes[k].dim].max, 1, false};
-      dyn_dims.push_back(d);
+      dyn_dims.push_back(exporter::dim_arg(
+          name, it != refused.end() ? std::min(it->want, it->have_min) : meta.dims[t.axes[k].dim].min,
+          it != refused.end() ? std::max(it->want, it->have_max) : meta.dims[t.axes[k].dim].max));
     }
     if (touched || t.axes.size() > 0) {
       std::string a, b;

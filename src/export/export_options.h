@@ -19,6 +19,16 @@ namespace kiln::exporter {
 struct DimArg : DimSpec {
   bool pinned = false;  ///< written `--dim NAME=V`: the axes become static
 };
+/// A DimArg from its parts (not a brace list: DimSpec's `data` comes before `pinned`).
+inline DimArg dim_arg(std::string name, int64_t min, int64_t max, int64_t step = 1, bool pinned = false) {
+  DimArg d;
+  d.name = std::move(name);
+  d.min = min;
+  d.max = max;
+  d.step = step;
+  d.pinned = pinned;
+  return d;
+}
 
 struct ExportOptions {
   /// `--input NAME=D0,D1,...`: each Di an integer (static) or a dim name.

@@ -247,7 +247,7 @@ std::vector<int32_t> axes_with_dim(const format::MethodDesc& pm, const std::vect
 Result<format::BucketDesc> probe_buckets(const ImportGraph& import, const ExportOptions& opts, const std::vector<int64_t>& sizes,
                                          std::vector<std::string>* input_names) {
   ExportOptions probe = without_bucket_dim(opts);
-  probe.dims.push_back({opts.bucket_dim, sizes.front(), sizes.back(), 1, false});
+  probe.dims.push_back(dim_arg(opts.bucket_dim, sizes.front(), sizes.back()));
   probe.delegate = "none";
   probe.max_arena_bytes = probe.warn_arena_bytes = 0;  // each bucket is weighed, not the probe
   format::ProgramDesc scratch;
@@ -287,7 +287,7 @@ Result<ExportReport> export_buckets(const ImportGraph& import, const ExportOptio
   std::string written;
   for (int64_t size : sizes) {
     ExportOptions o = without_bucket_dim(opts);
-    o.dims.push_back({opts.bucket_dim, size, size, 1, true});
+    o.dims.push_back(dim_arg(opts.bucket_dim, size, size, 1, /*pinned=*/true));
     o.method_name = opts.method_name + "@" + opts.bucket_dim + "=" + std::to_string(size);
     KILN_ASSIGN_OR_RETURN(report, export_method(import, o, program));
     bucket.size = size;

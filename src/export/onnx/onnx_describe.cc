@@ -86,7 +86,7 @@ Result<std::string> describe_onnx(const std::string& model_path) {
   // A trial export: every named dim in [1, 4096]; its contract says what the model needs.
   ExportOptions trial;
   trial.max_arena_bytes = trial.warn_arena_bytes = 0;  // the trial's bounds are not the user's
-  for (const std::string& d : dim_names) trial.dims.push_back({d, 1, kTrialMax, 1, false});
+  for (const std::string& d : dim_names) trial.dims.push_back(dim_arg(d, 1, kTrialMax));
   format::ProgramDesc scratch;
   Result<ExportReport> report = unnamed.empty() ? export_onnx(model_path, trial, &scratch)
                                                 : Result<ExportReport>(invalid_argument("some input axes have neither a size nor a name"));
