@@ -218,9 +218,14 @@ bool ThreadPool::alone() {
 }
 
 void ThreadPool::judge(size_t items, size_t own) {
+  const int64_t now = now_us();
+  if (window_jobs_ == 0) window_start_us_ = now;
   window_items_ += items;
   window_worker_items_ += items - own;
-  if (++window_jobs_ < kWindowJobs) return;
+  // At least kWindowJobs jobs over at least kWindowUs: a worker woken from its sleep takes
+  // tens of microseconds to arrive, which a few short jobs would read as "no free core" (seen
+  // idle on a transformer of 30-us jobs: its probes kept failing, so it ran on one thread).
+  if (++window_jobs_ < kWindowJobs || now - window_start_us_ < kWindowUs) return;
   // Their fair share is (threads - 1) / threads of the items; an eighth of it means they were
   // not running while the caller was (the cores are taken by other work).
   const bool idle_workers = window_worker_items_ * 8 * threads() < window_items_ * num_workers_;

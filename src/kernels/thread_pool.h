@@ -49,7 +49,8 @@ class ThreadPool {
   /// waiting for chunks in flight after its own share, and the waits longer than kLongWaitNs
   /// (a worker preempted while it held a chunk: on a shared CPU, where 2 threads lose to 1).
   /// Also how often the workers were found idle (below an eighth of their share of the items
-  /// over kWindowJobs jobs) and the jobs then run on the caller alone.
+  /// over a window of at least kWindowJobs jobs and kWindowUs) and the jobs then run on the
+  /// caller alone.
   struct Stats {
     uint64_t jobs = 0, items = 0, worker_items = 0, caller_sleeps = 0, wait_ns = 0, long_waits = 0;
     uint64_t alone_periods = 0, alone_jobs = 0;
@@ -93,8 +94,10 @@ class ThreadPool {
   // period (20 ms, doubling while it keeps happening, up to 640 ms) and tries the workers again.
   // Caller-only state (one caller at a time).
   static constexpr uint32_t kWindowJobs = 16;
+  static constexpr int64_t kWindowUs = 2000;
   static constexpr int64_t kMinAloneUs = 20000, kMaxAloneUs = 640000;
   uint32_t window_jobs_ = 0;
+  int64_t window_start_us_ = 0;
   uint64_t window_items_ = 0, window_worker_items_ = 0;
   int64_t alone_until_us_ = 0;  // steady clock; 0: not alone
   int64_t backoff_us_ = kMinAloneUs;
