@@ -109,7 +109,10 @@ struct HostInput {
   std::vector<int64_t> shape;  ///< .npy / image: its own shape (has_own_shape)
   std::vector<uint8_t> bytes;  ///< .npy / image: the data at `shape`
   bool has_own_shape = false;
-  std::string source = "ones";  ///< "ones", the file, or the image's description
+  enum class Origin { kOnes, kFile, kImage } origin = Origin::kOnes;
+  std::string source;           ///< the file, or the image's description
+  /// What the runner prints for it: "ones", the file, or the image's description.
+  std::string label() const { return origin == Origin::kOnes ? "ones" : source; }
   bool raw = false;             ///< a raw .bin file, `source`
   uint64_t file_bytes = 0;      ///< its size
 };
@@ -339,6 +342,7 @@ class Runner {
       << "x" << height << ": source = (pixel - (" << f.offset_x << ", " << f.offset_y << ")) / (" << f.scale_x << ", "
       << f.scale_y << ")";
     h->source = o.str();
+    h->origin = HostInput::Origin::kImage;
     return ok_status();
   }
 
@@ -361,6 +365,7 @@ class Runner {
       std::string file = i < files.size() ? files[i] : "";
       if (file.empty()) continue;  // ones
       h.source = file;
+      h.origin = HostInput::Origin::kFile;
       KILN_ASSIGN_OR_RETURN(FileReader f, FileReader::open(file));
       h.file_bytes = f.size();
       if (file.size() > 4 && file.compare(file.size() - 4, 4, ".npy") == 0) {
@@ -450,11 +455,11 @@ class Runner {
     auto say = [&](size_t i, const TensorView& t, const std::string& how) {
       const HostInput& h = host[i];
       std::string from;
-      if (h.source == "ones") {
+      if (h.origin == HostInput::Origin::kOnes) {
         from = !shapes.empty() ? "ones, at --input_shapes"
                : max_shapes_.empty() ? "ones, at the bound: no --input_shapes given"
                                      : "ones, at --max_shapes: no --input_shapes given";
-      } else if (h.source.rfind("image '", 0) == 0) {
+      } else if (h.origin == HostInput::Origin::kImage) {
         from = h.source;
       } else {
         from = "from '" + h.source + "'" + how;
@@ -481,7 +486,7 @@ class Runner {
       }
       for (size_t i = 0; i < host.size(); ++i)
         out_ << "Input " << i << " '" << meta.inputs[i].name << "': " << dtype_name(views[i].dtype) << " "
-             << shape_string(std::vector<int64_t>(views[i].dims, views[i].dims + views[i].rank)) << " (" << host[i].source
+             << shape_string(std::vector<int64_t>(views[i].dims, views[i].dims + views[i].rank)) << " (" << host[i].label()
              << how[i] << ", bucketed over '" << bucketed_->dim() << "')\n";
       bucket_views_ = std::move(views);
       return ok_status();
