@@ -194,6 +194,13 @@ TEST_F(MlpE2E, BinInputsBoundSizedAndExactSized) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Input 0 'x': f32 5x16 (from '" + exact_path + "')"), std::string::npos) << r.output;
   expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "exact bin");
+  // A file named 'ones' is a file: said as one, and read.
+  write_floats(::kiln::testing::scratch_dir() + "/ones", lead);
+  r = run_command("cd " + ::kiln::testing::scratch_dir() + " && " + bin("kiln_runner") + " --model_path=" + path_ +
+                  " --inputs=ones --input_shapes=5x16 --output_file=" + out + " --print_output=none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("Input 0 'x': f32 5x16 (from 'ones')"), std::string::npos) << r.output;
+  expect_close(read_floats(out + "-0.bin"), mlp_reference(model_, lead, 5), 1e-5, "a file named ones");
   // Too small a file is a clear error.
   r = run_command(bin("kiln_runner") + " --model_path=" + path_ + " --inputs=" + exact_path + " --input_shapes=6x16");
   EXPECT_EQ(r.exit_code, 1);
