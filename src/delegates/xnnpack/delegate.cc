@@ -163,6 +163,12 @@ core::Attrs attrs_of(const fb::Instruction* in, std::vector<core::AttrRef>* stor
 
 core::Attrs OpSource::attrs(std::vector<core::AttrRef>* storage) const { return attrs_of(in, storage); }
 
+void KernelOperands::capture(const OpSource& src) {
+  src.attrs(&attrs);
+  views.clear();
+  for (int32_t v : *src.dop->inputs()) views.push_back(v >= 0 ? &(*src.views)[v] : nullptr);
+}
+
 namespace {
 
 // Below this much work (output elements times FLOPs per element), an op runs single-threaded.

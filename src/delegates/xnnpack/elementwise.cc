@@ -200,21 +200,20 @@ struct PortablePointwise : Op {
   Status create(const OpSource& src) override {
     def = kernels::find_op(src.in->op()->c_str());
     if (!def) return unimplemented(what + ": no portable kernel");
-    src.attrs(&attrs);
-    for (int32_t v : *src.dop->inputs()) operands.push_back(v >= 0 ? &(*src.views)[v] : nullptr);
+    operands.capture(src);
     if (def->prepare)
-      kernels::prepare_op(*def, core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size())), operands.data(),
-                          static_cast<uint32_t>(operands.size()), &op_data);
+      kernels::prepare_op(*def, operands.attr_view(), operands.views.data(),
+                          static_cast<uint32_t>(operands.views.size()), &op_data);
     return ok_status();
   }
   Status run() override {
     TensorView* y = out;
     kernels::RunCtx ctx;
-    ctx.inputs = operands.data();
-    ctx.num_inputs = static_cast<uint32_t>(operands.size());
+    ctx.inputs = operands.views.data();
+    ctx.num_inputs = static_cast<uint32_t>(operands.views.size());
     ctx.outputs = &y;
     ctx.num_outputs = 1;
-    ctx.attrs = core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size()));
+    ctx.attrs = operands.attr_view();
     ctx.op_data = def->prepare ? &op_data : nullptr;
     const kernels::KernelStatus ks = def->run(ctx);
     if (ks != kernels::KernelStatus::kOk)
@@ -222,8 +221,7 @@ struct PortablePointwise : Op {
     return ok_status();
   }
   const kernels::OpDef* def = nullptr;
-  std::vector<core::AttrRef> attrs;
-  std::vector<const TensorView*> operands;  // every operand, constants included
+  KernelOperands operands;
   kernels::OpData op_data;
 };
 

@@ -58,29 +58,27 @@ struct Concat : Op {
 // value read as is, its spatial axes 1, is seen with its dims permuted).
 struct Resize : Op {
   Status create(const OpSource& src) override {
-    src.attrs(&attrs);
-    for (int32_t v : *src.dop->inputs()) operands.push_back(v >= 0 ? &(*src.views)[v] : nullptr);
+    operands.capture(src);
     return ok_status();
   }
   Status run() override {
     TensorView x = as_nhwc(*ins[0], in_twin[0]);
     TensorView y = as_nhwc(*out, out_twin);
     const TensorView* in[4] = {&x, nullptr, nullptr, nullptr};
-    for (size_t k = 1; k < operands.size() && k < 4; ++k) in[k] = operands[k];
+    for (size_t k = 1; k < operands.views.size() && k < 4; ++k) in[k] = operands.views[k];
     TensorView* yp = &y;
     kernels::RunCtx ctx;
     ctx.inputs = in;
-    ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, operands.size()));
+    ctx.num_inputs = static_cast<uint32_t>(std::min<size_t>(4, operands.views.size()));
     ctx.outputs = &yp;
     ctx.num_outputs = 1;
-    ctx.attrs = core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size()));
+    ctx.attrs = operands.attr_view();
     const kernels::KernelStatus ks = kernels::resize_run_channels_last(ctx);
     if (ks != kernels::KernelStatus::kOk)
       return Status(Code::kInvalidArgument, what + ": " + kernels::kernel_status_message(ks), Reason::kDataRefused);
     return ok_status();
   }
-  std::vector<core::AttrRef> attrs;
-  std::vector<const TensorView*> operands;  // every operand (roi, scales, sizes)
+  KernelOperands operands;
 };
 
 }  // namespace

@@ -53,6 +53,15 @@ struct OpSource {
   core::Attrs attrs(std::vector<core::AttrRef>* storage) const;
 };
 
+/// What a portable kernel run inside a region reads: the instruction's attributes and every
+/// operand's view (constants included), captured once at create.
+struct KernelOperands {
+  std::vector<core::AttrRef> attrs;
+  std::vector<const TensorView*> views;
+  void capture(const OpSource& src);
+  core::Attrs attr_view() const { return core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size())); }
+};
+
 /// One step of a region: an instruction (with what export fused into it) or a layout change.
 struct Op {
   virtual ~Op() = default;

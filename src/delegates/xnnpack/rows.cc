@@ -53,21 +53,20 @@ struct LayerNorm : Op {
 // FusedAttention: the portable op's decoding, tasks of up to 16 query rows of one batch slice.
 struct Attention : Op {
   Status create(const OpSource& src) override {
-    src.attrs(&attrs);
-    for (int32_t v : *src.dop->inputs()) operands.push_back(v >= 0 ? &(*src.views)[v] : nullptr);
+    operands.capture(src);
     return ok_status();
   }
   Status run() override {
     const TensorView* in[3 + simd::kAttentionMaxPost] = {};
-    const size_t n = std::min<size_t>(operands.size(), 3 + simd::kAttentionMaxPost);
-    for (size_t k = 0; k < n; ++k) in[k] = operands[k];
+    const size_t n = std::min<size_t>(operands.views.size(), 3 + simd::kAttentionMaxPost);
+    for (size_t k = 0; k < n; ++k) in[k] = operands.views[k];
     TensorView* y = out;
     kernels::RunCtx ctx;
     ctx.inputs = in;
     ctx.num_inputs = static_cast<uint32_t>(n);
     ctx.outputs = &y;
     ctx.num_outputs = 1;
-    ctx.attrs = core::Attrs(attrs.data(), static_cast<uint32_t>(attrs.size()));
+    ctx.attrs = operands.attr_view();
     Job job{&ctx, {}, 0};
     int64_t batches = 0;
     if (!kernels::fused_attention_slices(ctx, &job.base, &batches)) return internal_error(what + ": kernel failed");
@@ -88,8 +87,7 @@ struct Attention : Op {
     const size_t r0 = (t % j.row_blocks) * kRows;
     simd::attention_rows(s, r0, std::min(s.lq, r0 + kRows));
   }
-  std::vector<core::AttrRef> attrs;
-  std::vector<const TensorView*> operands;  // every operand (masks included)
+  KernelOperands operands;
 };
 
 }  // namespace
