@@ -94,6 +94,24 @@ Result<int> GraphBuilder::add_constant(const std::string& name, DType dtype, con
   return static_cast<int>(values_.size()) - 1;
 }
 
+Result<kernels::SymTensor> GraphBuilder::sym_input(int id, size_t i, const std::string& node_name) const {
+  kernels::SymTensor t;
+  if (id < 0) {
+    t.present = false;
+    return t;
+  }
+  if (static_cast<size_t>(id) >= values_.size())
+    return invalid_argument("node '" + node_name + "': input #" + std::to_string(i) + " is not a value");
+  const Value& v = values_[id];
+  t.dtype = v.dtype;
+  t.shape = v.shape;
+  const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
+  static const uint64_t kEmpty = 0;  // an empty constant still has known (no) contents
+  if (root.kind == Kind::kConstant) t.const_data = root.bytes.empty() ? static_cast<const void*>(&kEmpty) : root.bytes.data();
+  t.sym_values = v.sym_values;
+  return t;
+}
+
 Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const std::string& node_name,
                                               const std::vector<int>& inputs, const core::AttrStore& attrs,
                                               size_t num_outputs,
@@ -104,21 +122,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
   ctx.node_name = node_name;
   ctx.op_type = op_type;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    kernels::SymTensor t;
-    int id = inputs[i];
-    if (id < 0) {
-      t.present = false;
-    } else {
-      if (static_cast<size_t>(id) >= values_.size())
-        return invalid_argument("node '" + node_name + "': input #" + std::to_string(i) + " is not a value");
-      const Value& v = values_[id];
-      t.dtype = v.dtype;
-      t.shape = v.shape;
-      const Value& root = v.alias_of >= 0 ? values_[v.alias_of] : v;
-      static const uint64_t kEmpty = 0;  // an empty constant still has known (no) contents
-      if (root.kind == Kind::kConstant) t.const_data = root.bytes.empty() ? static_cast<const void*>(&kEmpty) : root.bytes.data();
-      t.sym_values = v.sym_values;
-    }
+    KILN_ASSIGN_OR_RETURN(kernels::SymTensor t, sym_input(inputs[i], i, node_name));
     ctx.inputs.push_back(std::move(t));
   }
   // Every op but the branch marker produces output 0; shape functions write it unconditionally.
@@ -145,6 +149,14 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
       if (folded >= 0) return std::vector<int>{folded};
     }
   }
+  return add_shaped_node(op, ctx, op_type, node_name, inputs, attrs, fused_from);
+}
+
+Result<std::vector<int>> GraphBuilder::add_shaped_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx,
+                                                       const std::string& op_type, const std::string& node_name,
+                                                       const std::vector<int>& inputs, const core::AttrStore& attrs,
+                                                       const std::vector<std::string>& fused_from) {
+  const size_t num_outputs = ctx.outputs.size();
   const bool view = op->view || ctx.same_bytes;
   Node node;
   node.op = op;

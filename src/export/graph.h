@@ -212,6 +212,12 @@ class GraphBuilder {
   Result<std::vector<int>> fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& node_name,
                                      const std::vector<int>& inputs, const core::AttrStore& attrs);
   Result<int> fold_shape_math(const kernels::SymTensor& out, const std::string& node_name);
+  /// add_op's steps: input i of a node as the shape function sees it (-1: absent), and the
+  /// shaped node's outputs (views of input 0 for a view op) and scratch as values.
+  Result<kernels::SymTensor> sym_input(int id, size_t i, const std::string& node_name) const;
+  Result<std::vector<int>> add_shaped_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& op_type,
+                                           const std::string& node_name, const std::vector<int>& inputs,
+                                           const core::AttrStore& attrs, const std::vector<std::string>& fused_from);
   bool fold_ = true;
   size_t folded_constant_nodes_ = 0;
   size_t folded_shape_nodes_ = 0;

@@ -62,13 +62,19 @@ std::vector<std::vector<uint32_t>> placement_order(const std::vector<Buffer>& bu
   return kept;
 }
 
-// Most bytes alive at one step with these sizes.
-uint64_t live_peak(const std::vector<Buffer>& bufs, const std::vector<uint64_t>& size) {
+// The bytes alive at each step with these sizes.
+std::vector<uint64_t> live_by_step(const std::vector<Buffer>& bufs, const std::vector<uint64_t>& size) {
   int64_t steps = 0;
   for (const Buffer& b : bufs) steps = std::max(steps, b.last + 1);
   std::vector<uint64_t> live(static_cast<size_t>(steps) + 1, 0);
   for (size_t i = 0; i < bufs.size(); ++i)
     for (int64_t t = bufs[i].first; t <= bufs[i].last; ++t) live[t] += size[i];
+  return live;
+}
+
+// Most bytes alive at one step with these sizes.
+uint64_t live_peak(const std::vector<Buffer>& bufs, const std::vector<uint64_t>& size) {
+  const std::vector<uint64_t> live = live_by_step(bufs, size);
   return live.empty() ? 0 : *std::max_element(live.begin(), live.end());
 }
 
@@ -87,29 +93,22 @@ uint64_t placed_top(const std::vector<uint64_t>& off, const std::vector<std::vec
   return top;
 }
 
-}  // namespace
+// The placement orders the planner tries.
+struct Orders {
+  std::vector<size_t> by_size, by_breadth, by_first;
+};
 
-MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment, const std::vector<std::vector<uint64_t>>& samples) {
-  std::vector<Buffer> bufs = input;
-  for (Buffer& b : bufs) b.size = round_up(b.size, alignment);
-  MemoryPlan plan;
-  // Lower bound: the most bytes alive at any one step.
-  int64_t steps = 0;
-  for (const Buffer& b : bufs) steps = std::max(steps, b.last + 1);
-  std::vector<uint64_t> live(static_cast<size_t>(steps) + 1, 0);
-  for (const Buffer& b : bufs)
-    for (int64_t t = b.first; t <= b.last; ++t) live[t] += b.size;
-  plan.lower_bound_bytes = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
-
-  std::vector<size_t> by_size(bufs.size());
-  std::iota(by_size.begin(), by_size.end(), 0);
-  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+Orders candidate_orders(const std::vector<Buffer>& bufs, const std::vector<uint64_t>& live) {
+  Orders o;
+  o.by_size.resize(bufs.size());
+  std::iota(o.by_size.begin(), o.by_size.end(), 0);
+  std::stable_sort(o.by_size.begin(), o.by_size.end(), [&](size_t a, size_t b) {
     if (bufs[a].size != bufs[b].size) return bufs[a].size > bufs[b].size;
     return bufs[a].last - bufs[a].first > bufs[b].last - bufs[b].first;
   });
-  std::vector<size_t> by_first(bufs.size());
-  std::iota(by_first.begin(), by_first.end(), 0);
-  std::stable_sort(by_first.begin(), by_first.end(), [&](size_t a, size_t b) {
+  o.by_first.resize(bufs.size());
+  std::iota(o.by_first.begin(), o.by_first.end(), 0);
+  std::stable_sort(o.by_first.begin(), o.by_first.end(), [&](size_t a, size_t b) {
     if (bufs[a].first != bufs[b].first) return bufs[a].first < bufs[b].first;
     return bufs[a].size > bufs[b].size;
   });
@@ -118,32 +117,53 @@ MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment, con
   std::vector<int64_t> step_order(live.size());
   std::iota(step_order.begin(), step_order.end(), 0);
   std::stable_sort(step_order.begin(), step_order.end(), [&](int64_t a, int64_t b) { return live[a] > live[b]; });
-  std::vector<size_t> by_breadth;
   std::vector<bool> taken(bufs.size(), false);
   for (int64_t t : step_order) {
-    for (size_t i : by_size) {
+    for (size_t i : o.by_size) {
       if (!taken[i] && bufs[i].first <= t && t <= bufs[i].last) {
         taken[i] = true;
-        by_breadth.push_back(i);
+        o.by_breadth.push_back(i);
       }
     }
   }
-  for (size_t i : by_size)
-    if (!taken[i]) by_breadth.push_back(i);
+  for (size_t i : o.by_size)
+    if (!taken[i]) o.by_breadth.push_back(i);
+  return o;
+}
 
-  struct Candidate { const char* name; const std::vector<size_t>* order; };
-  const Candidate candidates[] = {{"greedy-by-size", &by_size}, {"greedy-by-breadth", &by_breadth},
-                                  {"greedy-by-first-use", &by_first}};
-  // The sizes at the sample shapes, rounded like the bound's; and each one's lower bound.
-  std::vector<std::vector<uint64_t>> sample_sizes;
-  std::vector<uint64_t> sample_lower;
+// The sizes at the sample shapes, rounded like the bound's, and each sample's lower bound.
+struct Samples {
+  std::vector<std::vector<uint64_t>> sizes;
+  std::vector<uint64_t> lower;
+};
+
+Samples round_samples(const std::vector<Buffer>& bufs, const std::vector<std::vector<uint64_t>>& samples, uint64_t alignment) {
+  Samples out;
   for (const std::vector<uint64_t>& smp : samples) {
     if (smp.size() != bufs.size()) continue;
     std::vector<uint64_t> sz(smp.size());
     for (size_t i = 0; i < sz.size(); ++i) sz[i] = round_up(std::min(smp[i], bufs[i].size), alignment);
-    sample_lower.push_back(live_peak(bufs, sz));
-    sample_sizes.push_back(std::move(sz));
+    out.lower.push_back(live_peak(bufs, sz));
+    out.sizes.push_back(std::move(sz));
   }
+  return out;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment, const std::vector<std::vector<uint64_t>>& samples) {
+  std::vector<Buffer> bufs = input;
+  std::vector<uint64_t> sizes;
+  for (Buffer& b : bufs) sizes.push_back(b.size = round_up(b.size, alignment));
+  MemoryPlan plan;
+  // Lower bound: the most bytes alive at any one step.
+  const std::vector<uint64_t> live = live_by_step(bufs, sizes);
+  plan.lower_bound_bytes = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+  const Orders orders = candidate_orders(bufs, live);
+  struct Candidate { const char* name; const std::vector<size_t>* order; };
+  const Candidate candidates[] = {{"greedy-by-size", &orders.by_size}, {"greedy-by-breadth", &orders.by_breadth},
+                                  {"greedy-by-first-use", &orders.by_first}};
+  const Samples smp = round_samples(bufs, samples, alignment);
   auto ratio = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 1.0; };
   // The arena allocated is the bound's: only strategies within 2% of the smallest one there
   // compete on the samples.
@@ -154,24 +174,22 @@ MemoryPlan plan_memory(const std::vector<Buffer>& input, uint64_t alignment, con
     offsets.push_back(place_best_fit(bufs, *c.order, &arena));
     arenas.push_back(arena);
   }
-  const uint64_t smallest = arenas.empty() ? 0 : *std::min_element(arenas.begin(), arenas.end());
+  const uint64_t smallest = *std::min_element(arenas.begin(), arenas.end());
   plan.arena_bytes = UINT64_MAX;
   double best_score = 0;
   for (size_t ci = 0; ci < arenas.size(); ++ci) {
-    const Candidate& c = candidates[ci];
     const uint64_t arena = arenas[ci];
     if (static_cast<double>(arena) > 1.02 * static_cast<double>(smallest)) continue;
     std::vector<uint64_t> off = std::move(offsets[ci]);
     std::vector<std::vector<uint32_t>> below = placement_order(bufs, off);
     double score = 1.0;
-    for (size_t k = 0; k < sample_sizes.size(); ++k)
-      score = std::max(score, ratio(placed_top(off, below, sample_sizes[k]), sample_lower[k]));
+    for (size_t k = 0; k < smp.sizes.size(); ++k) score = std::max(score, ratio(placed_top(off, below, smp.sizes[k]), smp.lower[k]));
     if (plan.arena_bytes == UINT64_MAX || score < best_score - 1e-9 || (score < best_score + 1e-9 && arena < plan.arena_bytes)) {
       best_score = score;
       plan.arena_bytes = arena;
       plan.offsets = std::move(off);
       plan.below = std::move(below);
-      plan.strategy = c.name;
+      plan.strategy = candidates[ci].name;
     }
   }
   if (bufs.empty()) plan.arena_bytes = 0;

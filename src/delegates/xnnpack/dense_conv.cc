@@ -98,6 +98,67 @@ struct Job {
   size_t blocks_per_chunk;
 };
 
+// The input pointers of one tile of kMr output pixels. A "row" tile (every pixel's window
+// inside the input, taps along kw contiguous) reads kernel_h taps of kernel_w * c floats each
+// and sets *row_tile; any other tile gets one pointer per tap, with the taps that read only
+// padding for every pixel dropped (their indices in `ids`, their count in *n_active).
+inline void gather_tile(const Job& j, size_t tile, const float** at, bool* row_tile, size_t* n_active, uint16_t* ids) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels;
+  const size_t plane = g.out_h * g.out_w;
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+  const int64_t span_h = static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h);
+  const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w);
+  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // one kernel row down
+  const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
+  // The tile's first pixel, then step along the output rows (no division per pixel).
+  size_t n = p0 / plane, oh = p0 % plane / g.out_w, ow = p0 % g.out_w;
+  size_t pn[kMr], poh[kMr], pow_[kMr];
+  bool rows = g.dilation_w == 1 && g.in_stride == c;
+  for (size_t r = 0; r < mr; ++r) {
+    pn[r] = n, poh[r] = oh, pow_[r] = ow;
+    const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
+    const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
+    rows = rows && ih0 >= 0 && ih0 + span_h < in_h && iw0 >= 0 && iw0 + span_w < in_w;
+    if (++ow == g.out_w) {
+      ow = 0;
+      if (++oh == g.out_h) oh = 0, ++n;
+    }
+  }
+  *row_tile = rows;
+  for (size_t r = 0; r < mr; ++r) {
+    const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
+    const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
+    if (rows) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
+      const float* base = j.x + ((pn[r] * g.in_h + static_cast<size_t>(ih0)) * g.in_w + static_cast<size_t>(iw0)) * c;
+      for (size_t kh = 0; kh < w.kernel_h; ++kh) at[kh * mr + r] = base + kh * row_step;
+      continue;
+    }
+    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+      const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
+      const bool row_inside = ih >= 0 && ih < in_h;
+      const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
+      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+        const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
+        const bool inside = row_inside && iw >= 0 && iw < in_w;
+        at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
+      }
+    }
+  }
+  // Taps that read only padding for every pixel of the tile add nothing: drop them (ASPP's
+  // dilated 3x3 on a small map reads its centre tap alone).
+  *n_active = 0;
+  if (rows) return;
+  for (size_t t = 0; t < taps; ++t) {
+    bool any = false;
+    for (size_t r = 0; r < mr; ++r) any = any || at[t * mr + r] != w.zero.data();
+    if (!any) continue;
+    for (size_t r = 0; r < mr; ++r) at[*n_active * mr + r] = at[t * mr + r];
+    ids[(*n_active)++] = static_cast<uint16_t>(t);
+  }
+}
+
 // One task: kTilesPerTask tiles of kMr output pixels and one chunk of output-channel
 // blocks. The input pointers of each tile and tap are computed once and reused by the
 // chunk's blocks; each block's weight panel is reused by all the task's tiles.
@@ -106,70 +167,13 @@ void run_task(void* ctx, size_t group, size_t chunk) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels;
-  const size_t plane = g.out_h * g.out_w;
   const size_t first = group * kTilesPerTask, last = std::min(j.tiles, first + kTilesPerTask);
   const float* a[kTilesPerTask][kMaxTaps * kMr];
-  // Per tile: a "row" tile (every pixel's window inside the input, taps along kw contiguous)
-  // reads kernel_h taps of kernel_w * c floats each; any other tile one pointer per tap.
   bool rows[kTilesPerTask];
   size_t active[kTilesPerTask];              // taps kept per tile (not a row tile)
   uint16_t ids[kTilesPerTask][kMaxTaps];     // their tap indices
-  const bool rows_ok = g.dilation_w == 1 && g.in_stride == c;
-  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
-  const int64_t span_h = static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h);
-  const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w);
-  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // one kernel row down
-  for (size_t tile = first; tile < last; ++tile) {
-    const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
-    const float** at = a[tile - first];
-    // The tile's first pixel, then step along the output rows (no division per pixel).
-    size_t n = p0 / plane, oh = p0 % plane / g.out_w, ow = p0 % g.out_w;
-    size_t pn[kMr], poh[kMr], pow_[kMr];
-    bool row_tile = rows_ok;
-    for (size_t r = 0; r < mr; ++r) {
-      pn[r] = n, poh[r] = oh, pow_[r] = ow;
-      const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
-      const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
-      row_tile = row_tile && ih0 >= 0 && ih0 + span_h < in_h && iw0 >= 0 && iw0 + span_w < in_w;
-      if (++ow == g.out_w) {
-        ow = 0;
-        if (++oh == g.out_h) oh = 0, ++n;
-      }
-    }
-    rows[tile - first] = row_tile;
-    for (size_t r = 0; r < mr; ++r) {
-      const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
-      const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
-      if (row_tile) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
-        const float* base = j.x + ((pn[r] * g.in_h + static_cast<size_t>(ih0)) * g.in_w + static_cast<size_t>(iw0)) * c;
-        for (size_t kh = 0; kh < w.kernel_h; ++kh) at[kh * mr + r] = base + kh * row_step;
-        continue;
-      }
-      for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-        const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
-        const bool row_inside = ih >= 0 && ih < in_h;
-        const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
-        for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-          const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
-          const bool inside = row_inside && iw >= 0 && iw < in_w;
-          at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
-        }
-      }
-    }
-    // Taps that read only padding for every pixel of the tile add nothing: drop them (ASPP's
-    // dilated 3x3 on a small map reads its centre tap alone).
-    size_t& n_active = active[tile - first];
-    n_active = 0;
-    if (!row_tile) {
-      for (size_t t = 0; t < taps; ++t) {
-        bool any = false;
-        for (size_t r = 0; r < mr; ++r) any = any || at[t * mr + r] != w.zero.data();
-        if (!any) continue;
-        for (size_t r = 0; r < mr; ++r) at[n_active * mr + r] = at[t * mr + r];
-        ids[tile - first][n_active++] = static_cast<uint16_t>(t);
-      }
-    }
-  }
+  for (size_t tile = first; tile < last; ++tile)
+    gather_tile(j, tile, a[tile - first], &rows[tile - first], &active[tile - first], ids[tile - first]);
   float* y[kMr];
   const size_t blocks = (m + kNr - 1) / kNr;
   for (size_t mb = chunk * j.blocks_per_chunk; mb < std::min(blocks, (chunk + 1) * j.blocks_per_chunk); ++mb) {

@@ -285,6 +285,109 @@ int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t def) {
   return def;
 }
 
+// The attention's post ops between the scores and the Softmax, walked back from the Softmax's
+// input `*s` (last first): Adds of a mask or bias (kind 1) and Wheres with a constant fill
+// (kind 2: cond ? fill : s; kind 3: cond ? s : fill). At most four. On return `*s` is the
+// scores' side before them.
+struct PostOps {
+  std::vector<int64_t> kinds;
+  std::vector<float> fills;
+  std::vector<std::string> inputs;
+};
+
+bool match_post_add(const Matcher& m, int a, PostOps* post, std::vector<int>* nodes, std::string* s) {
+  const onnx::NodeProto& an = m.graph().node(a);
+  // The chain continues through the operand made by a Where, Add, Mul, Div or MatMul.
+  // Exactly one operand may qualify; two would leave the scores' side ambiguous.
+  int chain = -1, qualifying = 0;
+  for (int k = 0; k < 2 && an.input_size() == 2; ++k) {
+    bool q = false;
+    for (const char* op : {"Where", "Add", "Mul", "Div", "MatMul"}) q = q || m.producer(an.input(k), op) >= 0;
+    if (q && m.uses(an.input(k)) == 1) chain = k, ++qualifying;
+  }
+  if (qualifying != 1) return false;
+  post->kinds.push_back(1);
+  post->fills.push_back(0.f);
+  post->inputs.push_back(an.input(1 - chain));
+  nodes->push_back(a);
+  *s = an.input(chain);
+  return true;
+}
+
+bool match_post_where(const Matcher& m, int w, PostOps* post, std::vector<int>* nodes, std::string* s) {
+  const onnx::NodeProto& wn = m.graph().node(w);
+  std::vector<float> fill;
+  int rank = 0;
+  if (wn.input_size() != 3) return false;
+  int chain = -1;
+  if (m.constant(wn.input(1), &fill, &rank) && fill.size() == 1) chain = 2;        // cond ? fill : s
+  else if (m.constant(wn.input(2), &fill, &rank) && fill.size() == 1) chain = 1;   // cond ? s : fill
+  if (chain < 0) return false;
+  post->kinds.push_back(chain == 2 ? 2 : 3);
+  post->fills.push_back(fill[0]);
+  post->inputs.push_back(wn.input(0));
+  nodes->push_back(w);
+  *s = wn.input(chain);
+  return true;
+}
+
+bool match_post_ops(const Matcher& m, PostOps* post, std::vector<int>* nodes, std::string* s) {
+  for (;;) {
+    if (m.uses(*s) != 1) return false;
+    if (int a = m.producer(*s, "Add"); a >= 0 && post->kinds.size() < 4) {
+      if (!match_post_add(m, a, post, nodes, s)) return false;
+    } else if (int w = m.producer(*s, "Where"); w >= 0 && post->kinds.size() < 4) {
+      if (!match_post_where(m, w, post, nodes, s)) return false;
+    } else {
+      break;
+    }
+  }
+  std::reverse(post->kinds.begin(), post->kinds.end());
+  std::reverse(post->fills.begin(), post->fills.end());
+  std::reverse(post->inputs.begin(), post->inputs.end());
+  return true;
+}
+
+// The scale before the post ops: a Div or Mul by a one-element constant, at most one. Returns
+// false when the scaled value has other uses.
+bool match_attention_scale(const Matcher& m, float* scale, std::vector<int>* nodes, std::string* s) {
+  for (const char* op : {"Div", "Mul"}) {
+    const int n = m.producer(*s, op);
+    if (n < 0) continue;
+    const onnx::NodeProto& nn = m.graph().node(n);
+    std::vector<float> c;
+    int rank = 0;
+    int chain = -1;
+    if (nn.input_size() == 2 && m.constant(nn.input(1), &c, &rank) && c.size() == 1) chain = 0;
+    else if (std::string(op) == "Mul" && nn.input_size() == 2 && m.constant(nn.input(0), &c, &rank) && c.size() == 1) chain = 1;
+    if (chain < 0 || rank > 0 || !(c[0] != 0.f) || !std::isfinite(c[0])) continue;  // a rank-0 scalar adds no axes
+    *scale = std::string(op) == "Div" ? 1.f / c[0] : c[0];
+    nodes->push_back(n);
+    *s = nn.input(chain);
+    return m.uses(*s) == 1;
+  }
+  return true;
+}
+
+// K's side of MatMul(Q, K'): a Transpose that swaps the last two axes only is absorbed (K is
+// then given untransposed); anything else is K' as is.
+std::string match_key(const Matcher& m, const std::string& k, bool* k_transposed, std::vector<int>* nodes) {
+  *k_transposed = true;
+  const int t = m.producer(k, "Transpose");
+  if (t < 0 || m.uses(k) != 1) return k;
+  const onnx::NodeProto& tn = m.graph().node(t);
+  std::vector<int64_t> perm;
+  for (const onnx::AttributeProto& a : tn.attribute())
+    if (a.name() == "perm") perm.assign(a.ints().begin(), a.ints().end());
+  bool swap_last = perm.size() >= 2;
+  for (size_t i = 0; swap_last && i + 2 < perm.size(); ++i) swap_last = perm[i] == static_cast<int64_t>(i);
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (!swap_last || perm[r - 2] != r - 1 || perm[r - 1] != r - 2) return k;
+  *k_transposed = false;
+  nodes->push_back(t);
+  return tn.input(0);
+}
+
 // Softmax(post_ops(MatMul(Q, K^T) * scale)) x V, walked back from the Softmax.
 bool match_attention(const Matcher& m, int softmax, int64_t opset, FusionCandidate* f) {
   const onnx::GraphProto& g = m.graph();
@@ -302,95 +405,22 @@ bool match_attention(const Matcher& m, int softmax, int64_t opset, FusionCandida
   const int av = m.only_consumer(probs, "MatMul");
   if (av < 0 || g.node(av).input(0) != probs) return false;
   nodes.push_back(av);
-  std::vector<int64_t> kinds;
-  std::vector<float> fills;
-  std::vector<std::string> post_inputs;
+  PostOps post;
   std::string s = sm.input(0);
   float scale = 1.f;
-  for (;;) {  // post ops, last first
-    if (m.uses(s) != 1) return false;
-    if (int a = m.producer(s, "Add"); a >= 0 && kinds.size() < 4) {
-      const onnx::NodeProto& an = g.node(a);
-      // The chain continues through the operand made by a Where, Add, Mul, Div or MatMul.
-      // Exactly one operand may qualify; two would leave the scores' side ambiguous.
-      int chain = -1, qualifying = 0;
-      for (int k = 0; k < 2 && an.input_size() == 2; ++k) {
-        bool q = false;
-        for (const char* op : {"Where", "Add", "Mul", "Div", "MatMul"}) q = q || m.producer(an.input(k), op) >= 0;
-        if (q && m.uses(an.input(k)) == 1) chain = k, ++qualifying;
-      }
-      if (qualifying != 1) return false;
-      kinds.push_back(1);
-      fills.push_back(0.f);
-      post_inputs.push_back(an.input(1 - chain));
-      nodes.push_back(a);
-      s = an.input(chain);
-      continue;
-    }
-    if (int w = m.producer(s, "Where"); w >= 0 && kinds.size() < 4) {
-      const onnx::NodeProto& wn = g.node(w);
-      std::vector<float> fill;
-      int rank = 0;
-      if (wn.input_size() != 3) return false;
-      int chain = -1;
-      if (m.constant(wn.input(1), &fill, &rank) && fill.size() == 1) chain = 2;        // cond ? fill : s
-      else if (m.constant(wn.input(2), &fill, &rank) && fill.size() == 1) chain = 1;   // cond ? s : fill
-      if (chain < 0) return false;
-      kinds.push_back(chain == 2 ? 2 : 3);
-      fills.push_back(fill[0]);
-      post_inputs.push_back(wn.input(0));
-      nodes.push_back(w);
-      s = wn.input(chain);
-      continue;
-    }
-    break;
-  }
-  // The scale: a Div or Mul by a one-element constant, at most one.
-  for (const char* op : {"Div", "Mul"}) {
-    const int n = m.producer(s, op);
-    if (n < 0) continue;
-    const onnx::NodeProto& nn = g.node(n);
-    std::vector<float> c;
-    int rank = 0;
-    int chain = -1;
-    if (nn.input_size() == 2 && m.constant(nn.input(1), &c, &rank) && c.size() == 1) chain = 0;
-    else if (std::string(op) == "Mul" && nn.input_size() == 2 && m.constant(nn.input(0), &c, &rank) && c.size() == 1) chain = 1;
-    if (chain < 0 || rank > 0 || !(c[0] != 0.f) || !std::isfinite(c[0])) continue;  // a rank-0 scalar adds no axes
-    scale = std::string(op) == "Div" ? 1.f / c[0] : c[0];
-    nodes.push_back(n);
-    s = nn.input(chain);
-    if (m.uses(s) != 1) return false;
-    break;
-  }
+  if (!match_post_ops(m, &post, &nodes, &s) || !match_attention_scale(m, &scale, &nodes, &s)) return false;
   const int qk = m.producer(s, "MatMul");
   if (qk < 0 || m.uses(s) != 1) return false;
   nodes.push_back(qk);
-  std::string k = g.node(qk).input(1);
   bool k_transposed = true;
-  if (int t = m.producer(k, "Transpose"); t >= 0 && m.uses(k) == 1) {
-    const onnx::NodeProto& tn = g.node(t);
-    std::vector<int64_t> perm;
-    for (const onnx::AttributeProto& a : tn.attribute())
-      if (a.name() == "perm") perm.assign(a.ints().begin(), a.ints().end());
-    bool swap_last = perm.size() >= 2;
-    for (size_t i = 0; swap_last && i + 2 < perm.size(); ++i) swap_last = perm[i] == static_cast<int64_t>(i);
-    const int64_t r = static_cast<int64_t>(perm.size());
-    if (swap_last && perm[r - 2] == r - 1 && perm[r - 1] == r - 2) {
-      k = tn.input(0);
-      k_transposed = false;
-      nodes.push_back(t);
-    }
-  }
-  std::reverse(kinds.begin(), kinds.end());
-  std::reverse(fills.begin(), fills.end());
-  std::reverse(post_inputs.begin(), post_inputs.end());
+  const std::string k = match_key(m, g.node(qk).input(1), &k_transposed, &nodes);
   f->op = "FusedAttention";
   f->inputs = {g.node(qk).input(0), k, g.node(av).input(1)};
-  f->inputs.insert(f->inputs.end(), post_inputs.begin(), post_inputs.end());
+  f->inputs.insert(f->inputs.end(), post.inputs.begin(), post.inputs.end());
   f->attrs.set_float("scale", scale);
   f->attrs.set_int("k_transposed", k_transposed ? 1 : 0);
-  f->attrs.set_ints("post", kinds);
-  f->attrs.set_floats("fill", fills);
+  f->attrs.set_ints("post", post.kinds);
+  f->attrs.set_floats("fill", post.fills);
   f->softmax_axis = axis;
   f->nodes = nodes;
   f->out = g.node(av).output(0);

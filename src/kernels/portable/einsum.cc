@@ -310,6 +310,32 @@ KernelStatus einsum_typed(const RunCtx& c, const Plan& p) {
   return KernelStatus::kOk;
 }
 
+// Why the equation has no plan for these operands.
+Status plan_error(ShapeCtx& c, const Equation& e, const Plan& p, PlanError err, const std::string& quoted) {
+  switch (err) {
+    case PlanError::kOk: break;
+    case PlanError::kRankMismatch: {
+      const Term& bad = e.in[p.bad_operand];
+      std::string shape = c.pool.shape_to_string(c.in(p.bad_operand).shape);
+      std::string want =
+          bad.ellipsis ? "rank >= " + std::to_string(bad.letters) : "rank " + std::to_string(bad.letters);
+      return c.error(quoted + ": term '" + term_text(bad) + "' needs " + want + " but input #" +
+                     std::to_string(p.bad_operand) + " has shape " + shape);
+    }
+    case PlanError::kMissingOutputEllipsis:
+      return c.error(quoted + ": the inputs have " + std::to_string(p.ell_rank) +
+                     " dims under '...' but the output term has no '...'");
+    case PlanError::kTooManyAxes:
+      return c.error(quoted + " uses " + std::to_string(p.used_axes) +
+                     " distinct labels (counting each dim under '...'); at most " + std::to_string(kMaxAxes) +
+                     " are supported");
+    case PlanError::kOutputRankTooBig:
+      return c.error(quoted + " gives an output of rank " + std::to_string(p.out_rank) + ", above " +
+                     std::to_string(kMaxRank));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status einsum_shape(ShapeCtx& c) {
@@ -336,27 +362,7 @@ Status einsum_shape(ShapeCtx& c) {
     ranks[i] = static_cast<int>(c.rank(i));
   }
   Plan p;
-  switch (build_plan(e, ranks, &p)) {
-    case PlanError::kOk: break;
-    case PlanError::kRankMismatch: {
-      const Term& bad = e.in[p.bad_operand];
-      std::string shape = c.pool.shape_to_string(c.in(p.bad_operand).shape);
-      std::string want =
-          bad.ellipsis ? "rank >= " + std::to_string(bad.letters) : "rank " + std::to_string(bad.letters);
-      return c.error(quoted + ": term '" + term_text(bad) + "' needs " + want + " but input #" +
-                     std::to_string(p.bad_operand) + " has shape " + shape);
-    }
-    case PlanError::kMissingOutputEllipsis:
-      return c.error(quoted + ": the inputs have " + std::to_string(p.ell_rank) +
-                     " dims under '...' but the output term has no '...'");
-    case PlanError::kTooManyAxes:
-      return c.error(quoted + " uses " + std::to_string(p.used_axes) +
-                     " distinct labels (counting each dim under '...'); at most " + std::to_string(kMaxAxes) +
-                     " are supported");
-    case PlanError::kOutputRankTooBig:
-      return c.error(quoted + " gives an output of rank " + std::to_string(p.out_rank) + ", above " +
-                     std::to_string(kMaxRank));
-  }
+  if (const PlanError err = build_plan(e, ranks, &p); err != PlanError::kOk) return plan_error(c, e, p, err, quoted);
 
   // One size per label: all occurrences equal; the "..." dims broadcast across operands.
   core::ExprPool& pool = c.pool;

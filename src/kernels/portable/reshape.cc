@@ -17,6 +17,28 @@ ExprId product_except(core::ExprPool& p, const std::vector<ExprId>& shape, size_
   return acc;
 }
 
+// A computed element v of the shape (element k): its meaning must not depend on the data. A
+// computed 0 would mean "copy input dim k" (unless allowzero): fine when, whenever v is 0,
+// input dim k is 0 as well, e.g. a slice that is empty for small inputs.
+Status check_computed_size(ShapeCtx& c, ExprId v, size_t k, bool allow_zero, const std::string& where) {
+  core::ExprPool& p = c.pool;
+  const SymTensor& x = c.in(0);
+  using Rel = core::ExprPool::Relation;
+  const ExprId zero = p.constant(0), one = p.constant(1);
+  const bool known = p.always(v, Rel::kGe, allow_zero ? zero : one) ||
+                     (p.always(v, Rel::kGe, zero) && k < x.shape.size() &&
+                      p.always(p.mul(p.sub(one, p.min(v, one)), x.shape[k]), Rel::kEq, zero));
+  if (known) return ok_status();
+  const core::Interval r = p.range(v);
+  core::ExprPool::Census at = p.census(v, Rel::kGe, allow_zero ? zero : one, 100000);
+  const std::string example = at.complete && !at.first_failure.empty()
+                                  ? ": at " + p.assignment_text(at.dims, at.first_failure) + " it is " +
+                                        std::to_string(at.failure_lhs)
+                                  : " (range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "])";
+  return c.error(where + " (" + p.to_string(v) + ") may be " + (allow_zero ? "negative" : "0 or negative") + example +
+                 ", so its meaning is unknown at export");
+}
+
 }  // namespace
 
 Status reshape_shape(ShapeCtx& c) {
@@ -42,23 +64,7 @@ Status reshape_shape(ShapeCtx& c) {
     const std::string where = "shape " + spec_str + " element " + std::to_string(k);
     ExprId v = spec[k];
     if (!p.is_const(v)) {
-      // A computed 0 would mean "copy input dim k" (unless allowzero): fine when, whenever v
-      // is 0, input dim k is 0 as well, e.g. a slice that is empty for small inputs.
-      using Rel = core::ExprPool::Relation;
-      const ExprId zero = p.constant(0), one = p.constant(1);
-      const bool known = p.always(v, Rel::kGe, allow_zero ? zero : one) ||
-                         (p.always(v, Rel::kGe, zero) && k < x.shape.size() &&
-                          p.always(p.mul(p.sub(one, p.min(v, one)), x.shape[k]), Rel::kEq, zero));
-      if (!known) {
-        const core::Interval r = p.range(v);
-        core::ExprPool::Census at = p.census(v, Rel::kGe, allow_zero ? zero : one, 100000);
-        const std::string example = at.complete && !at.first_failure.empty()
-                                        ? ": at " + p.assignment_text(at.dims, at.first_failure) + " it is " +
-                                              std::to_string(at.failure_lhs)
-                                        : " (range [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "])";
-        return c.error(where + " (" + p.to_string(v) + ") may be " + (allow_zero ? "negative" : "0 or negative") +
-                       example + ", so its meaning is unknown at export");
-      }
+      KILN_TRY(check_computed_size(c, v, k, allow_zero, where));
       out[k] = v;
       continue;
     }

@@ -242,14 +242,19 @@ Status rnn_check_attrs(ShapeCtx& c, const RnnKind& k, int* nd_out, int64_t* layo
   return ok_status();
 }
 
-}  // namespace
+const char* const kRnnInputNames[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
 
-Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* dirs) {
-  core::ExprPool& p = c.pool;
+std::string rnn_shape_of(const ShapeCtx& c, size_t i) {
+  return std::string(kRnnInputNames[i]) + " " + c.pool.shape_to_string(c.in(i).shape);
+}
+
+// The count of outputs, and every input's dtype and rank.
+Status rnn_check_inputs(ShapeCtx& c, const RnnKind& k) {
   KILN_TRY(c.expect_inputs(3, static_cast<size_t>(k.max_inputs)));
   if (c.outputs.size() > static_cast<size_t>(1 + k.states))
     return c.error("has " + std::to_string(c.outputs.size()) + " outputs, at most " + std::to_string(1 + k.states) +
                    " are defined");
+  const int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     if (!c.has_input(i)) continue;
     if (i != 4) {
@@ -258,36 +263,47 @@ Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* dirs) {
       return c.error(std::string("sequence_lens has dtype ") + dtype_name(c.in(4).dtype) + ", expected i32 or i64");
     }
   }
+  for (size_t i = 0; i < c.num_inputs(); ++i)
+    if (c.has_input(i) && c.rank(i) != ranks[i])
+      return c.error(rnn_shape_of(c, i) + " must have rank " + std::to_string(ranks[i]));
+  return ok_status();
+}
+
+// The hidden size: the attribute's (W's rows must be gates * hidden_size), or W's rows over
+// the gates.
+Status rnn_hidden(ShapeCtx& c, const RnnKind& k, ExprId g, ExprId* h) {
+  core::ExprPool& p = c.pool;
+  const std::vector<ExprId>& w = c.in(1).shape;
+  if (!c.attrs.has("hidden_size")) {
+    KILN_TRY(c.require_divisible(w[1], k.gates,
+                                 "(" + rnn_shape_of(c, 1) + " rows hold " + std::to_string(k.gates) + " gates)"));
+    *h = p.floordiv(w[1], g);
+    return ok_status();
+  }
+  const int64_t hs = c.attrs.get_int("hidden_size", 0);
+  if (hs <= 0) return c.error("hidden_size " + std::to_string(hs) + " must be positive");
+  if (hs > kMaxSizeAttr) return c.error("hidden_size " + std::to_string(hs) + " must be <= " + std::to_string(kMaxSizeAttr));
+  *h = p.constant(hs);
+  return c.require_eq(w[1], p.mul(g, *h),
+                      "(" + rnn_shape_of(c, 1) + " must have " + std::to_string(k.gates) + "*hidden_size rows)");
+}
+
+}  // namespace
+
+Status rnn_shape(ShapeCtx& c, const RnnKind& k, ExprId* hidden, ExprId* dirs) {
+  core::ExprPool& p = c.pool;
+  KILN_TRY(rnn_check_inputs(c, k));
   int nd = 0;
   int64_t layout = 0;
   KILN_TRY(rnn_check_attrs(c, k, &nd, &layout));
-  // Ranks.
-  const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
-  const int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
-  for (size_t i = 0; i < c.num_inputs(); ++i)
-    if (c.has_input(i) && c.rank(i) != ranks[i])
-      return c.error(std::string(names[i]) + " " + p.shape_to_string(c.in(i).shape) + " must have rank " +
-                     std::to_string(ranks[i]));
-  auto shape_of = [&](size_t i) { return std::string(names[i]) + " " + p.shape_to_string(c.in(i).shape); };
+  auto shape_of = [&](size_t i) { return rnn_shape_of(c, i); };
   // Sizes: directions and hidden from the attributes, input from W, T and batch from X.
   const std::vector<ExprId>& w = c.in(1).shape;
   ExprId d = p.constant(nd), g = p.constant(k.gates), h;
   KILN_TRY(c.require_eq(w[0], d,
                         "(W " + p.shape_to_string(w) + " must start with num_directions = " + std::to_string(nd) +
                             " for direction=" + c.attrs.get_str("direction", "forward") + ")"));
-  if (c.attrs.has("hidden_size")) {
-    int64_t hs = c.attrs.get_int("hidden_size", 0);
-    if (hs <= 0) return c.error("hidden_size " + std::to_string(hs) + " must be positive");
-    if (hs > kMaxSizeAttr)
-      return c.error("hidden_size " + std::to_string(hs) + " must be <= " + std::to_string(kMaxSizeAttr));
-    h = p.constant(hs);
-    KILN_TRY(c.require_eq(w[1], p.mul(g, h),
-                          "(" + shape_of(1) + " must have " + std::to_string(k.gates) + "*hidden_size rows)"));
-  } else {
-    KILN_TRY(
-        c.require_divisible(w[1], k.gates, "(" + shape_of(1) + " rows hold " + std::to_string(k.gates) + " gates)"));
-    h = p.floordiv(w[1], g);
-  }
+  KILN_TRY(rnn_hidden(c, k, g, &h));
   const std::vector<ExprId>& x = c.in(0).shape;
   ExprId seq = x[layout ? 1 : 0], batch = x[layout ? 0 : 1];
   KILN_TRY(c.require_eq(x[2], w[2], "(input_size of " + shape_of(0) + " and " + shape_of(1) + ")"));
