@@ -83,5 +83,31 @@ TEST_F(ConvSupport, ThreeDimensionalConvolutionsAreDeclined) {
   EXPECT_FALSE(d.ok());
 }
 
+// PRelu: the slope's one varying axis decides the layout (channels: channels-last; the last
+// axis: plain); one value runs in either; a slope along another axis, or two, is declined.
+TEST_F(ConvSupport, PReluLayoutFollowsTheSlopeAxis) {
+  struct Case {
+    std::vector<int64_t> x, slope;
+    bool taken;
+    Layout layout;
+    size_t channels;
+  };
+  const Case cases[] = {{{2, 3, 5, 5}, {3, 1, 1}, true, Layout::kNhwc, 3},
+                        {{2, 3, 7}, {1, 3, 1}, true, Layout::kNhwc, 3},
+                        {{2, 6, 4}, {4}, true, Layout::kPlain, 4},
+                        {{5, 4}, {1, 4}, true, Layout::kPlain, 4},
+                        {{2, 3, 5, 5}, {1}, true, Layout::kEither, 1},
+                        {{2, 3, 5, 5}, {5, 1}, false, Layout::kEither, 0},
+                        {{2, 3, 5, 5}, {3, 5, 5}, false, Layout::kEither, 0}};
+  for (const Case& c : cases) {
+    Result<OpPlan> p = plan("PRelu", c.x, c.slope, c.x);
+    ASSERT_EQ(p.ok(), c.taken) << ::testing::PrintToString(c.slope) << ": " << p.status().message();
+    if (!c.taken) continue;
+    EXPECT_EQ(p->kind, OpKind::kPRelu);
+    EXPECT_EQ(p->layout, c.layout) << ::testing::PrintToString(c.slope);
+    EXPECT_EQ(p->channels, c.channels) << ::testing::PrintToString(c.slope);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::delegates::xnnpack

@@ -95,6 +95,18 @@ OPS = [
        [("y", F)], {"N": (0, 5)}, batch_cases(hi=5),
        consts={"s": np.array([1.5, 0.5], np.float32), "b": np.array([0.1, -0.1], np.float32),
                "m": np.array([0.2, -0.3], np.float32), "v": np.array([1.0, 2.0], np.float32)}),
+    # PRelu (delegated: XNNPACK's prelu_nc): one slope; one per channel after a Conv, in the
+    # region's channels-last layout; one per position of the last axis.
+    Op("prelu_scalar", [node("PRelu", ["x", "a"], ["y"])], [("x", F, ["N", 3])], [("y", F)], {"N": (0, 8)},
+       batch_cases(), consts={"a": np.array([0.25], np.float32)}),
+    Op("conv_prelu", [node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("PRelu", ["c", "a"], ["y"])],
+       [("x", F, ["N", 2, "H", "W"])], [("y", F)], {"N": (0, 3), "H": (1, 9), "W": (1, 9)},
+       [{"N": 0, "H": 1, "W": 1}, {"N": 1, "H": 1, "W": 1}, {"N": 1, "H": 2, "W": 7}, {"N": 3, "H": 9, "W": 9}],
+       consts={"w": (np.arange(54, dtype=np.float32).reshape(3, 2, 3, 3) - 27) / 30,
+               "a": np.array([0.1, -0.5, 2.0], np.float32).reshape(3, 1, 1)}),
+    Op("prelu_last_axis", [node("PRelu", ["x", "a"], ["y"])], [("x", F, ["N", "T", 4])], [("y", F)],
+       {"N": (0, 3), "T": (0, 5)}, [{"N": 0, "T": 2}, {"N": 2, "T": 0}, {"N": 1, "T": 1}, {"N": 3, "T": 5}],
+       consts={"a": np.array([0.1, 0.2, -1.0, 3.0], np.float32)}),
     Op("layernorm", [node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)], [("x", F, ["N", "T", 4])],
        [("y", F)], {"N": (0, 3), "T": (0, 5)}, [{"N": 0, "T": 2}, {"N": 2, "T": 0}, {"N": 1, "T": 1}, {"N": 3, "T": 5}],
        consts={"s": np.array([1, 2, 3, 4], np.float32), "b": np.array([0, 1, 0, 1], np.float32)}),

@@ -2,7 +2,7 @@
 // operators; Kiln's vectorized erf, tanh and GELU and its gates (x * sigmoid(x) in one pass);
 // pointwise ops XNNPACK lacks, run by their portable kernels on the region's buffers (layout
 // does not matter to them, so they do not split a region); and BatchNormalization as a
-// per-channel affine map.
+// per-channel affine map; PRelu.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -274,6 +274,21 @@ struct ChannelAffine : Op {
   std::vector<float> scale, shift;
 };
 
+// PRelu: y = x < 0 ? slope[c] * x : x over rows of `channels` (one channel: the whole tensor
+// as one row of one).
+struct XnnPRelu : XnnOp {
+  Status create(const OpSource& src) override {
+    const float* slope = src.operand_f32(1);
+    if (!slope) return unimplemented(what + ": the slope is not a constant");
+    const size_t c = plan.channels;
+    return check_create(xnn_create_prelu_nc_f32(c, c, c, slope, 0, &xop), what);
+  }
+  Status setup() override {
+    const size_t rows = numel(*out) / plan.channels;
+    return check_setup(xnn_setup_prelu_nc_f32(xop, rows, ins[0]->as<float>(), out->as<float>(), pool), *this);
+  }
+};
+
 }  // namespace
 
 Status plan_binary(const PlanInput& in, OpPlan* p) {
@@ -349,6 +364,29 @@ Status plan_batch_norm(const PlanInput& in, OpPlan* p) {
   return ok_status();
 }
 
+// The slope broadcasts onto X one way (the shape function checked it): one value, or sizes
+// along one axis, which must be the channels (axis 1 of a rank >= 3 X: channels-last) or the
+// last axis (plain).
+Status plan_prelu(const PlanInput& in, OpPlan* p) {
+  if (in.ins.size() != 2 || !in.ins[1].const_data || in.ins[1].dtype != DType::kF32)
+    return decline("the slope is not a constant");
+  const size_t rank = in.ins[0].shape.size(), lead = rank - in.ins[1].shape.size();
+  size_t axis = rank;
+  for (size_t k = 0; k < in.ins[1].shape.size(); ++k) {
+    if (const_of(in.exprs, in.ins[1].shape[k]) == 1) continue;
+    if (axis != rank) return decline("a slope that varies along more than one axis");
+    axis = lead + k;
+  }
+  p->kind = OpKind::kPRelu;
+  p->channels = 1;
+  p->layout = Layout::kEither;
+  if (axis == rank) return ok_status();
+  if (rank >= 3 && axis == 1) p->layout = Layout::kNhwc;
+  else if (axis == rank - 1) p->layout = Layout::kPlain;
+  else return decline("a slope along axis " + std::to_string(axis) + ", neither the channels nor the last axis");
+  return static_dim(in.exprs, in.ins[1].shape[axis - lead], "slope size", &p->channels);
+}
+
 std::unique_ptr<Op> make_binary(const OpPlan&, const OpSource&) { return std::make_unique<XnnBinary>(); }
 
 std::unique_ptr<Op> make_unary(const OpPlan& p, const OpSource& src) {
@@ -360,5 +398,7 @@ std::unique_ptr<Op> make_unary(const OpPlan& p, const OpSource& src) {
 }
 
 std::unique_ptr<Op> make_batch_norm(const OpPlan&, const OpSource&) { return std::make_unique<ChannelAffine>(); }
+
+std::unique_ptr<Op> make_prelu(const OpPlan&, const OpSource&) { return std::make_unique<XnnPRelu>(); }
 
 }  // namespace kiln::delegates::xnnpack

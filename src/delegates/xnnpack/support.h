@@ -41,6 +41,7 @@ enum class OpKind : uint8_t {
   kBatchMatMul,  ///< MatMul with a computed (or batched) right operand: Kiln's kernel, B read in place
   kLayerNorm,    ///< LayerNormalization over the last axis with constant Scale/B: Kiln's kernel
   kAttention,    ///< FusedAttention (export's fusion): Kiln's online-softmax kernel
+  kPRelu,        ///< PRelu with a constant slope: one value, or per channel (axis 1) or last axis
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),
@@ -65,7 +66,7 @@ struct OpPlan {
   bool same_upper = false;     ///< auto_pad SAME_UPPER: XNNPACK's TensorFlow SAME padding
   size_t group_in = 0, group_out = 0;  ///< conv channels per group
   uint32_t adjust_h = 0, adjust_w = 0;  ///< ConvTranspose output_padding
-  size_t channels = 0;         ///< pools, softmax: channels; fully connected: input channels
+  size_t channels = 0;         ///< pools, softmax, PRelu: channels; fully connected: input channels
   size_t out_channels = 0;     ///< fully connected: output channels
   bool transpose_weights = false;  ///< fully connected: weights stored [K, N]
   BinaryOp binary = BinaryOp::kAdd;
