@@ -418,7 +418,26 @@ Status Method::execute() {
   return st;
 }
 
+void Method::Impl::reset_data_dims() {
+  bool changed = false;
+  for (int32_t d : data_dims) {
+    int64_t& v = dim_values[static_cast<size_t>(d)];
+    changed = changed || v != meta.dims[static_cast<size_t>(d)].max;
+    v = meta.dims[static_cast<size_t>(d)].max;
+  }
+  if (!changed) return;
+  // Bind evaluated these very values: nothing can fail.
+  core::eval_exprs(exprs.data(), exprs.size(), dim_values.data(), expr_values.data(), nullptr);
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (!data_shaped[i]) continue;
+    const fb::Value* v = m->values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    for (int k = 0; k < views[i].rank; ++k)
+      views[i].dims[k] = std::max<int64_t>(0, expr_values[v->shape()->Get(static_cast<flatbuffers::uoffset_t>(k))]);
+  }
+}
+
 Status Method::Impl::run() {
+  reset_data_dims();
   kernels::RunCtx ctx;
   ctx.expr_values = expr_values.data();
   ctx.pool = pool;

@@ -121,6 +121,10 @@ struct Method::Impl {
   std::vector<int32_t> data_dims;
   std::vector<bool> data_shaped;
   Status refresh_data_shapes(const Instr& producer);
+  /// At the start of each execute: the data-dependent dims back at their bounds (where bind
+  /// put them), so that a producer finds its whole reservation again after a run that found
+  /// fewer.
+  void reset_data_dims();
   /// The error execute gives on entering block `b` that bind marked.
   Status blocked(int32_t b) const;
   std::vector<Step> schedule;

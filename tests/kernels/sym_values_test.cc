@@ -17,6 +17,7 @@ using V = std::vector<int64_t>;
 
 Tensor i64s(const V& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 Tensor scalar(int64_t v) { return make_tensor<int64_t>({}, {v}); }
+const uint64_t kEmptyValues = 0;
 
 core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
@@ -36,6 +37,33 @@ TEST(SymValues, ShapeGatherMul) {
   SymResult m = infer(p, "Mul", {next(g), const_input(p, four)});
   EXPECT_EQ(m.shape, "[1]");
   EXPECT_EQ(values_of(p, m), "[4*batch]");
+}
+
+// torchvision's _topk_min: K = ReduceMin(Concat([100], Unsqueeze(Shape(scores)[0]))) is
+// min(100, n); Max, Sum and Prod fold alike, per kept axis; a reduction over no elements
+// carries nothing.
+TEST(SymValues, ReduceMinMaxSumProdOfKnownValues) {
+  SymPool s;
+  core::ExprPool& p = s.pool;
+  auto v = sym_values_input(p, {p.constant(100), s.seq});
+  EXPECT_EQ(values_of(p, infer(p, "ReduceMin", {v}, core::AttrStore().set_int("keepdims", 1))), "[min(100,seq)]");
+  EXPECT_EQ(values_of(p, infer(p, "ReduceMax", {v}, core::AttrStore().set_int("keepdims", 0))), "[max(100,seq)]");
+  // The pool's ranges simplify: batch <= 8 < 100.
+  EXPECT_EQ(values_of(p, infer(p, "ReduceMin", {sym_values_input(p, {p.constant(100), s.batch})})), "[batch]");
+  EXPECT_EQ(values_of(p, infer(p, "ReduceProd", {sym_values_input(p, {s.batch, s.seq, p.constant(4)})})),
+            "[4*batch*seq]");
+  Tensor axes1 = i64s({1});
+  kernels::SymTensor m = sym_values_input(p, {s.batch, p.constant(2), s.seq, p.constant(5)});
+  m.shape = {p.constant(2), p.constant(2)};
+  EXPECT_EQ(values_of(p, infer(p, "ReduceSum", {m, const_input(p, axes1)}, core::AttrStore().set_int("keepdims", 0))),
+            "[batch + 2, seq + 5]");
+  // Constants fold exactly as the kernel computes.
+  for (const char* op : {"ReduceMin", "ReduceMax", "ReduceSum", "ReduceProd"})
+    EXPECT_TRUE(fold_matches_kernel(op, {make_tensor<int64_t>({2, 3}, {4, -2, 7, 1, 9, 3})},
+                                    core::AttrStore().set_ints("axes", {1}).set_int("keepdims", 0)));
+  kernels::SymTensor empty = sym_input(DType::kI64, {p.constant(0)});
+  empty.const_data = &kEmptyValues;
+  EXPECT_EQ(values_of(p, infer(p, "ReduceMin", {empty})), "[]");
 }
 
 TEST(SymValues, SizeIsTheProductOfTheDims) {

@@ -334,5 +334,35 @@ TEST(Allocations, OpZooControlAndDataDependentProgramsExecuteWithoutAllocating) 
   EXPECT_EQ(tried, 5);
 }
 
+// One bind, then executes whose data-dependent count goes down and up again: each execute
+// starts from the count's bound (its whole reservation), not from the last run's count, and
+// allocates nothing. (Compress: scores above 0.5 keep their boxes.)
+TEST(Allocations, ExecuteAfterExecuteFindsTheWholeReservationAgain) {
+  const std::string path = testing::scratch_dir() + "/alloc_compress_again.kiln";
+  testing::CommandResult exp = testing::run_command(testing::bin("kiln") + " export " + testing::zoo_dir() +
+                                                    "/ops/models/compress_boxes.onnx -o " + path +
+                                                    " --input scores=N --input boxes=N,4 --dim N=1..12");
+  ASSERT_EQ(exp.exit_code, 0) << exp.output;
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  testing::AlignedBytes buf(bytes);
+  auto p = buf.load();
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto m = Method::create(**p, "forward");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE((*m)->bind_shapes({{12}, {12, 4}}).ok());
+  float* boxes = static_cast<float*>((*m)->input(1).data);
+  for (int i = 0; i < 48; ++i) boxes[i] = static_cast<float>(i);
+  for (int kept : {1, 12, 0, 5, 12}) {
+    float* scores = static_cast<float*>((*m)->input(0).data);
+    for (int i = 0; i < 12; ++i) scores[i] = i < kept ? 1.f : 0.f;
+    long n = count_allocs([&] { ASSERT_TRUE((*m)->execute().ok()) << kept << " kept"; });
+    EXPECT_EQ(n, 0) << kept << " kept";
+    ASSERT_EQ((*m)->output(0).dims[0], kept);
+    ASSERT_EQ((*m)->output(1).dims[0], kept);
+    for (int i = 0; i < kept * 4; ++i) ASSERT_EQ((*m)->output(0).as<float>()[i], static_cast<float>(i)) << kept << " kept";
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -545,6 +545,9 @@ Status Importer::import_if(const onnx::NodeProto& n, const std::string& name) {
   if (both.ok()) return both;
   kernels::Guard holds;
   if (!shape_condition(n.input(0), &holds)) return both;
+  // A condition on a data-dependent size (torchvision's "no boxes found?") is known only
+  // while executing: one branch under a guard would fail every run that takes the other.
+  if (g_.reads_data_dim(holds.lhs) || g_.reads_data_dim(holds.rhs)) return both;
   for (const bool taken : {true, false}) {
     undo();
     kernels::Guard g = holds;

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/sym_values.h"
 #include "core/status.h"
 
 namespace kiln::kernels {
@@ -295,11 +296,56 @@ KernelStatus reduce_run(const RunCtx& c) {
 
 }  // namespace
 
-Status reduce_sum_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kSum)); }
+namespace {
+
+// Export-time contents (sym_values.h): Sum, Max, Min and Prod of a small tensor whose values
+// are known fold into expressions, so that torchvision's K = ReduceMin(Concat([1000],
+// Shape(scores)[0])) sizes TopK's outputs as min(1000, n) with n a data-dependent count.
+void fold_reduce_values(ShapeCtx& c, IntOp op) {
+  std::vector<ExprId> vals;
+  std::vector<int64_t> in_dims, out_dims, axes;
+  if (!small_values(c, 0, &vals) || vals.empty() || !const_dims(c.pool, c.in(0).shape, &in_dims) ||
+      !can_carry(c, &out_dims) || !requested_axes(c, &axes))
+    return;
+  const size_t rank = in_dims.size();
+  const bool noop = axes.empty() && c.attrs.get_int("noop_with_empty_axes", 0) != 0;
+  std::vector<bool> reduced(rank, axes.empty() && !noop);
+  for (int64_t a : axes) reduced[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a)] = true;
+  // Output element of input element i: its index over the kept axes (keepdims' 1s add none).
+  std::vector<int64_t> out_stride(rank, 0);
+  for (int64_t k = static_cast<int64_t>(rank) - 1, s = 1; k >= 0; --k)
+    if (!reduced[static_cast<size_t>(k)]) out_stride[static_cast<size_t>(k)] = s, s *= in_dims[static_cast<size_t>(k)];
+  std::vector<ExprId> acc(static_cast<size_t>(numel_of(out_dims)), core::kNoExpr);
+  std::vector<bool> seen(acc.size(), false);
+  for (size_t i = 0; i < vals.size(); ++i) {
+    int64_t rest = static_cast<int64_t>(i), o = 0;
+    for (size_t k = rank; k-- > 0;) {
+      o += rest % in_dims[k] * out_stride[k];
+      rest /= in_dims[k];
+    }
+    const size_t at = static_cast<size_t>(o);
+    acc[at] = seen[at] ? fold_int_op(c.pool, op, c.in(0).dtype, acc[at], vals[i]) : vals[i];
+    seen[at] = true;
+    if (acc[at] == core::kNoExpr) return;
+  }
+  for (bool s : seen)
+    if (!s) return;  // a reduction over no elements: its start value is no integer expression
+  c.out(0).sym_values = std::move(acc);
+}
+
+Status reduce_folding(ShapeCtx& c, Red r, IntOp op) {
+  KILN_TRY(reduce_shape(c, takes_ints(r)));
+  fold_reduce_values(c, op);
+  return ok_status();
+}
+
+}  // namespace
+
+Status reduce_sum_shape(ShapeCtx& c) { return reduce_folding(c, Red::kSum, IntOp::kAdd); }
 Status reduce_mean_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kMean)); }
-Status reduce_max_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kMax)); }
-Status reduce_min_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kMin)); }
-Status reduce_prod_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kProd)); }
+Status reduce_max_shape(ShapeCtx& c) { return reduce_folding(c, Red::kMax, IntOp::kMax); }
+Status reduce_min_shape(ShapeCtx& c) { return reduce_folding(c, Red::kMin, IntOp::kMin); }
+Status reduce_prod_shape(ShapeCtx& c) { return reduce_folding(c, Red::kProd, IntOp::kMul); }
 Status reduce_l1_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kL1)); }
 Status reduce_l2_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kL2)); }
 Status reduce_sum_square_shape(ShapeCtx& c) { return reduce_shape(c, takes_ints(Red::kSumSquare)); }
