@@ -13,7 +13,8 @@ struct DimSpec {
   int64_t min = 1;
   int64_t max = 1;
   int64_t step = 1;
-  /// A data-dependent size (NonZero's count): set while executing, by the instruction that
+  /// A data-dependent size (a NonZero, Compress, Unique or NonMaxSuppression count, a TopK K read
+  /// from the data, an If result sized by its branch): set while executing, by the instruction that
   /// produces it; Method::dim_value reads it after execute.
   bool data = false;
 };

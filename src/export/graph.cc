@@ -140,7 +140,7 @@ Result<std::vector<int>> GraphBuilder::add_op(const std::string& op_type, const 
   if (fold_ && num_outputs > 0) {
     // (NonZero's count is a dim of the method: it runs at execute even on a constant. A
     // runtime loop's markers move its state: they run at execute.)
-    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && !kernels::produces_data_dim(*op) &&
+    bool all_const = !op->view && !inputs.empty() && ctx.scratch_bytes == core::kNoExpr && !kernels::produces_data_dim(*op, attrs.view()) &&
                      op_type != format::kLoopOp && op_type != format::kEndLoopOp;
     for (int id : inputs) all_const = all_const && (id < 0 || is_constant(id));
     if (all_const) return fold_node(op, ctx, node_name, inputs, attrs);
@@ -417,7 +417,36 @@ Result<std::vector<int>> GraphBuilder::end_if(const std::vector<int>& then_resul
   std::vector<int> inputs = {b.cond};
   inputs.insert(inputs.end(), then_results.begin(), then_results.end());
   inputs.insert(inputs.end(), else_results.begin(), else_results.end());
-  return add_op("KilnSelect", b.name, inputs, {}, then_results.size());
+  KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, select_sizes(b.name, then_results, else_results));
+  return add_op("KilnSelect", b.name, inputs, attrs, then_results.size());
+}
+
+Result<core::AttrStore> GraphBuilder::select_sizes(const std::string& node_name, const std::vector<int>& then_results,
+                                                   const std::vector<int>& else_results) {
+  // Results whose sizes differ on an axis that reads a data-dependent size (torchvision's
+  // "no boxes found: an empty tensor, else the boxes NMS kept") take a data-dependent dim of
+  // their own on that axis, set by the select from the branch taken. One per If: every such
+  // axis must differ alike. Other differences stay guards (the shape function's).
+  core::AttrStore a;
+  std::vector<int64_t> axes(then_results.size(), -1);
+  core::ExprId then_size = core::kNoExpr, else_size = core::kNoExpr;
+  for (size_t k = 0; k < then_results.size(); ++k) {
+    const std::vector<core::ExprId>& t = values_[then_results[k]].shape;
+    const std::vector<core::ExprId>& e = values_[else_results[k]].shape;
+    for (size_t ax = 0; ax < t.size() && t.size() == e.size(); ++ax) {
+      if (t[ax] == e[ax] || (!reads_data_dim(t[ax]) && !reads_data_dim(e[ax]))) continue;
+      if (axes[k] >= 0 || (then_size != core::kNoExpr && (then_size != t[ax] || else_size != e[ax])))
+        return unimplemented("node '" + node_name + "' (If): its branches' results differ in size on more than one "
+                             "data-dependent axis (" + pool_.to_string(t[ax]) + " and " + pool_.to_string(e[ax]) +
+                             "); Kiln sizes one such axis per If");
+      axes[k] = static_cast<int64_t>(ax);
+      then_size = t[ax], else_size = e[ax];
+    }
+  }
+  if (then_size == core::kNoExpr) return a;
+  const int64_t most = std::max(pool_.range(then_size).hi, pool_.range(else_size).hi);
+  a.set_int("dim", add_data_dim("branch", std::max<int64_t>(most, 0))).set_ints("axes", axes);
+  return a;
 }
 
 Result<std::vector<int>> GraphBuilder::begin_loop(core::ExprId trip, int cond, const std::vector<int>& init,

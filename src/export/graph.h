@@ -212,6 +212,10 @@ class GraphBuilder {
   Result<std::vector<int>> fold_node(const kernels::OpDef* op, const kernels::ShapeCtx& ctx, const std::string& node_name,
                                      const std::vector<int>& inputs, const core::AttrStore& attrs);
   Result<int> fold_shape_math(const kernels::SymTensor& out, const std::string& node_name);
+  /// end_if's: the KilnSelect's attributes sizing a result axis that differs between the
+  /// branches on a data-dependent size (attrs dim, axes), or none.
+  Result<core::AttrStore> select_sizes(const std::string& node_name, const std::vector<int>& then_results,
+                                       const std::vector<int>& else_results);
   /// add_op's steps: input i of a node as the shape function sees it (-1: absent), and the
   /// shaped node's outputs (views of input 0 for a view op) and scratch as values.
   Result<kernels::SymTensor> sym_input(int id, size_t i, const std::string& node_name) const;

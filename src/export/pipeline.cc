@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/bytes.h"
+#include "core/dim_text.h"
 #include "export/graph.h"
 #include "export/memory_plan.h"
 #include "export/xnnpack_partition.h"
@@ -183,9 +184,7 @@ void describe_method(const GraphBuilder& g, const MethodStats& stats, const form
   const core::ExprPool& pool = g.pool();
   report->contract_dims = pool.dims();
   for (const DimSpec& d : pool.dims())
-    report->dims.push_back(d.name + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]" +
-                          (d.step > 1 ? " step " + std::to_string(d.step) : "") +
-                          (d.data ? " (data-dependent: NonZero's count, known while executing)" : ""));
+    report->dims.push_back(d.name + " in " + core::dim_range_text(d));
   for (int32_t id : m.inputs)
     report->inputs.push_back("'" + m.values[id].name + "' " + dtype_name(m.values[id].dtype) + " " + pool.shape_to_string(m.values[id].shape));
   for (int32_t id : m.outputs)

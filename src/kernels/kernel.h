@@ -203,9 +203,10 @@ KernelStatus run_once(const OpDef& op, RunCtx ctx);
 /// execution, not on values); every other op writes output 0.
 bool produces_no_outputs(const OpDef& op);
 
-/// True for the ops whose output size is a data-dependent dim they write when they run
-/// (NonZero, Compress, Unique; attribute "dim" names it).
-bool produces_data_dim(const OpDef& op);
+/// True for the instructions whose output size is a data-dependent dim they write when they
+/// run (NonZero, Compress, Unique, NonMaxSuppression, and TopK with K read from the data;
+/// attribute "dim" names it).
+bool produces_data_dim(const OpDef& op, const core::Attrs& attrs);
 /// The data-dependent dim such an op's attribute "dim" names, as an expression; an error
 /// naming the attribute when it names none.
 Result<ExprId> data_dim_attr(ShapeCtx& c);

@@ -231,8 +231,8 @@ void Method::Impl::flatten_instructions() {
       for (const fb::Attribute* a : *in->attrs()) attrs.push_back(format::attr_ref(a));
       ins.n_attr = in->attrs()->size();
     }
-    if (kernels::produces_data_dim(*ins.op))
-      ins.produces = static_cast<int32_t>(core::Attrs(attrs.data() + ins.attr_begin, ins.n_attr).get_int("dim", -1));
+    const core::Attrs a(attrs.data() + ins.attr_begin, ins.n_attr);
+    if (kernels::produces_data_dim(*ins.op, a)) ins.produces = static_cast<int32_t>(a.get_int("dim", -1));
     instrs.push_back(ins);
   }
 }

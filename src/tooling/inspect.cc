@@ -8,17 +8,13 @@
 #include "kiln/method.h"
 #include "kiln/version.h"
 #include "tooling/program_report.h"
+#include "core/dim_text.h"
 
 namespace kiln::tooling {
 
 namespace {
 
-std::string dim_range(const DimSpec& d) {
-  std::string s = "[" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
-  if (d.step > 1) s += " step " + std::to_string(d.step);
-  if (d.data) s += " (data-dependent: NonZero's count, known while executing)";
-  return s;
-}
+std::string dim_range(const DimSpec& d) { return core::dim_range_text(d); }
 
 // For each dim, the input axes that carry it ("'ids' dim 1").
 std::vector<std::vector<std::string>> dim_uses(const MethodMeta& m) {

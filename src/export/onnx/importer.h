@@ -62,6 +62,10 @@ class Importer {
   Status import_compress(const onnx::NodeProto& n, const std::string& name);
   Status import_unique(const onnx::NodeProto& n, const std::string& name);
   Status import_nonzero(const onnx::NodeProto& n, const std::string& name);
+  /// TopK whose K is read from the data (not a constant, not computed from sizes).
+  bool k_from_data(const onnx::NodeProto& n) const;
+  Status import_topk_from_data(const onnx::NodeProto& n, const std::string& name);
+  Status import_nms(const onnx::NodeProto& n, const std::string& name);
   Status import_dropout_extras(const onnx::NodeProto& n, const std::string& name, int in);
   void adapt_to_opset(std::string& op, std::vector<int>* inputs, core::AttrStore* attrs);
   Status import_constant(const onnx::NodeProto& n, const std::string& name);

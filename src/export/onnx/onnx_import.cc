@@ -348,6 +348,8 @@ Status Importer::import_node(const onnx::NodeProto& n, const std::string& name) 
   if (op == "NonZero") return import_nonzero(n, name);
   if (op == "Compress") return import_compress(n, name);
   if (op == "Unique") return import_unique(n, name);
+  if (op == "NonMaxSuppression") return import_nms(n, name);
+  if (op == "TopK" && k_from_data(n)) return import_topk_from_data(n, name);
   if (op == "Loop") return import_loop(n, name);
   if (op == "Scan") return import_scan(n, name);
   if (op == "SequenceEmpty" || op == "SequenceInsert" || op == "ConcatFromSequence") return import_sequence_op(n, name);
@@ -431,6 +433,75 @@ Status Importer::import_unique(const onnx::NodeProto& n, const std::string& name
   KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op("Unique", name, {x}, a, static_cast<size_t>(n.output_size())));
   for (int k = 0; k < n.output_size(); ++k)
     if (!n.output(k).empty()) names_[n.output(k)] = outs[static_cast<size_t>(k)];
+  return ok_status();
+}
+
+// TopK's K sizes its outputs. Known at export (a constant, or computed from sizes, e.g.
+// torchvision's min(1000, n) over a NonZero's count n), it takes the generic path. Read from
+// the data, it is a data-dependent dim bounded by the axis's largest size (or the contract's
+// --dim topk=..N); the outputs are reserved at that bound and take the K found.
+bool Importer::k_from_data(const onnx::NodeProto& n) const {
+  if (n.input_size() < 2 || n.input(1).empty()) return false;
+  auto it = names_.find(n.input(1));
+  if (it == names_.end() || g_.is_constant(it->second)) return false;
+  const std::vector<core::ExprId>& v = g_.sym_values(it->second);
+  return v.size() != 1 || v[0] == core::kNoExpr;
+}
+
+Status Importer::import_topk_from_data(const onnx::NodeProto& n, const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(int x, lookup(n.input(0), name));
+  KILN_ASSIGN_OR_RETURN(int k, lookup(n.input(1), name));
+  KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
+  const std::vector<core::ExprId>& xs = g_.shape(x);
+  int64_t axis = a.view().get_int("axis", -1);
+  if (axis < 0) axis += static_cast<int64_t>(xs.size());
+  const int64_t most = axis >= 0 && axis < static_cast<int64_t>(xs.size()) ? g_.pool().range(xs[static_cast<size_t>(axis)]).hi : 0;
+  KILN_ASSIGN_OR_RETURN(int d, data_dim("topk", most, name));
+  a.set_int("dim", d);
+  KILN_ASSIGN_OR_RETURN(std::vector<int> outs, g_.add_op("TopK", name, {x, k}, a, static_cast<size_t>(n.output_size())));
+  for (int j = 0; j < n.output_size(); ++j)
+    if (!n.output(j).empty()) names_[n.output(j)] = outs[static_cast<size_t>(j)];
+  return ok_status();
+}
+
+// NonMaxSuppression's count of kept boxes is a data-dependent dim bounded by batch x classes x
+// min(max_output_boxes_per_class, boxes) at their largest (a max_output_boxes_per_class that
+// is not a constant counts as every box), or by the contract's --dim nms=..N.
+Status Importer::import_nms(const onnx::NodeProto& n, const std::string& name) {
+  if (n.input_size() < 2 || n.input_size() > 5 || n.output_size() != 1)
+    return invalid_argument("node '" + name + "' (NonMaxSuppression) takes 2 to 5 inputs and gives 1 output");
+  std::vector<int> ins;
+  for (const std::string& in : n.input()) {
+    if (in.empty()) {
+      ins.push_back(-1);
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(int v, lookup(in, name));
+    ins.push_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
+  auto most = [&](int v, size_t axis) {
+    const std::vector<core::ExprId>& s = g_.shape(v);
+    return axis < s.size() ? std::max<int64_t>(0, g_.pool().range(s[axis]).hi) : 0;
+  };
+  int64_t per_class = most(ins[0], 1);
+  if (ins.size() > 2 && ins[2] >= 0) {
+    const std::vector<uint8_t>* m = g_.constant_bytes(ins[2]);
+    int64_t v = 0;
+    if (m && m->size() == sizeof v && g_.dtype(ins[2]) == DType::kI64) {
+      std::memcpy(&v, m->data(), sizeof v);
+      per_class = std::min(per_class, std::max<int64_t>(0, v));
+    }
+  } else {
+    per_class = 0;  // absent: no box is kept
+  }
+  int64_t bound = 0;
+  if (__builtin_mul_overflow(most(ins[0], 0), most(ins[1], 1), &bound) || __builtin_mul_overflow(bound, per_class, &bound))
+    bound = INT64_MAX;
+  KILN_ASSIGN_OR_RETURN(int d, data_dim("nms", bound, name));
+  a.set_int("dim", d);
+  KILN_ASSIGN_OR_RETURN(int out, g_.add("NonMaxSuppression", name, ins, a));
+  names_[n.output(0)] = out;
   return ok_status();
 }
 

@@ -48,15 +48,20 @@ bool condition_true(const TensorView& t) {
 Status kiln_if_shape(ShapeCtx& c);
 Status kiln_else_shape(ShapeCtx& c);
 Status kiln_assert_shape(ShapeCtx& c);
+Status kiln_select_shape(ShapeCtx& c);
 
 bool branch_condition(const TensorView& cond) { return condition_true(cond); }
 
 Status nonzero_shape(ShapeCtx& c);
 Status compress_shape(ShapeCtx& c);
 Status unique_shape(ShapeCtx& c);
+Status nms_shape(ShapeCtx& c);
+Status topk_shape(ShapeCtx& c);
 
-bool produces_data_dim(const OpDef& op) {
-  return op.shape == &nonzero_shape || op.shape == &compress_shape || op.shape == &unique_shape;
+bool produces_data_dim(const OpDef& op, const core::Attrs& attrs) {
+  // TopK with K read from the data; an If result sized by the branch taken.
+  if (op.shape == &topk_shape || op.shape == &kiln_select_shape) return attrs.has("dim");
+  return op.shape == &nonzero_shape || op.shape == &compress_shape || op.shape == &unique_shape || op.shape == &nms_shape;
 }
 
 Result<ExprId> data_dim_attr(ShapeCtx& c) {
@@ -95,6 +100,15 @@ Status kiln_select_shape(ShapeCtx& c) {
   const size_t n = (c.num_inputs() - 1) / 2;
   if (c.outputs.size() != n)
     return c.error("has " + std::to_string(n) + " results per branch but " + std::to_string(c.outputs.size()) + " outputs");
+  // attrs dim and axes: per result, the axis (or -1) the branch taken sizes, a data-dependent dim.
+  std::vector<int64_t> axes;
+  ExprId branch_size = core::kNoExpr;
+  if (c.attrs.has("dim")) {
+    KILN_ASSIGN_OR_RETURN(branch_size, data_dim_attr(c));
+    const int64_t* p = c.attrs.ints("axes");
+    axes.assign(p, p + c.attrs.ints_size("axes"));
+    if (axes.size() != n) return c.error("attribute 'axes' must name one axis (or -1) per result");
+  }
   for (size_t k = 0; k < n; ++k) {
     const SymTensor& t = c.in(1 + k);
     const SymTensor& e = c.in(1 + n + k);
@@ -104,10 +118,16 @@ Status kiln_select_shape(ShapeCtx& c) {
     if (t.shape.size() != e.shape.size())
       return c.error(which + " has shape " + c.pool.shape_to_string(t.shape) + " in the then branch and " +
                      c.pool.shape_to_string(e.shape) + " in the else branch; Kiln needs one shape (of one rank)");
-    for (size_t a = 0; a < t.shape.size(); ++a)
-      KILN_TRY(c.require_eq(t.shape[a], e.shape[a], "(" + which + " of both branches, axis " + std::to_string(a) + ")"));
     c.out(k).dtype = t.dtype;
     c.out(k).shape = t.shape;
+    const int64_t sized = k < axes.size() ? axes[k] : -1;  // the axis the branch taken sizes
+    for (size_t a = 0; a < t.shape.size(); ++a) {
+      if (static_cast<int64_t>(a) == sized) {
+        c.out(k).shape[a] = branch_size;
+        continue;
+      }
+      KILN_TRY(c.require_eq(t.shape[a], e.shape[a], "(" + which + " of both branches, axis " + std::to_string(a) + ")"));
+    }
   }
   return ok_status();
 }
@@ -116,11 +136,19 @@ KernelStatus kiln_select_run(const RunCtx& c) {
   const uint32_t n = (c.num_inputs - 1) / 2;
   if (c.num_outputs != n) return KernelStatus::kInvalidValue;
   const bool taken = condition_true(c.in(0));
+  const int64_t* axes = c.produced_dim ? c.attrs.ints("axes") : nullptr;
   for (uint32_t k = 0; k < n; ++k) {
     const TensorView& from = c.in(taken ? 1 + k : 1 + n + k);
     TensorView& y = c.out(k);
-    if (from.numel() != y.numel() || from.dtype != y.dtype) return KernelStatus::kInvalidValue;
-    if (y.numel() > 0 && y.data != from.data) std::memcpy(y.data, from.data, y.nbytes());
+    if (from.dtype != y.dtype) return KernelStatus::kInvalidValue;
+    if (axes && axes[k] >= 0) {  // y is reserved at the bound; the branch's size is the dim
+      if (axes[k] >= from.rank) return KernelStatus::kInvalidValue;
+      *c.produced_dim = from.dims[axes[k]];
+      if (from.numel() > y.numel()) return KernelStatus::kInvalidValue;
+    } else if (from.numel() != y.numel()) {
+      return KernelStatus::kInvalidValue;
+    }
+    if (from.numel() > 0 && y.data != from.data) std::memcpy(y.data, from.data, from.nbytes());
   }
   return KernelStatus::kOk;
 }

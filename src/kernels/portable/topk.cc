@@ -3,8 +3,11 @@
 // both of X's shape with K on the axis. Always sorted best first, also with sorted = 0 (ONNX
 // then allows any order); equal values keep the lower index first, as ONNX Runtime does. NaN
 // ranks above every number (largest = 1 picks NaNs first, largest = 0 last), as torch.topk.
-// K (a 1-element i64) sets the output size, so export must know it: a constant or computed
-// from input shapes (e.g. min(seq, 100)); it must lie in [0, axis size].
+// K (a 1-element i64) sets the output size. Export knows it when it is a constant or computed
+// from sizes (e.g. min(seq, 100), or min(1000, n) with n a NonZero's count); it must lie in
+// [0, axis size]. Otherwise K is read from the data: it is then a data-dependent dim (attrs:
+// dim, as NonZero's count) bounded by the axis's largest size, the outputs are reserved at
+// that bound and sized by the K found; a K outside [0, axis size] fails execute.
 //
 // No scratch: each lane keeps its best K as a binary heap (worst on top) inside its own slice
 // of Indices, then heap-sorts it in place: O(n log K). Values alone (no Indices output) are
@@ -146,16 +149,21 @@ Status topk_shape(ShapeCtx& c) {
   const SymTensor& kin = c.in(1);
   if (kin.shape.size() > 1 || (kin.shape.size() == 1 && !p.is_const_value(kin.shape[0], 1)))
     return c.error("K " + p.shape_to_string(kin.shape) + " must hold one element");
-  std::vector<ExprId> kv;
-  if (!known_ints(c, 1, &kv) || kv.size() != 1)
-    return c.error("K input #1 sets the output size, so it must be a constant or computed from input shapes");
-  const ExprId k = kv[0];
-  if (p.is_const(k) && p.const_value(k) < 0)
-    return c.error("K = " + std::to_string(p.const_value(k)) + " must not be negative");
-  KILN_TRY(c.require_ge(k, p.constant(0), "for K = " + p.to_string(k) + " to be a size"));
-  KILN_TRY(c.require_ge(x.shape[axis], k,
-                        "for K = " + p.to_string(k) + " on axis " + std::to_string(axis) + " of " +
-                            p.shape_to_string(x.shape)));
+  ExprId k;
+  if (c.attrs.has("dim")) {  // read from the data: the kernel checks it against the axis
+    KILN_ASSIGN_OR_RETURN(k, data_dim_attr(c));
+  } else {
+    std::vector<ExprId> kv;
+    if (!known_ints(c, 1, &kv) || kv.size() != 1)
+      return c.error("K input #1 sets the output size, so it must be a constant or computed from input shapes");
+    k = kv[0];
+    if (p.is_const(k) && p.const_value(k) < 0)
+      return c.error("K = " + std::to_string(p.const_value(k)) + " must not be negative");
+    KILN_TRY(c.require_ge(k, p.constant(0), "for K = " + p.to_string(k) + " to be a size"));
+    KILN_TRY(c.require_ge(x.shape[axis], k,
+                          "for K = " + p.to_string(k) + " on axis " + std::to_string(axis) + " of " +
+                              p.shape_to_string(x.shape)));
+  }
   std::vector<ExprId> out = x.shape;
   out[axis] = k;
   c.out(0).dtype = x.dtype;
@@ -176,12 +184,17 @@ KernelStatus topk_run(const RunCtx& c) {
   if (axis < 0) axis += x.rank;
   if (axis < 0 || axis >= x.rank) return KernelStatus::kInvalidValue;
   const int64_t k = kin.as<int64_t>()[0], n = x.dims[axis];
+  if (c.produced_dim) *c.produced_dim = k;  // K from the data: also when over the bound (the Method names it)
   if (k < 0 || k > n) return KernelStatus::kInvalidValue;
   for (uint32_t i = 0; i < c.num_outputs; ++i) {  // bind fixed the outputs; check they fit K
     const TensorView& y = c.out(i);
     if (y.rank != x.rank || y.dtype != (i == 0 ? x.dtype : DType::kI64)) return KernelStatus::kInvalidValue;
-    for (int a = 0; a < x.rank; ++a)
-      if (y.dims[a] != (a == axis ? k : x.dims[a])) return KernelStatus::kInvalidValue;
+    for (int a = 0; a < x.rank; ++a) {
+      // K from the data: the axis holds the reservation (the bound); the outputs are written
+      // with K on it, rows K apart.
+      const bool fits = a != axis ? y.dims[a] == x.dims[a] : c.produced_dim ? y.dims[a] >= k : y.dims[a] == k;
+      if (!fits) return KernelStatus::kInvalidValue;
+    }
   }
   int64_t outer = 1, inner = 1;
   for (int a = 0; a < axis; ++a) outer *= x.dims[a];
