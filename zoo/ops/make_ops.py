@@ -595,6 +595,67 @@ OPS += [Scripted("torch_mask_index", mask_index, inputs=[("x", F, ["N", 4]), ("s
                  notes="torch's x[mask]: NonZero, GatherND; none, one, some and all rows kept")]
 
 
+class Torchvision(Op):
+    """A small detector from torchvision 0.14's own classes, exported with its post-processing
+    by torch 1.13 (zoo/ops/torchvision_detectors.py, run by Debian's python3)."""
+
+
+def export_torchvision(op, dest):
+    if os.path.exists(dest):
+        return
+    import subprocess
+    subprocess.run(["/usr/bin/python3", os.path.join(HERE, "torchvision_detectors.py"), op.name, dest], check=True)
+
+
+# Detectors end to end: the image through a tiny backbone, then torchvision's post-processing
+# (score threshold, NonZero, TopK with K = min(candidates, count), NonMaxSuppression per class
+# in an If, a final TopK). Constant images drive the count of detections to none, one, some
+# and the bound (detections_per_img = 30). SSD resizes any image to 64x64: H and W stay
+# dynamic. RetinaNet and FCOS scale the image by a float factor of its size, which sizes
+# cannot fold: they are exported at 64x64 (the count stays data-dependent).
+DETECTOR_OUT = [("boxes", F), ("scores", F), ("labels", I64)]
+OPS += [Torchvision("tv_ssd", [], [("image", F, [1, 3, "H", "W"])], DETECTOR_OUT, {"H": (32, 96), "W": (32, 96)},
+                    [{"H": 32, "W": 32, "values": {"image": -1.0}}, {"H": 64, "W": 96, "values": {"image": -2.0}},
+                     {"H": 77, "W": 41}, {"H": 96, "W": 96, "values": {"image": -4.0}},
+                     {"H": 96, "W": 32, "values": {"image": 8.0}}],
+                    gen_scale={"image": 3.0}, notes="torchvision SSD: 0, 1, some, 29 and 30 (the bound) detections"),
+        Torchvision("tv_retinanet", [], [("image", F, [1, 3, 64, 64])], DETECTOR_OUT, {},
+                    [{"values": {"image": 2.0}}, {"values": {"image": 0.5}}, {"values": {"image": -1.0}}, {}],
+                    gen_scale={"image": 3.0}, notes="torchvision RetinaNet: 0, 1, 12 and 29 detections"),
+        Torchvision("tv_fcos", [], [("image", F, [1, 3, 64, 64])], DETECTOR_OUT, {},
+                    [{"values": {"image": 1.0}}, {"values": {"image": -1.0}}, {}],
+                    gen_scale={"image": 3.0}, notes="torchvision FCOS: 5, 26 and some detections")]
+
+# A YOLO-style head's end: NonMaxSuppression over boxes (center format) and per-class scores,
+# then the kept boxes and scores gathered by its indices. Scores scaled by a factor drive the
+# count: none above the threshold, one, some, and every box of every class (the bound).
+_yolo = [node("NonMaxSuppression", ["boxes", "scores", "most", "iou", "thr"], ["sel"], center_point_box=1),
+         node("Gather", ["sel", "two"], ["box_idx"], axis=1), node("Gather", ["sel", "one"], ["cls"], axis=1),
+         node("Squeeze", ["boxes", "zero"], ["b2"]), node("Gather", ["b2", "box_idx"], ["kept_boxes"], axis=0),
+         node("Flatten", ["sel"], ["flat"], axis=0)]
+_yolo_boxes = np.array([[10, 10, 8, 8], [11, 10, 8, 8], [30, 30, 6, 6], [31, 31, 6, 6], [50, 10, 4, 4], [10, 50, 5, 5]],
+                       np.float32)
+OPS += [Op("yolo_nms", _yolo, [("boxes", F, [1, "N", 4]), ("scores", F, [1, 2, "N"])],
+           [("sel", I64), ("kept_boxes", F), ("cls", I64)], {"N": (1, 6)},
+           [{"N": 6, "values": {"boxes": _yolo_boxes, "scores": np.full((1, 2, 6), 0.1, np.float32)}},
+            {"N": 1, "values": {"boxes": _yolo_boxes[:1], "scores": np.array([[[0.9]], [[0.2]]], np.float32)}},
+            {"N": 6, "values": {"boxes": _yolo_boxes, "scores": np.array([[[0.9, 0.8, 0.7, 0.6, 0.5, 0.4]],
+                                                                           [[0.1, 0.95, 0.3, 0.85, 0.2, 0.6]]], np.float32)}},
+            {"N": 6, "values": {"boxes": _yolo_boxes * np.array([5, 5, 1, 1], np.float32),
+                                "scores": np.linspace(0.5, 1, 12, dtype=np.float32).reshape(1, 2, 6)}}],
+           consts={"most": np.array([10], np.int64), "iou": np.array([0.3], np.float32), "thr": np.array([0.25], np.float32),
+                   "zero": np.array([0], np.int64), "one": np.array(1, np.int64), "two": np.array(2, np.int64)},
+           notes="NonMaxSuppression's count is data-dependent: none, one, some and the bound (2 classes x 6 boxes)"),
+        # TopK whose K comes from the data: K = how many scores pass the threshold.
+        Op("topk_data_k", [node("Greater", ["x", "thr"], ["m"]), node("Cast", ["m"], ["mi"], to=I64),
+                           node("ReduceSum", ["mi"], ["k"], keepdims=1), node("TopK", ["x", "k"], ["v", "i"], axis=0)],
+           [("x", F, ["N"])], [("v", F), ("i", I64)], {"N": (1, 12)},
+           [{"N": 5, "values": {"x": np.full(5, -1.0, np.float32)}}, {"N": 1, "values": {"x": np.array([2.0], np.float32)}},
+            {"N": 7}, {"N": 12, "values": {"x": np.linspace(1, 2, 12, dtype=np.float32)}}],
+           consts={"thr": np.array(0.5, np.float32)}, opset=13,
+           notes="TopK's K read from the data (a count of scores over a threshold): 0, 1, some and all")]
+
+
 def model_proto(op):
     g_inputs = [helper.make_tensor_value_info(n, e, d) for n, e, d in op.inputs]
     g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
@@ -618,7 +679,8 @@ def make_inputs(op, c, name):
     for n, e, d in op.inputs:
         shape = [x if isinstance(x, int) else c[x] for x in d]
         if n in c.get("values", {}):
-            arrays.append(np.array(c["values"][n], NP[e]).reshape(shape))
+            v = np.array(c["values"][n], NP[e])
+            arrays.append(np.full(shape, v, NP[e]) if v.ndim == 0 and len(shape) else v.reshape(shape))
         elif e == F:
             arrays.append((rng.standard_normal(shape) * op.gen_scale.get(n, 1.0)).astype(np.float32))
         elif e == I64:
@@ -640,6 +702,8 @@ def build(op, sess_options):
         fetch_published(op, os.path.join(ZOO, onnx_rel))
     elif isinstance(op, Scripted):
         export_scripted(op, os.path.join(ZOO, onnx_rel))
+    elif isinstance(op, Torchvision):
+        export_torchvision(op, os.path.join(ZOO, onnx_rel))
     else:
         onnx.save(model_proto(op), os.path.join(ZOO, onnx_rel))
     sess = ort.InferenceSession(os.path.join(ZOO, onnx_rel), sess_options, providers=["CPUExecutionProvider"])

@@ -25,7 +25,8 @@ Status check_computed_size(ShapeCtx& c, ExprId v, size_t k, bool allow_zero, con
   const SymTensor& x = c.in(0);
   using Rel = core::ExprPool::Relation;
   const ExprId zero = p.constant(0), one = p.constant(1);
-  const bool known = p.always(v, Rel::kGe, allow_zero ? zero : one) ||
+  const bool known = (k < x.shape.size() && v == x.shape[k]) ||  // 0 or not, both meanings agree
+                     p.always(v, Rel::kGe, allow_zero ? zero : one) ||
                      (p.always(v, Rel::kGe, zero) && k < x.shape.size() &&
                       p.always(p.mul(p.sub(one, p.min(v, one)), x.shape[k]), Rel::kEq, zero));
   if (known) return ok_status();
