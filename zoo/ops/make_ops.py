@@ -646,6 +646,20 @@ OPS += [Op("yolo_nms", _yolo, [("boxes", F, [1, "N", 4]), ("scores", F, [1, 2, "
            consts={"most": np.array([10], np.int64), "iou": np.array([0.3], np.float32), "thr": np.array([0.25], np.float32),
                    "zero": np.array([0], np.int64), "one": np.array(1, np.int64), "two": np.array(2, np.int64)},
            notes="NonMaxSuppression's count is data-dependent: none, one, some and the bound (2 classes x 6 boxes)"),
+        # Corner boxes, some given as (y2, x2, y1, x1); equal scores (the lower index first); no
+        # score threshold; a batch of 2; all but one suppressed; no boxes at all.
+        Op("nms_corners", [node("NonMaxSuppression", ["boxes", "scores", "most", "iou"], ["sel"])],
+           [("boxes", F, ["B", "N", 4]), ("scores", F, ["B", 3, "N"])], [("sel", I64)], {"B": (1, 2), "N": (0, 5)},
+           [{"B": 1, "N": 0},
+            {"B": 2, "N": 5, "values": {"boxes": np.tile(np.array([[0, 0, 10, 10], [10, 10, 0, 0], [1, 1, 11, 11],
+                                                                    [30, 30, 20, 20], [20, 20, 30, 31]], np.float32), (2, 1, 1)),
+                                         "scores": np.array([0.5, 0.5, 0.5, 0.9, 0.1] * 3 + [0.2, 0.7, 0.7, 0.3, 0.3] * 3,
+                                                            np.float32).reshape(2, 3, 5)}},
+            {"B": 1, "N": 4, "values": {"boxes": np.array([[[0, 0, 10, 10], [1, 1, 9, 9], [2, 2, 8, 8], [10, 10, 0, 0]]],
+                                                          np.float32), "scores": np.full((1, 3, 4), 0.5, np.float32)}},
+            {"B": 2, "N": 5}],
+           consts={"most": np.array([3], np.int64), "iou": np.array([0.4], np.float32)}, gen_scale={"boxes": 20.0},
+           notes="NonMaxSuppression with corner boxes of either diagonal, ties, no score threshold, no boxes"),
         # TopK whose K comes from the data: K = how many scores pass the threshold.
         Op("topk_data_k", [node("Greater", ["x", "thr"], ["m"]), node("Cast", ["m"], ["mi"], to=I64),
                            node("ReduceSum", ["mi"], ["k"], keepdims=1), node("TopK", ["x", "k"], ["v", "i"], axis=0)],
