@@ -238,6 +238,7 @@ void Method::Impl::flatten_instructions() {
 }
 
 void Method::Impl::find_data_shaped() {
+  data_found.assign(meta.dims.size(), false);
   for (size_t d = 0; d < meta.dims.size(); ++d)
     if (meta.dims[d].data) data_dims.push_back(static_cast<int32_t>(d));
   if (data_dims.empty()) return;
@@ -419,6 +420,7 @@ Status Method::execute() {
 }
 
 void Method::Impl::reset_data_dims() {
+  std::fill(data_found.begin(), data_found.end(), false);
   bool changed = false;
   for (int32_t d : data_dims) {
     int64_t& v = dim_values[static_cast<size_t>(d)];
@@ -482,7 +484,10 @@ Status Method::Impl::run() {
       if (done < expr_values[static_cast<size_t>(step.trip)] && kernels::branch_condition(*in_ptrs[in.in_begin + 1]))
         k = static_cast<size_t>(step.jump);
     }
-    if (ks == kernels::KernelStatus::kOk && in.produces >= 0) KILN_TRY(refresh_data_shapes(in));
+    if (ks == kernels::KernelStatus::kOk && in.produces >= 0) {
+      data_found[static_cast<size_t>(in.produces)] = true;
+      KILN_TRY(refresh_data_shapes(in));
+    }
     if (profiling)
       instr_ns[static_cast<size_t>(step.instr)] += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
@@ -658,6 +663,12 @@ int64_t Method::dim_value(const std::string& name) const {
   for (size_t d = 0; d < impl_->dim_names.size(); ++d)
     if (impl_->dim_names[d] == name) return impl_->bound ? impl_->dim_values[d] : -1;
   return -1;
+}
+
+bool MethodAccess::data_dim_found(const Method& m, const std::string& name) {
+  for (size_t d = 0; d < m.impl_->dim_names.size(); ++d)
+    if (m.impl_->dim_names[d] == name) return d < m.impl_->data_found.size() && m.impl_->data_found[d];
+  return false;
 }
 
 }  // namespace kiln

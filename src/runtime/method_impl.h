@@ -125,6 +125,7 @@ struct Method::Impl {
   /// put them), so that a producer finds its whole reservation again after a run that found
   /// fewer.
   void reset_data_dims();
+  std::vector<bool> data_found;  ///< per dim: its producer ran in the last execute
   /// The error execute gives on entering block `b` that bind marked.
   Status blocked(int32_t b) const;
   std::vector<Step> schedule;

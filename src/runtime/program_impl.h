@@ -40,6 +40,9 @@ struct MethodAccess {
   /// Binds to `shapes` (bind_shapes) and returns the arena bytes the values take there
   /// (arena_bytes_in_use): what a program placing by shape needs at those shapes.
   static Result<uint64_t> arena_bytes_for(Method& m, const std::vector<std::vector<int64_t>>& shapes);
+  /// Whether the last execute ran the instruction that finds data-dependent dim `name` (one in
+  /// a branch's block not taken did not: its dim_value is then only its bound).
+  static bool data_dim_found(const Method& m, const std::string& name);
 };
 
 namespace runtime {

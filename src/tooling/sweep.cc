@@ -85,26 +85,34 @@ std::string delegate_mismatch(const Method& d, const Method& p) {
   return "";
 }
 
-// Binds `m` to `shapes` and fills its inputs from `seed` (the same data on every path).
-Status bind_seeded(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+// Binds `m` to `shapes` and fills its inputs from `seed` (the same data on every path), float
+// inputs driven by `drive`.
+Status bind_seeded(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, InputDrive drive) {
   KILN_TRY(m.bind_shapes(shapes));
   std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < m.num_inputs(); ++i) fill_input(m.input(i), rng);
+  for (size_t i = 0; i < m.num_inputs(); ++i) {
+    TensorView t = m.input(i);
+    fill_input(t, rng);
+    if (t.dtype != DType::kF32 || drive.identity()) continue;
+    for (int64_t k = 0; k < t.numel(); ++k) t.as<float>()[k] = t.as<float>()[k] * drive.scale + drive.offset;
+  }
   return ok_status();
 }
 
 // The sample on both paths, each over an arena of NaN bytes: "" when the delegated outputs
 // match the portable ones, with clean inputs and with a NaN input; else the difference.
-std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed);
+std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
+                          InputDrive drive);
 
 // The sample's inputs with the middle element of the first float input set to NaN, on both
 // paths: the delegated one must refuse it (Reason::kNonFiniteInput, check_finite_inputs) or
 // give what the portable kernels give, non-finite classes included. "" when it does.
-std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
+                         InputDrive drive) {
   Status st[2];
   for (int k = 0; k < 2; ++k) {
     Method& m = k ? p : d;
-    st[k] = bind_seeded(m, shapes, seed);
+    st[k] = bind_seeded(m, shapes, seed, drive);
     for (size_t i = 0; st[k].ok() && i < m.num_inputs(); ++i)
       if (m.input(i).dtype == DType::kF32 && m.input(i).numel() > 0) {
         m.input_data<float>(i)[m.input(i).numel() / 2] = std::numeric_limits<float>::quiet_NaN();
@@ -117,17 +125,18 @@ std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int
   return delegate_mismatch(d, p);
 }
 
-std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
+                          InputDrive drive) {
   MethodAccess::fill_arena(portable, 0xFF);
-  Status st = bind_seeded(portable, shapes, seed);
+  Status st = bind_seeded(portable, shapes, seed, drive);
   if (st.ok()) st = portable.execute();
   if (!st.ok()) return "portable path: " + st.message();
   MethodAccess::fill_arena(m, 0xFF);  // the delegated outputs again, over the first poison
-  st = bind_seeded(m, shapes, seed);
+  st = bind_seeded(m, shapes, seed, drive);
   if (st.ok()) st = m.execute();
   const std::string diff = st.ok() ? delegate_mismatch(m, portable) : st.message();
   if (!diff.empty()) return "delegate vs portable: " + diff;
-  const std::string nan = nan_mismatch(m, portable, shapes, seed);
+  const std::string nan = nan_mismatch(m, portable, shapes, seed, drive);
   if (!nan.empty()) return "delegate vs portable with a NaN input: " + nan;
   return "";
 }
@@ -143,8 +152,10 @@ std::string stated_refusal(const Status& st) {
 
 // Runs one sample twice over differently poisoned arenas; with `portable`, also compares the
 // delegated outputs with the portable path's.
-SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed) {
+SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
+                       InputDrive drive = {}) {
   SweepSample s;
+  s.drive = drive;
   for (size_t i = 0; i < shapes.size(); ++i) s.shapes += (i ? "," : "") + shape_string(shapes[i]);
   // A clean (zero) arena first, then one of NaN bytes: outputs that differ betray a read of
   // memory nobody wrote; a non-finite value the clean run computes too is the model's own.
@@ -152,7 +163,7 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
   std::string clean_non_finite;
   for (uint8_t poison : {uint8_t{0x00}, uint8_t{0xFF}}) {
     MethodAccess::fill_arena(m, poison);
-    Status st = bind_seeded(m, shapes, seed);
+    Status st = bind_seeded(m, shapes, seed, drive);
     if (!st.ok()) {
       s.problem = st.message();
       return s;
@@ -170,6 +181,8 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
     if (poison == 0x00) {
       first = snapshot(m);
       clean_non_finite = bad;
+      for (const DimSpec& d : m.meta().dims)  // -1: its instruction did not run (a block not taken)
+        if (d.data) s.counts.push_back(MethodAccess::data_dim_found(m, d.name) ? m.dim_value(d.name) : -1);
       continue;
     }
     if (snapshot(m) != first) {
@@ -182,7 +195,7 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
   if (!clean_non_finite.empty())
     s.note = clean_non_finite + " with a clean arena too: the model computes it at these inputs (e.g. a softmax over a "
              "fully masked row)";
-  if (portable) s.problem = compare_paths(m, *portable, shapes, seed);
+  if (portable) s.problem = compare_paths(m, *portable, shapes, seed, drive);
   s.ok = s.problem.empty();
   return s;
 }
@@ -231,6 +244,85 @@ std::vector<int64_t> repair_draw(Method& m, const std::vector<int64_t>& draw,
     }
   }
   return {};
+}
+
+// The first data-dependent dim's value after one run at these inputs (a cheap probe: one
+// path, no checks); -1 when the run fails.
+int64_t probe_count(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, InputDrive drive,
+                    const std::string& dim) {
+  if (!bind_seeded(m, shapes, seed, drive).ok() || !m.execute().ok() || !MethodAccess::data_dim_found(m, dim)) return -1;
+  return m.dim_value(dim);
+}
+
+// The inputs scaled and shifted to drive the data-dependent counts: squashed to a constant,
+// shifted down and up, spread out.
+const InputDrive kDrives[] = {{0.f, -8.f}, {0.f, 0.f}, {0.f, 8.f}, {1.f, -8.f}, {1.f, -2.f}, {1.f, -0.5f},
+                              {1.f, 0.5f}, {1.f, 2.f},  {1.f, 8.f}, {4.f, 0.f},  {16.f, 0.f}, {16.f, 16.f}};
+
+// A shift of the inputs (scale 1) that gives the first data-dependent dim a count in
+// [lo, hi], found by bisecting between two shifts whose counts lie below and above it
+// (counts that grow or shrink with the shift); nullopt when none brackets it.
+bool find_drive(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed, const std::string& dim,
+                int64_t lo, int64_t hi, InputDrive* found) {
+  std::vector<std::pair<float, int64_t>> at;
+  for (float off : {-8.f, -4.f, -2.f, -1.f, -0.5f, 0.f, 0.5f, 1.f, 2.f, 4.f, 8.f}) {
+    const int64_t c = probe_count(m, shapes, seed, {1.f, off}, dim);
+    if (c >= lo && c <= hi) return *found = {1.f, off}, true;
+    if (c >= 0) at.emplace_back(off, c);
+  }
+  for (size_t k = 0; k + 1 < at.size(); ++k) {
+    float below = at[k].first, above = at[k + 1].first;
+    if ((at[k].second < lo) == (at[k + 1].second < lo)) continue;  // no crossing between them
+    if (at[k].second > hi) std::swap(below, above);                 // counts shrink with the shift
+    for (int step = 0; step < 24; ++step) {
+      const float mid = (below + above) / 2;
+      const int64_t c = probe_count(m, shapes, seed, {1.f, mid}, dim);
+      if (c < 0) break;
+      if (c >= lo && c <= hi) return *found = {1.f, mid}, true;
+      (c < lo ? below : above) = mid;
+    }
+  }
+  return false;
+}
+
+// The all-max and all-min shapes again with driven inputs, until each data-dependent count has
+// been none, one, some and its bound where the inputs can make it so.
+void drive_counts(Method& m, Method* portable, const std::vector<std::vector<std::vector<int64_t>>>& corners, uint64_t seed,
+                  SweepResult* result) {
+  const std::vector<DimSpec>& dims = m.meta().dims;
+  std::vector<size_t> data;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d].data) data.push_back(d);
+  if (data.empty()) return;
+  for (const auto& shapes : corners)
+    for (const InputDrive& drive : kDrives) result->samples.push_back(run_sample(m, portable, shapes, seed, drive));
+  auto seen = [&](int64_t lo, int64_t hi) {
+    for (const SweepSample& s : result->samples)
+      if (!s.counts.empty() && s.counts[0] >= lo && s.counts[0] <= hi) return true;
+    return false;
+  };
+  // One, and some (2 up to one below the bound), for the first count by bisecting a shift.
+  const DimSpec& first = dims[data[0]];
+  for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, 1}, {2, first.max - 1}}) {
+    if (lo > hi || seen(lo, hi)) continue;
+    InputDrive drive;
+    for (const auto& shapes : corners)
+      if (find_drive(m, shapes, seed, first.name, lo, hi, &drive)) {
+        result->samples.push_back(run_sample(m, portable, shapes, seed, drive));
+        break;
+      }
+  }
+}
+
+// Per data-dependent dim, the counts the samples reached.
+std::vector<CountCoverage> count_coverage(const MethodMeta& meta, const std::vector<SweepSample>& samples) {
+  std::vector<CountCoverage> out;
+  for (const DimSpec& d : meta.dims)
+    if (d.data) out.push_back({d.name, d.max, {}});
+  for (const SweepSample& s : samples)
+    for (size_t k = 0; k < s.counts.size() && k < out.size(); ++k)
+      if (s.counts[k] >= 0) out[k].seen.insert(s.counts[k]);
+  return out;
 }
 
 }  // namespace
@@ -312,6 +404,11 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
     }
     result.samples.push_back(run_sample(*m, portable.get(), shapes, opts.seed + k));
   }
+  std::vector<std::vector<std::vector<int64_t>>> corners;
+  for (size_t k : {1, 0})  // the bound is reachable at the largest shapes
+    if (m->bind_shapes(shapes_for(draws[k])).ok()) corners.push_back(shapes_for(draws[k]));
+  drive_counts(*m, portable.get(), corners, opts.seed + 1000, &result);
+  result.counts = count_coverage(meta, result.samples);
   return result;
 }
 
@@ -319,8 +416,13 @@ nlohmann::json sweep_json(const SweepResult& r) {
   nlohmann::json j;
   j["samples"] = nlohmann::json::array();
   for (const SweepSample& s : r.samples)
-    j["samples"].push_back({{"input_shapes", s.shapes}, {"ok", s.ok}, {"problem", s.problem}, {"note", s.note}, {"ms", s.ms}});
+    j["samples"].push_back({{"input_shapes", s.shapes}, {"ok", s.ok}, {"problem", s.problem}, {"note", s.note}, {"ms", s.ms},
+                            {"input_scale", s.drive.scale}, {"input_offset", s.drive.offset}, {"counts", s.counts}});
   j["failures"] = r.failures();
+  j["counts"] = nlohmann::json::array();
+  for (const CountCoverage& c : r.counts)
+    j["counts"].push_back({{"dim", c.dim}, {"bound", c.bound}, {"seen", std::vector<int64_t>(c.seen.begin(), c.seen.end())},
+                           {"zero", c.zero()}, {"one", c.one()}, {"some", c.some()}, {"bound_reached", c.at_bound()}});
   j["skipped_by_guards"] = r.skipped_by_guards;
   j["corners_moved"] = r.corners_moved;
   return j;
@@ -331,9 +433,25 @@ std::string sweep_text(const SweepResult& r) {
   for (const std::string& c : r.corners_moved) o << "corner " << c << " (the nearest shape the contract admits)\n";
   for (const SweepSample& s : r.samples) {
     o << (s.ok ? "ok    " : "FAIL  ") << s.shapes;
+    if (!s.drive.identity()) o << " [inputs x*" << s.drive.scale << (s.drive.offset < 0 ? "" : "+") << s.drive.offset << "]";
     if (s.ok) o << "  " << s.ms << " ms" << (s.note.empty() ? "" : "  note: " + s.note);
     else o << "  " << s.problem;
+    if (!s.counts.empty()) {
+      o << "  counts";
+      for (int64_t c : s.counts) o << " " << c;
+    }
     o << "\n";
+  }
+  for (const CountCoverage& c : r.counts) {
+    o << "count " << c.dim << " (at most " << c.bound << "): seen";
+    size_t shown = 0;
+    for (int64_t v : c.seen) o << (shown++ < 12 ? " " + std::to_string(v) : shown == 13 ? " ..." : "");
+    std::string missing;
+    if (!c.zero()) missing += " none";
+    if (!c.one()) missing += " one";
+    if (!c.some()) missing += " some";
+    if (!c.at_bound()) missing += " the bound";
+    o << (missing.empty() ? "; none, one, some and the bound all ran" : ";  never reached:" + missing) << "\n";
   }
   o << r.samples.size() - static_cast<size_t>(r.failures()) << " passed, " << r.failures() << " failed";
   if (r.skipped_by_guards) o << " (" << r.skipped_by_guards << " random draws redrawn because a guard refused them)";

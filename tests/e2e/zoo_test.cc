@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -146,6 +148,15 @@ TEST_P(OpZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
   auto swj = nlohmann::json::parse(sw.output, nullptr, false);
   ASSERT_FALSE(swj.is_discarded()) << sw.output;
   EXPECT_EQ(swj["failures"], 0) << sw.output;
+  // Post-processing with data-dependent counts: the sweep's driven inputs (scaled, shifted)
+  // take each count through none, one, some and its bound.
+  static const std::set<std::string> kDriven = {"yolo_nms", "topk_data_k", "compress_boxes", "nonzero_postprocess"};
+  if (kDriven.count(GetParam())) {
+    ASSERT_FALSE(swj["counts"].empty()) << sw.output;
+    for (const auto& c : swj["counts"])
+      EXPECT_TRUE(c["zero"].get<bool>() && c["one"].get<bool>() && c["some"].get<bool>() && c["bound_reached"].get<bool>())
+          << c.dump();
+  }
   // Inputs the program refuses at execute (a branch's block whose guard fails where it runs).
   for (const auto& c : model.value("refused", nlohmann::json::array())) {
     std::string inputs;
