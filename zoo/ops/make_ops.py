@@ -624,7 +624,41 @@ OPS += [Torchvision("tv_ssd", [], [("image", F, [1, 3, "H", "W"])], DETECTOR_OUT
                     gen_scale={"image": 3.0}, notes="torchvision RetinaNet: 0, 1, 12 and 29 detections"),
         Torchvision("tv_fcos", [], [("image", F, [1, 3, 64, 64])], DETECTOR_OUT, {},
                     [{"values": {"image": 1.0}}, {"values": {"image": -1.0}}, {}],
-                    gen_scale={"image": 3.0}, notes="torchvision FCOS: 5, 26 and some detections")]
+                    gen_scale={"image": 3.0}, notes="torchvision FCOS: 5, 26 and some detections"),
+        # Two stages: RoiAlign pools the RPN's proposals. Constant images give equal scores at
+        # many places (ties that rounding breaks either way): noise images, and one of zeros.
+        Torchvision("tv_faster_rcnn", [], [("image", F, [1, 3, 64, 64])], DETECTOR_OUT, {},
+                    [{"values": {"image": 0.0}}, {}], gen_scale={"image": 3.0},
+                    notes="torchvision Faster R-CNN (RPN, MultiScaleRoIAlign, box head): 0 and some detections")]
+# RoiAlign as torchvision exports it (opset 10/11: output_half_pixel) and as opset 16 defines
+# it (half_pixel), averaging and max; rois partly outside the map, tiny and inverted.
+_rois = np.array([[0, 0, 7, 7], [1.5, 2.25, 5.5, 6], [-2, -1, 3, 9], [6, 6, 6.2, 6.1], [4, 5, 1, 2]], np.float32)
+OPS += [Op(f"roi_align_{tag}", [node("RoiAlign", ["x", "rois", "bi"], ["y"], **attrs)],
+           [("x", F, ["N", 3, "H", "W"]), ("rois", F, ["R", 4]), ("bi", I64, ["R"])], [("y", F)],
+           {"N": (1, 2), "H": (1, 9), "W": (1, 9), "R": (0, 5)},
+           [{"N": 1, "H": 8, "W": 8, "R": 0, "values": {"rois": np.zeros((0, 4), np.float32)}},
+            {"N": 2, "H": 8, "W": 6, "R": 5, "values": {"rois": _rois, "bi": np.array([0, 1, 1, 0, 1], np.int64)}},
+            {"N": 1, "H": 1, "W": 1, "R": 2, "values": {"rois": _rois[:2], "bi": np.array([0, 0], np.int64)}},
+            {"N": 2, "H": 9, "W": 9, "R": 3, "values": {"rois": _rois[1:4] * 1.3, "bi": np.array([1, 0, 1], np.int64)}}],
+           opset=opset, notes="RoiAlign " + tag)
+        for tag, opset, attrs in [("avg_opset10", 10, dict(output_height=2, output_width=3, sampling_ratio=2, spatial_scale=1.0)),
+                                  ("avg_adaptive", 10, dict(output_height=3, output_width=2, sampling_ratio=0, spatial_scale=0.75)),
+                                  ("max_opset10", 10, dict(mode="max", output_height=2, output_width=2, sampling_ratio=2)),
+                                  ("half_pixel", 16, dict(output_height=2, output_width=2, sampling_ratio=0, spatial_scale=0.5))]]
+# ScatterElements: torch's x[idx] = v (duplicates: the last write wins) and the reductions.
+OPS += [Op(f"scatter_elements_{red}", [node("ScatterElements", ["x", "i", "u"], ["y"], axis=1,
+                                            **({} if red == "none" else {"reduction": red}))],
+           [("x", F, ["N", 5]), ("i", I64, ["N", "K"]), ("u", F, ["N", "K"])], [("y", F)], {"N": (0, 4), "K": (0, 5)},
+           [{"N": 0, "K": 2}, {"N": 2, "K": 0}, {"N": 3, "K": 4}, {"N": 4, "K": 5}],
+           gen={"i": (-5, 5)} if red != "none" else {"i": (-5, 5)}, opset=18 if red in ("max", "min") else 16,
+           notes="ScatterElements along axis 1, negative indices" + ("" if red == "none" else ", reduction " + red))
+        for red in ("add", "mul", "max", "min")]
+OPS += [Op("scatter_elements_rows", [node("ScatterElements", ["x", "i", "u"], ["y"], axis=0)],
+           [("x", F, [6, "C"]), ("i", I64, ["M", "C"]), ("u", F, ["M", "C"])], [("y", F)], {"C": (1, 4), "M": (0, 6)},
+           [{"C": 1, "M": 0}, {"C": 3, "M": 6, "values": {"i": np.array([[5, 0, 2], [1, 4, 3], [0, 2, 5], [3, 1, 1],
+                                                                          [2, 3, 0], [4, 5, 4]], np.int64)}},
+            {"C": 4, "M": 2, "values": {"i": np.array([[0, 1, 2, 3], [5, 4, 3, 2]], np.int64)}}],
+           notes="ScatterElements along axis 0 with unique indices (MultiScaleRoIAlign's result[idx] = level)")]
 
 # A YOLO-style head's end: NonMaxSuppression over boxes (center format) and per-class scores,
 # then the kept boxes and scores gathered by its indices. Scores scaled by a factor drive the

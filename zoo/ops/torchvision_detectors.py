@@ -1,4 +1,5 @@
-"""Small detectors built from torchvision 0.14's own detection classes (SSD, RetinaNet, FCOS)
+"""Small detectors built from torchvision 0.14's own detection classes (SSD, RetinaNet, FCOS,
+Faster R-CNN)
 with a tiny backbone, exported with their post-processing by torch 1.13's ONNX exporter
 (opset 11), as a user exports torchvision's detectors. The post-processing graph is
 torchvision's: score threshold, NonZero, TopK with K = min(candidates, count), per-class
@@ -18,10 +19,12 @@ from collections import OrderedDict
 
 import torch
 from torch import nn
+from torchvision.models.detection.faster_rcnn import FasterRCNN, FastRCNNPredictor, TwoMLPHead
 from torchvision.models.detection.fcos import FCOS
 from torchvision.models.detection.retinanet import RetinaNet
 from torchvision.models.detection.ssd import SSD, SSDHead
 from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
+from torchvision.ops import MultiScaleRoIAlign
 
 
 class Backbone(nn.Module):
@@ -39,11 +42,11 @@ class Backbone(nn.Module):
 
 
 def spread(module):
-    """Every conv of a classification head at unit gain (std 1/sqrt(fan-in)): the scores then
+    """Every conv (and linear) layer of a head at unit gain (std 1/sqrt(fan-in)): the scores then
     differ from anchor to anchor well beyond rounding, without saturating at 1 (torchvision's
     std 0.01 gives near ties, wider ones a sigmoid stuck at 1.0)."""
     with torch.no_grad():
-        for conv in [m for m in module.modules() if isinstance(m, nn.Conv2d)]:
+        for conv in [m for m in module.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]:
             conv.weight.normal_(0, conv.weight[0].numel() ** -0.5)
             conv.bias.uniform_(-0.5, 0.5)
 
@@ -73,7 +76,22 @@ def fcos():
     return m
 
 
-MODELS = {"tv_ssd": (ssd, True), "tv_retinanet": (retinanet, False), "tv_fcos": (fcos, False)}
+def faster_rcnn():
+    """Two stages: RPN proposals (TopK, NMS per level), RoiAlign over both levels
+    (MultiScaleRoIAlign: ScatterElements puts each level's rois back in order), a small box
+    head, then per-class NMS."""
+    anchors = AnchorGenerator(((16,), (32,)), ((0.5, 1.0, 2.0),) * 2)
+    m = FasterRCNN(Backbone(), rpn_anchor_generator=anchors,
+                   box_roi_pool=MultiScaleRoIAlign(["0", "1"], 7, 2), box_head=TwoMLPHead(16 * 49, 64),
+                   box_predictor=FastRCNNPredictor(64, 3), min_size=64, max_size=64, rpn_pre_nms_top_n_test=60,
+                   rpn_post_nms_top_n_test=24, box_score_thresh=0.4, box_detections_per_img=30)
+    spread(m.roi_heads.box_predictor)
+    spread(m.rpn.head)
+    return m
+
+
+MODELS = {"tv_ssd": (ssd, True), "tv_retinanet": (retinanet, False), "tv_fcos": (fcos, False),
+          "tv_faster_rcnn": (faster_rcnn, False)}
 
 
 def main():

@@ -591,6 +591,8 @@ void Importer::adapt_to_opset(std::string& op, std::vector<int>* inputs, core::A
     attrs->set_str("coordinate_transformation_mode", "asymmetric");
     attrs->set_str("nearest_mode", "simple");
   }
+  if (op == "RoiAlign" && opset_ < 16 && !attrs->view().has("coordinate_transformation_mode"))
+    attrs->set_str("coordinate_transformation_mode", "output_half_pixel");  // RoiAlign-10 has no -0.5 shift
   if (op == "ConstantOfShape" && attrs->view().has("value_dtype")) attrs->set_int("dtype", attrs->view().get_int("value_dtype", 1));
 }
 
