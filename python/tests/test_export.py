@@ -243,3 +243,34 @@ def test_export_options_refused_as_the_cli_refuses(tmp_path):
     with pytest.raises(kiln.ExportError, match=r"^unknown --delegate 'gpu'; use xnnpack or none$"):
         kiln.export_onnx(model, tmp_path / "x.kiln", dims={"N": (1, 8)}, delegate="gpu")
     assert not (tmp_path / "x.kiln").exists()
+
+
+def test_detection_outputs_have_the_actual_count(tmp_path):
+    """NonMaxSuppression's count is data-dependent: each call returns arrays of the size found
+    (0, 1, some, the bound), equal to ONNX Runtime's references in the op zoo, also when one
+    bind serves calls whose counts go down and up again."""
+    import json
+    zoo = os.path.join(HERE, "..", "..", "zoo")
+    with open(os.path.join(zoo, "ops", "manifest.json")) as f:
+        model = next(m for m in json.load(f)["models"] if m["name"] == "yolo_nms")
+    path = tmp_path / "yolo_nms.kiln"
+    kiln.export_onnx(os.path.join(zoo, model["onnx"]), path, dims={"N": (1, 6)},
+                     inputs={"boxes": [1, "N", 4], "scores": [1, 2, "N"]})
+    m = kiln.load(path).methods["forward"]
+    counts = []
+    for case in model["cases"]:
+        ins = [np.load(os.path.join(zoo, p)) for p in case["inputs"]]
+        want = [np.load(os.path.join(zoo, p)) for p in case["outputs"]]
+        got = m(*ins)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and np.allclose(g, w, atol=1e-5), case["name"]
+        counts.append(got[0].shape[0])
+    assert sorted(set(counts)) == [0, 1, 7, 12]
+    # One bind at N = 6, then executes whose count goes 12, 0, 12: each sees the whole reservation.
+    big = next(c for c in model["cases"] if c["input_shapes"].startswith("1x6x4") and c["output_shapes"][0] == "12x3")
+    none = next(c for c in model["cases"] if c["input_shapes"].startswith("1x6x4") and c["output_shapes"][0] == "0x3")
+    views = m.bind((1, 6, 4), (1, 2, 6))
+    for case in (big, none, big):
+        for v, p in zip(views, case["inputs"]):
+            np.copyto(v, np.load(os.path.join(zoo, p)))
+        assert m.execute()[0].shape == (int(case["output_shapes"][0].split("x")[0]), 3)
