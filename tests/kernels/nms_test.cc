@@ -68,7 +68,7 @@ KernelStatus run(const Nms& c, int64_t capacity, int64_t* count, Rows* rows) {
 Rows reference(const Nms& c) {
   Rows out;
   auto corners = [&](int64_t b, int64_t i) {
-    const float* p = &c.boxes[static_cast<size_t>((b * c.n + i) * 4)];
+    const float* p = c.boxes.data() + (b * c.n + i) * 4;
     std::array<double, 4> r;  // x_min, y_min, x_max, y_max
     if (c.center) {
       r = {p[0] - p[2] / 2.0, p[1] - p[3] / 2.0, p[0] + p[2] / 2.0, p[1] + p[3] / 2.0};
@@ -86,7 +86,7 @@ Rows reference(const Nms& c) {
   };
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t k = 0; k < c.classes; ++k) {
-      const float* s = &c.scores[static_cast<size_t>((b * c.classes + k) * c.n)];
+      const float* s = c.scores.data() + (b * c.classes + k) * c.n;
       std::vector<int64_t> cand;
       for (int64_t i = 0; i < c.n; ++i)
         if (s[i] == s[i] && (!c.has_score || s[i] > c.score_min)) cand.push_back(i);

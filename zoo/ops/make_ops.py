@@ -694,6 +694,21 @@ OPS += [Op("yolo_nms", _yolo, [("boxes", F, [1, "N", 4]), ("scores", F, [1, 2, "
             {"B": 2, "N": 5}],
            consts={"most": np.array([3], np.int64), "iou": np.array([0.4], np.float32)}, gen_scale={"boxes": 20.0},
            notes="NonMaxSuppression with corner boxes of either diagonal, ties, no score threshold, no boxes"),
+        # Expand and Tile by a data-dependent count: a row per kept score (torchvision's
+        # per-class labels: torch.full_like / repeat over the kept boxes).
+        Op("expand_tile_by_count",
+           [node("Greater", ["x", "thr"], ["m"]), node("NonZero", ["m"], ["nz"]), node("Shape", ["nz"], ["s"]),
+            node("Gather", ["s", "one"], ["n"], axis=0), node("Concat", ["n", "four"], ["shape"], axis=0),
+            node("Expand", ["row", "shape"], ["expanded"]), node("Concat", ["n", "one"], ["reps"], axis=0),
+            node("Tile", ["row", "reps"], ["tiled"]), node("Squeeze", ["nz", "zero"], ["idx"]),
+            node("Gather", ["x", "idx"], ["kept"], axis=0), node("Unsqueeze", ["kept", "one"], ["col"]),
+            node("Concat", ["col", "expanded"], ["y"], axis=1)],
+           [("x", F, ["N"])], [("y", F), ("tiled", F)], {"N": (1, 9)},
+           [{"N": 4, "values": {"x": np.full(4, -1.0, np.float32)}}, {"N": 1, "values": {"x": np.array([2.0], np.float32)}},
+            {"N": 6}, {"N": 9, "values": {"x": np.linspace(1, 2, 9, dtype=np.float32)}}],
+           consts={"thr": np.array(0.5, np.float32), "one": np.array([1], np.int64), "four": np.array([4], np.int64),
+                   "zero": np.array([0], np.int64), "row": np.array([[1, 2, 3, 4]], np.float32)}, opset=13,
+           notes="Expand and Tile to a NonZero count (none, one, some, all), concatenated with the kept values"),
         # TopK whose K comes from the data: K = how many scores pass the threshold.
         Op("topk_data_k", [node("Greater", ["x", "thr"], ["m"]), node("Cast", ["m"], ["mi"], to=I64),
                            node("ReduceSum", ["mi"], ["k"], keepdims=1), node("TopK", ["x", "k"], ["v", "i"], axis=0)],
