@@ -328,6 +328,28 @@ std::vector<CountCoverage> count_coverage(const MethodMeta& meta, const std::vec
   return out;
 }
 
+int64_t lowest(const DimSpec& d) { return (d.min + d.step - 1) / d.step * d.step; }
+int64_t highest(const DimSpec& d) { return d.max / d.step * d.step; }
+
+// Dim values to sample: every dim at its lowest, at its highest, then `samples` random draws
+// on the step grid, half of each dim's draws from the lowest eighth of its range (small
+// values find more bugs).
+std::vector<std::vector<int64_t>> dim_draws(const std::vector<DimSpec>& dims, int samples, std::mt19937_64& rng) {
+  std::vector<int64_t> lo, hi;
+  for (const DimSpec& d : dims) lo.push_back(lowest(d)), hi.push_back(highest(d));
+  std::vector<std::vector<int64_t>> draws = {lo, hi};
+  for (int k = 0; k < samples; ++k) {
+    std::vector<int64_t> v;
+    for (const DimSpec& d : dims) {
+      const int64_t count = (highest(d) - lowest(d)) / d.step + 1;
+      const int64_t span = (rng() & 1) ? std::max<int64_t>(1, count / 8) : count;
+      v.push_back(lowest(d) + static_cast<int64_t>(rng() % static_cast<uint64_t>(span)) * d.step);
+    }
+    draws.push_back(v);
+  }
+  return draws;
+}
+
 }  // namespace
 
 Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
@@ -351,24 +373,10 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
     }
     return shapes;
   };
-  auto lowest = [](const DimSpec& d) { return (d.min + d.step - 1) / d.step * d.step; };
-  auto highest = [](const DimSpec& d) { return d.max / d.step * d.step; };
   SweepResult result;
-  std::vector<int64_t> lo, hi;
-  for (const DimSpec& d : meta.dims) lo.push_back(lowest(d)), hi.push_back(highest(d));
-  std::vector<std::vector<int64_t>> draws = {lo, hi};
   // Random draws that fail a guard are redrawn; a corner (all-min, all-max) that fails
   // one is skipped and counted.
-  for (int k = 0; k < opts.samples; ++k) {
-    std::vector<int64_t> v;
-    for (const DimSpec& d : meta.dims) {
-      int64_t count = (highest(d) - lowest(d)) / d.step + 1;
-      // Favour small values: half of the draws come from the lowest eighth of the range.
-      int64_t span = (rng() & 1) ? std::max<int64_t>(1, count / 8) : count;
-      v.push_back(lowest(d) + static_cast<int64_t>(rng() % static_cast<uint64_t>(span)) * d.step);
-    }
-    draws.push_back(v);
-  }
+  std::vector<std::vector<int64_t>> draws = dim_draws(meta.dims, opts.samples, rng);
   for (size_t k = 0; k < 2; ++k) {  // corners: the nearest admissible shape inward
     if (m->bind_shapes(shapes_for(draws[k])).ok()) continue;
     std::vector<int64_t> moved = nearest_corner(*m, draws[k], k == 0 ? 1 : -1, 4096, shapes_for);
