@@ -43,22 +43,26 @@ void combine(T* at, T u, Reduce r) {
   }
 }
 
-template <typename T, typename I>
+/// Index e of indices (i64 or i32), negative ones counted from the end of an axis of size d.
+inline int64_t index_at(const TensorView& idx, int64_t e, int64_t d) {
+  const int64_t v = idx.dtype == DType::kI64 ? idx.as<int64_t>()[e] : idx.as<int32_t>()[e];
+  return v < 0 ? v + d : v;
+}
+
+// One instantiation per element type (the index type is read per element: this op is rare
+// and small, its code size is not).
+template <typename T>
 void scatter_typed(const TensorView& idx, const TensorView& upd, TensorView& y, int axis, Reduce r) {
   const int rank = y.rank;
   int64_t ys[kMaxRank];  // output strides
   for (int64_t k = rank - 1, s = 1; k >= 0; --k) ys[k] = s, s *= y.dims[k];
-  const I* ix = idx.as<I>();
   const T* u = upd.as<T>();
   T* out = y.as<T>();
   const int64_t d = y.dims[axis], n = idx.numel();
   int64_t coord[kMaxRank] = {};
   for (int64_t e = 0; e < n; ++e) {
     int64_t at = 0;
-    for (int k = 0; k < rank; ++k) {
-      const int64_t v = k == axis ? (ix[e] < 0 ? ix[e] + d : ix[e]) : coord[k];
-      at += v * ys[k];
-    }
+    for (int k = 0; k < rank; ++k) at += (k == axis ? index_at(idx, e, d) : coord[k]) * ys[k];
     combine(out + at, u[e], r);
     for (int k = rank - 1; k >= 0; --k) {  // odometer over indices' coordinates
       if (++coord[k] < idx.dims[k]) break;
@@ -67,23 +71,23 @@ void scatter_typed(const TensorView& idx, const TensorView& upd, TensorView& y, 
   }
 }
 
-template <typename I>
-KernelStatus scatter_index(const RunCtx& c, int axis, Reduce r) {
+KernelStatus scatter(const RunCtx& c, int axis, Reduce r) {
   const TensorView& idx = c.in(1);
   TensorView& y = c.out(0);
-  const I* ix = idx.as<I>();
   const int64_t n = idx.numel(), d = y.dims[axis];
-  for (int64_t j = 0; j < n; ++j)  // validate first: no partial output on bad data
-    if (ix[j] < -d || ix[j] >= d) return KernelStatus::kInvalidValue;
+  for (int64_t j = 0; j < n; ++j) {  // validate first: no partial output on bad data
+    const int64_t v = index_at(idx, j, d);
+    if (v < 0 || v >= d) return KernelStatus::kInvalidValue;
+  }
   if (y.numel() > 0 && y.data != c.in(0).data) std::memcpy(y.data, c.in(0).data, y.nbytes());
   if (n == 0) return KernelStatus::kOk;
   switch (y.dtype) {
-    case DType::kF32: scatter_typed<float, I>(idx, c.in(2), y, axis, r); break;
-    case DType::kI64: scatter_typed<int64_t, I>(idx, c.in(2), y, axis, r); break;
-    case DType::kI32: scatter_typed<int32_t, I>(idx, c.in(2), y, axis, r); break;
+    case DType::kF32: scatter_typed<float>(idx, c.in(2), y, axis, r); break;
+    case DType::kI64: scatter_typed<int64_t>(idx, c.in(2), y, axis, r); break;
+    case DType::kI32: scatter_typed<int32_t>(idx, c.in(2), y, axis, r); break;
     case DType::kBool:
       if (r != Reduce::kNone) return KernelStatus::kInvalidValue;
-      scatter_typed<uint8_t, I>(idx, c.in(2), y, axis, r);
+      scatter_typed<uint8_t>(idx, c.in(2), y, axis, r);
       break;
   }
   return KernelStatus::kOk;
@@ -139,11 +143,8 @@ KernelStatus scatter_elements_run(const RunCtx& c) {
   for (int k = 0; k < rank; ++k)  // bind checked these; a kernel never writes past its output
     if (y.dims[k] != data.dims[k] || upd.dims[k] != idx.dims[k] || (k != axis && idx.dims[k] > data.dims[k]))
       return KernelStatus::kInvalidValue;
-  switch (idx.dtype) {
-    case DType::kI64: return scatter_index<int64_t>(c, static_cast<int>(axis), r);
-    case DType::kI32: return scatter_index<int32_t>(c, static_cast<int>(axis), r);
-    default: return KernelStatus::kInvalidValue;
-  }
+  if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32) return KernelStatus::kInvalidValue;
+  return scatter(c, static_cast<int>(axis), r);
 }
 
 }  // namespace kiln::kernels
