@@ -11,37 +11,13 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/scatter_reduce.h"
 #include "kernels/portable/int_input.h"
 #include "core/status.h"
 
 namespace kiln::kernels {
 
 namespace {
-
-enum class Reduce { kNone, kAdd, kMul, kMax, kMin };
-
-bool reduction_of(const core::Attrs& a, Reduce* r) {
-  const char* s = a.get_str("reduction", "none");
-  const std::string v = s ? s : "none";
-  if (v == "none") *r = Reduce::kNone;
-  else if (v == "add") *r = Reduce::kAdd;
-  else if (v == "mul") *r = Reduce::kMul;
-  else if (v == "max") *r = Reduce::kMax;
-  else if (v == "min") *r = Reduce::kMin;
-  else return false;
-  return true;
-}
-
-template <typename T>
-void combine(T* at, T u, Reduce r) {
-  switch (r) {
-    case Reduce::kNone: *at = u; break;
-    case Reduce::kAdd: *at = static_cast<T>(*at + u); break;
-    case Reduce::kMul: *at = static_cast<T>(*at * u); break;
-    case Reduce::kMax: *at = u > *at || u != u ? u : *at; break;  // NaN wins (the non-finite rule)
-    case Reduce::kMin: *at = u < *at || u != u ? u : *at; break;
-  }
-}
 
 /// Index e of indices (i64 or i32), negative ones counted from the end of an axis of size d.
 inline int64_t index_at(const TensorView& idx, int64_t e, int64_t d) {
@@ -63,7 +39,7 @@ void scatter_typed(const TensorView& idx, const TensorView& upd, TensorView& y, 
   for (int64_t e = 0; e < n; ++e) {
     int64_t at = 0;
     for (int k = 0; k < rank; ++k) at += (k == axis ? index_at(idx, e, d) : coord[k]) * ys[k];
-    combine(out + at, u[e], r);
+    reduce_into(r, out + at, u[e]);
     for (int k = rank - 1; k >= 0; --k) {  // odometer over indices' coordinates
       if (++coord[k] < idx.dims[k]) break;
       coord[k] = 0;
@@ -113,7 +89,7 @@ Status scatter_elements_shape(ShapeCtx& c) {
   if (c.rank(2) != rank)
     return c.error("updates " + p.shape_to_string(upd.shape) + " must have the shape of indices " + p.shape_to_string(idx.shape));
   Reduce r;
-  if (!reduction_of(c.attrs, &r)) return c.error("reduction must be none, add, mul, max or min");
+  if (!read_reduction(c.attrs, &r)) return c.error("reduction must be none, add, mul, max or min");
   if (r != Reduce::kNone && data.dtype == DType::kBool) return c.error("a reduction over bool data is not defined");
   KILN_ASSIGN_OR_RETURN(int64_t axis, c.normalize_axis(c.attrs.get_int("axis", 0), rank));
   const std::string shapes = " of indices " + p.shape_to_string(idx.shape) + " and data " + p.shape_to_string(data.shape);
@@ -137,7 +113,7 @@ KernelStatus scatter_elements_run(const RunCtx& c) {
   int64_t axis = c.attrs.get_int("axis", 0);
   if (axis < 0) axis += rank;
   Reduce r;
-  if (!reduction_of(c.attrs, &r) || axis < 0 || axis >= rank || idx.rank != rank || upd.rank != rank || y.rank != rank ||
+  if (!read_reduction(c.attrs, &r) || axis < 0 || axis >= rank || idx.rank != rank || upd.rank != rank || y.rank != rank ||
       y.dtype != data.dtype || upd.dtype != data.dtype)
     return KernelStatus::kInvalidValue;
   for (int k = 0; k < rank; ++k)  // bind checked these; a kernel never writes past its output

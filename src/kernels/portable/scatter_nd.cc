@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/scatter_reduce.h"
 #include "kernels/portable/index_tuple.h"
 #include "core/status.h"
 
@@ -17,41 +18,13 @@ namespace kiln::kernels {
 
 namespace {
 
-enum class Reduce : uint8_t { kNone, kAdd, kMul, kMax, kMin };
-
-bool read_reduction(const core::Attrs& a, Reduce* out) {
-  const std::string_view r = a.get_str("reduction", "none");
-  if (r == "none") *out = Reduce::kNone;
-  else if (r == "add") *out = Reduce::kAdd;
-  else if (r == "mul") *out = Reduce::kMul;
-  else if (r == "max") *out = Reduce::kMax;
-  else if (r == "min") *out = Reduce::kMin;
-  else return false;
-  return true;
-}
-
-/// a + b and a * b; integers wrap (two's complement) as the arithmetic kernels do.
-template <typename T>
-T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + b);
-  return a + b;
-}
-template <typename T>
-T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) * static_cast<std::make_unsigned_t<T>>(b));
-  return a * b;
-}
-
 template <typename T>
 void combine(Reduce r, T* dst, const T* src, int64_t n) {
-  switch (r) {
-    case Reduce::kNone: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T)); return;
-    case Reduce::kAdd: for (int64_t i = 0; i < n; ++i) dst[i] = wrap_add(dst[i], src[i]); return;
-    case Reduce::kMul: for (int64_t i = 0; i < n; ++i) dst[i] = wrap_mul(dst[i], src[i]); return;
-    case Reduce::kMax: for (int64_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]); return;
-    case Reduce::kMin: for (int64_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]); return;
+  if (r == Reduce::kNone) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
+    return;
   }
+  for (int64_t i = 0; i < n; ++i) reduce_into(r, dst + i, src[i]);
 }
 
 template <typename T>
