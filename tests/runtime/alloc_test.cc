@@ -8,6 +8,7 @@
 #include <functional>
 #include <sstream>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <set>
 #include <string>
@@ -283,6 +284,19 @@ TEST(Allocations, EveryAllocationInLoadAndCreateMayFail) {
 namespace kiln {
 namespace {
 
+// `kiln export` of zoo model `onnx` (relative to zoo/) with `args` into the scratch dir as
+// `name`.kiln; its bytes, aligned for loading (null, with a failure added, when it fails).
+std::unique_ptr<testing::AlignedBytes> export_zoo_program(const std::string& onnx, const std::string& args,
+                                                          const std::string& name) {
+  const std::string path = testing::scratch_dir() + "/" + name + ".kiln";
+  testing::CommandResult exp =
+      testing::run_command(testing::bin("kiln") + " export " + testing::zoo_dir() + "/" + onnx + " -o " + path + args);
+  if (exp.exit_code != 0) return ADD_FAILURE() << exp.output, nullptr;
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return std::make_unique<testing::AlignedBytes>(bytes);
+}
+
 // Programs whose execute does more than run kernels in order: a data-dependent count
 // (NonZero, NonMaxSuppression, TopK with K from the data, torchvision's detectors; execute
 // re-sizes the values that read it), runtime branches (Silero VAD's If on
@@ -298,15 +312,11 @@ TEST(Allocations, OpZooControlAndDataDependentProgramsExecuteWithoutAllocating) 
                                                  "loop_while", "yolo_nms", "topk_data_k", "tv_ssd", "tv_retinanet"};
     if (!kNames.count(name)) continue;
     ++tried;
-    const std::string path = testing::scratch_dir() + "/alloc_" + name + ".kiln";
-    std::string cmd = testing::bin("kiln") + " export " + testing::zoo_dir() + "/" + model["onnx"].get<std::string>() + " -o " + path;
-    for (const auto& a : model["export_args"]) cmd += " " + a.get<std::string>();
-    testing::CommandResult exp = testing::run_command(cmd);
-    ASSERT_EQ(exp.exit_code, 0) << exp.output;
-    std::ifstream f(path, std::ios::binary);
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    testing::AlignedBytes buf(bytes);
-    auto p = buf.load();
+    std::string args;
+    for (const auto& a : model["export_args"]) args += " " + a.get<std::string>();
+    std::unique_ptr<testing::AlignedBytes> buf = export_zoo_program(model["onnx"].get<std::string>(), args, "alloc_" + name);
+    ASSERT_TRUE(buf);
+    auto p = buf->load();
     ASSERT_TRUE(p.ok()) << p.status().message();
     for (bool delegate : {true, false}) {
       MethodOptions opts;
@@ -341,15 +351,10 @@ TEST(Allocations, OpZooControlAndDataDependentProgramsExecuteWithoutAllocating) 
 // starts from the count's bound (its whole reservation), not from the last run's count, and
 // allocates nothing. (Compress: scores above 0.5 keep their boxes.)
 TEST(Allocations, ExecuteAfterExecuteFindsTheWholeReservationAgain) {
-  const std::string path = testing::scratch_dir() + "/alloc_compress_again.kiln";
-  testing::CommandResult exp = testing::run_command(testing::bin("kiln") + " export " + testing::zoo_dir() +
-                                                    "/ops/models/compress_boxes.onnx -o " + path +
-                                                    " --input scores=N --input boxes=N,4 --dim N=1..12");
-  ASSERT_EQ(exp.exit_code, 0) << exp.output;
-  std::ifstream f(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  testing::AlignedBytes buf(bytes);
-  auto p = buf.load();
+  std::unique_ptr<testing::AlignedBytes> buf = export_zoo_program(
+      "ops/models/compress_boxes.onnx", " --input scores=N --input boxes=N,4 --dim N=1..12", "alloc_compress_again");
+  ASSERT_TRUE(buf);
+  auto p = buf->load();
   ASSERT_TRUE(p.ok()) << p.status().message();
   auto m = Method::create(**p, "forward");
   ASSERT_TRUE(m.ok()) << m.status().message();
