@@ -55,6 +55,8 @@ class Importer {
   Status import_nodes(const onnx::GraphProto& graph, bool main = false);
   bool attention_shapes_agree(const FusionCandidate& f, const std::vector<int>& in);
   Result<bool> import_fusion(const onnx::GraphProto& graph, const FusionCandidate& f);
+  /// Every input of node n (-1 for an omitted optional one).
+  Result<std::vector<int>> lookup_inputs(const onnx::NodeProto& n, const std::string& name);
   Result<int> lookup(const std::string& value, const std::string& node);
   Status import_node(const onnx::NodeProto& n, const std::string& name);
   Result<int> data_dim(const std::string& base, int64_t max, const std::string& node);

@@ -320,6 +320,19 @@ Result<int> Importer::lookup(const std::string& value, const std::string& node) 
   return it->second;
 }
 
+Result<std::vector<int>> Importer::lookup_inputs(const onnx::NodeProto& n, const std::string& name) {
+  std::vector<int> ids;
+  for (const std::string& in : n.input()) {
+    if (in.empty()) {  // an omitted optional input
+      ids.push_back(-1);
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(int id, lookup(in, name));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
 Status Importer::import_node(const onnx::NodeProto& n, const std::string& name) {
   const std::string& op = n.op_type();
   for (const std::string& out : n.output()) producers_[out] = &n;
@@ -354,15 +367,7 @@ Status Importer::import_node(const onnx::NodeProto& n, const std::string& name) 
   if (op == "Scan") return import_scan(n, name);
   if (op == "SequenceEmpty" || op == "SequenceInsert" || op == "ConcatFromSequence") return import_sequence_op(n, name);
   KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, attrs_from_node(n));
-  std::vector<int> inputs;
-  for (const std::string& in : n.input()) {
-    if (in.empty()) {
-      inputs.push_back(-1);
-      continue;
-    }
-    KILN_ASSIGN_OR_RETURN(int id, lookup(in, name));
-    inputs.push_back(id);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int> inputs, lookup_inputs(n, name));
   std::string kernel_op = op;
   adapt_to_opset(kernel_op, &inputs, &attrs);
   // Trailing optional outputs that nobody names are still produced (the op decides).
@@ -470,15 +475,7 @@ Status Importer::import_topk_from_data(const onnx::NodeProto& n, const std::stri
 Status Importer::import_nms(const onnx::NodeProto& n, const std::string& name) {
   if (n.input_size() < 2 || n.input_size() > 5 || n.output_size() != 1)
     return invalid_argument("node '" + name + "' (NonMaxSuppression) takes 2 to 5 inputs and gives 1 output");
-  std::vector<int> ins;
-  for (const std::string& in : n.input()) {
-    if (in.empty()) {
-      ins.push_back(-1);
-      continue;
-    }
-    KILN_ASSIGN_OR_RETURN(int v, lookup(in, name));
-    ins.push_back(v);
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int> ins, lookup_inputs(n, name));
   KILN_ASSIGN_OR_RETURN(core::AttrStore a, attrs_from_node(n));
   auto most = [&](int v, size_t axis) {
     const std::vector<core::ExprId>& s = g_.shape(v);
