@@ -7,14 +7,16 @@
 
 namespace kiln {
 
-/// Element type of a tensor. Values match the .kiln format's DType enum.
-enum class DType : uint8_t { kF32 = 0, kI64 = 1, kI32 = 2, kBool = 3 };
+/// Element type of a tensor. Values match the .kiln format's DType enum. kI8 and kU8 hold
+/// quantized values (their scale and zero point are constants beside them, ONNX's QDQ form).
+enum class DType : uint8_t { kF32 = 0, kI64 = 1, kI32 = 2, kBool = 3, kI8 = 4, kU8 = 5 };
 
 /// Bytes per element (bool is one byte).
 size_t dtype_size(DType t);
 /// Lower-case name as written in messages and `inspect` ("f32").
 const char* dtype_name(DType t);
-/// Parses "f32" / "float32" / "i64" / "int64" / "i32" / "int32" / "bool"; false if unknown.
+/// Parses "f32" / "float32" / "i64" / "int64" / "i32" / "int32" / "bool" / "i8" / "int8" /
+/// "u8" / "uint8"; false if unknown.
 bool dtype_from_name(const char* name, DType* out);
 
 /// The DType of a C++ element type: dtype_of<float>() == DType::kF32 (bool is one byte).
@@ -23,8 +25,10 @@ constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, float>) return DType::kF32;
   else if constexpr (std::is_same_v<T, int64_t>) return DType::kI64;
   else if constexpr (std::is_same_v<T, int32_t>) return DType::kI32;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::kI8;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::kU8;
   else {
-    static_assert(std::is_same_v<T, bool>, "Kiln tensors hold float, int64_t, int32_t or bool");
+    static_assert(std::is_same_v<T, bool>, "Kiln tensors hold float, int64_t, int32_t, int8_t, uint8_t or bool");
     return DType::kBool;
   }
 }

@@ -35,6 +35,8 @@ const char* numpy_dtype(DType t) {
     case DType::kI64: return "int64";
     case DType::kI32: return "int32";
     case DType::kBool: return "bool";
+    case DType::kI8: return "int8";
+    case DType::kU8: return "uint8";
   }
   return "unknown";
 }
@@ -45,6 +47,8 @@ bool dtype_matches(DType t, const nb::dlpack::dtype& d) {
     case DType::kI64: return d == nb::dtype<int64_t>();
     case DType::kI32: return d == nb::dtype<int32_t>();
     case DType::kBool: return d == nb::dtype<bool>();
+    case DType::kI8: return d == nb::dtype<int8_t>();
+    case DType::kU8: return d == nb::dtype<uint8_t>();
   }
   return false;
 }
@@ -256,6 +260,8 @@ class PyMethod {
       case DType::kI64: return nb::dtype<int64_t>();
       case DType::kI32: return nb::dtype<int32_t>();
       case DType::kBool: return nb::dtype<bool>();
+      case DType::kI8: return nb::dtype<int8_t>();
+      case DType::kU8: return nb::dtype<uint8_t>();
     }
     return nb::dtype<float>();
   }

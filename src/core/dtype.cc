@@ -11,6 +11,8 @@ size_t dtype_size(DType t) {
     case DType::kI64: return 8;
     case DType::kI32: return 4;
     case DType::kBool: return 1;
+    case DType::kI8: return 1;
+    case DType::kU8: return 1;
   }
   return 0;
 }
@@ -21,6 +23,8 @@ const char* dtype_name(DType t) {
     case DType::kI64: return "i64";
     case DType::kI32: return "i32";
     case DType::kBool: return "bool";
+    case DType::kI8: return "i8";
+    case DType::kU8: return "u8";
   }
   return "unknown";
 }
@@ -29,7 +33,8 @@ bool dtype_from_name(const char* name, DType* out) {
   struct Entry { const char* name; DType t; };
   static const Entry kNames[] = {{"f32", DType::kF32},  {"float32", DType::kF32}, {"float", DType::kF32},
                                  {"i64", DType::kI64},  {"int64", DType::kI64},   {"i32", DType::kI32},
-                                 {"int32", DType::kI32}, {"bool", DType::kBool}};
+                                 {"int32", DType::kI32}, {"bool", DType::kBool}, {"i8", DType::kI8},
+                                 {"int8", DType::kI8},   {"u8", DType::kU8},      {"uint8", DType::kU8}};
   for (const Entry& e : kNames) {
     if (std::strcmp(e.name, name) == 0) {
       *out = e.t;

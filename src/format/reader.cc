@@ -222,7 +222,7 @@ Status check_values(const fb::Method* m, uint64_t constants_size, const std::vec
     const fb::Value* v = m->values()->Get(i);
     if (!v->shape() || !v->name()) return bad(where(m, "value", i) + " lacks its name or shape");
     if (!aligned8(v->example_shape())) return bad(where(m, "value", i) + " example shape is misaligned");
-    if (static_cast<int>(v->dtype()) > static_cast<int>(fb::DType::Bool)) return bad(where(m, "value", i) + " has unknown dtype");
+    if (static_cast<int>(v->dtype()) > static_cast<int>(fb::DType::U8)) return bad(where(m, "value", i) + " has unknown dtype");
     if (len(v->shape()) > static_cast<size_t>(kMaxRank)) return bad(where(m, "value", i) + " has rank above 8");
     for (size_t k = 0; k < len(v->shape()); ++k) {
       if (!expr_ok(v->shape()->Get(k))) return bad(where(m, "value", i) + " shape names no expression");

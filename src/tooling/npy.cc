@@ -17,6 +17,8 @@ const char* descr_of(DType t) {
     case DType::kI64: return "<i8";
     case DType::kI32: return "<i4";
     case DType::kBool: return "|b1";
+    case DType::kI8: return "|i1";
+    case DType::kU8: return "|u1";
   }
   return "";
 }
@@ -76,7 +78,9 @@ Result<NpyArray> parse_npy(const std::string& bytes, const std::string& path) {
   else if (descr.find("<i8") != std::string::npos) a.dtype = DType::kI64;
   else if (descr.find("<i4") != std::string::npos) a.dtype = DType::kI32;
   else if (descr.find("|b1") != std::string::npos) a.dtype = DType::kBool;
-  else return bad("dtype " + descr + " is not one of float32, int64, int32, bool (little-endian)");
+  else if (descr.find("|i1") != std::string::npos) a.dtype = DType::kI8;
+  else if (descr.find("|u1") != std::string::npos) a.dtype = DType::kU8;
+  else return bad("dtype " + descr + " is not one of float32, int64, int32, int8, uint8, bool (little-endian)");
   // A tuple of non-negative integers: "(1, 3, 224, 224)", "(5,)" or "()".
   auto bad_shape = [&]() { return bad("shape " + shape + " is not a tuple of non-negative integers"); };
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return bad_shape();

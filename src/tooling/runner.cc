@@ -135,7 +135,9 @@ void fill_ones(DType dtype, void* data, size_t n) {
       case DType::kF32: static_cast<float*>(data)[k] = 1.f; break;
       case DType::kI64: static_cast<int64_t*>(data)[k] = 1; break;
       case DType::kI32: static_cast<int32_t*>(data)[k] = 1; break;
-      case DType::kBool: static_cast<uint8_t*>(data)[k] = 1; break;
+      case DType::kBool:
+      case DType::kI8:
+      case DType::kU8: static_cast<uint8_t*>(data)[k] = 1; break;
     }
   }
 }
@@ -560,6 +562,8 @@ class Runner {
       case DType::kI64: return static_cast<double>(t.as<int64_t>()[k]);
       case DType::kI32: return t.as<int32_t>()[k];
       case DType::kBool: return static_cast<const uint8_t*>(t.data)[k];
+      case DType::kI8: return t.as<int8_t>()[k];
+      case DType::kU8: return t.as<uint8_t>()[k];
     }
     return 0;
   }

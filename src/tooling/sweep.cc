@@ -30,6 +30,8 @@ void fill_input(TensorView t, std::mt19937_64& rng) {
       case DType::kI64: t.as<int64_t>()[i] = static_cast<int64_t>(rng() & 1); break;
       case DType::kI32: t.as<int32_t>()[i] = static_cast<int32_t>(rng() & 1); break;
       case DType::kBool: static_cast<uint8_t*>(t.data)[i] = static_cast<uint8_t>(rng() & 1); break;
+      case DType::kI8:
+      case DType::kU8: static_cast<uint8_t*>(t.data)[i] = static_cast<uint8_t>(rng()); break;  // any quantized value
     }
   }
 }

@@ -30,9 +30,9 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.dirname(HERE)
 
-F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-NP = {F: np.float32, I64: np.int64, BOOL: np.bool_}
-DTYPE_NAME = {F: "float32", I64: "int64", BOOL: "bool"}
+F, I64, BOOL, I8, U8 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8
+NP = {F: np.float32, I64: np.int64, BOOL: np.bool_, I8: np.int8, U8: np.uint8}
+DTYPE_NAME = {F: "float32", I64: "int64", BOOL: "bool", I8: "int8", U8: "uint8"}
 
 
 class Op:
@@ -719,6 +719,41 @@ OPS += [Op("yolo_nms", _yolo, [("boxes", F, [1, "N", 4]), ("scores", F, [1, 2, "
            notes="TopK's K read from the data (a count of scores over a threshold): 0, 1, some and all")]
 
 
+# QuantizeLinear and DequantizeLinear: per tensor and per channel, int8 and uint8, opset 10
+# (per tensor only) and 13; values that round half way (to even) and that saturate.
+_half = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 126.5, 127.5, 300, -300, 0, 3.25], np.float32)
+OPS += [Op(f"quantize_{name}", [node("QuantizeLinear", ["x", "s"] + (["z"] if z is not None else []), ["y"], **attrs)],
+           [("x", F, ["N", 3, "L"])], [("y", U8 if z is None or z.dtype == np.uint8 else I8)], {"N": (0, 3), "L": (1, 4)},
+           [{"N": 0, "L": 4}, {"N": 1, "L": 4, "values": {"x": _half.reshape(1, 3, 4)}}, {"N": 2, "L": 1}, {"N": 3, "L": 4}],
+           consts={"s": s_, **({"z": z} if z is not None else {})}, gen_scale={"x": 60.0}, opset=opset,
+           notes=f"QuantizeLinear {name}: round half to even, saturate")
+        for name, s_, z, attrs, opset in [
+            ("i8_tensor", np.array(0.5, np.float32), np.array(3, np.int8), {}, 13),
+            ("u8_tensor_opset10", np.array(1.0, np.float32), np.array(128, np.uint8), {}, 10),
+            ("u8_no_zero_point", np.array(0.25, np.float32), None, {}, 13),
+            ("i8_channel", np.array([0.5, 1.0, 2.0], np.float32), np.array([0, -5, 7], np.int8), {"axis": 1}, 13)]]
+OPS += [Op(f"dequantize_{name}", [node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)],
+           [("x", e, ["N", 3, "L"])], [("y", F)], {"N": (0, 3), "L": (1, 4)},
+           [{"N": 0, "L": 2}, {"N": 1, "L": 1}, {"N": 3, "L": 4}],
+           consts={"s": s_, "z": z}, opset=13, notes=f"DequantizeLinear {name}")
+        for name, e, s_, z, attrs in [
+            ("i8_tensor", I8, np.array(0.5, np.float32), np.array(-3, np.int8), {}),
+            ("u8_tensor", U8, np.array(0.02, np.float32), np.array(128, np.uint8), {}),
+            ("i8_channel", I8, np.array([0.5, 1.0, 2.0], np.float32), np.array([0, -5, 7], np.int8), {"axis": 1})]]
+# The QDQ form: a float op between DequantizeLinear and QuantizeLinear, as quantizers write it.
+OPS += [Op("qdq_conv", [node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
+                        node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+                        node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("Relu", ["c"], ["r"]),
+                        node("QuantizeLinear", ["r", "ys", "yz"], ["yq"]), node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])],
+           [("xq", U8, ["N", 2, "H", 5])], [("y", F)], {"N": (0, 2), "H": (1, 6)},
+           [{"N": 0, "H": 3}, {"N": 1, "H": 1}, {"N": 2, "H": 6}],
+           consts={"xs": np.array(0.05, np.float32), "xz": np.array(120, np.uint8),
+                   "wq": (np.arange(36).reshape(2, 2, 3, 3) * 7 % 255 - 127).astype(np.int8),
+                   "ws": np.array([0.01, 0.02], np.float32), "wz": np.array([0, 0], np.int8),
+                   "ys": np.array(0.04, np.float32), "yz": np.array(0, np.uint8)},
+           notes="QDQ: uint8 activations, per-channel int8 weights, a float Conv+Relu between")]
+
+
 def model_proto(op):
     g_inputs = [helper.make_tensor_value_info(n, e, d) for n, e, d in op.inputs]
     g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
@@ -749,6 +784,9 @@ def make_inputs(op, c, name):
         elif e == I64:
             lo, hi = op.gen.get(n, (0, 10))
             arrays.append(rng.integers(lo, hi, shape).astype(np.int64))
+        elif e in (I8, U8):
+            info = np.iinfo(NP[e])
+            arrays.append(rng.integers(info.min, info.max + 1, shape).astype(NP[e]))
         else:
             arrays.append(rng.integers(0, 2, shape).astype(np.bool_))
     return arrays

@@ -368,6 +368,12 @@ Status Importer::import_node(const onnx::NodeProto& n, const std::string& name) 
   if (op == "SequenceEmpty" || op == "SequenceInsert" || op == "ConcatFromSequence") return import_sequence_op(n, name);
   KILN_ASSIGN_OR_RETURN(core::AttrStore attrs, attrs_from_node(n));
   KILN_ASSIGN_OR_RETURN(std::vector<int> inputs, lookup_inputs(n, name));
+  if (op == "QuantizeLinear" || op == "DequantizeLinear")  // the QDQ form's scales are the model's constants
+    for (size_t k = 1; k < inputs.size() && k < 3; ++k)
+      if (inputs[k] >= 0 && !g_.is_constant(inputs[k]))
+        return invalid_argument("node '" + name + "' (" + op + "): its " + (k == 1 ? "scale" : "zero point") +
+                                " (input #" + std::to_string(k) + ") is computed while executing; Kiln takes a quantized "
+                                "model's scales and zero points as constants");
   std::string kernel_op = op;
   adapt_to_opset(kernel_op, &inputs, &attrs);
   // Trailing optional outputs that nobody names are still produced (the op decides).

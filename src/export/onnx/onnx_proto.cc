@@ -16,6 +16,8 @@ bool onnx_dtype(int32_t elem_type, DType* out) {
     case onnx::TensorProto::INT64: *out = DType::kI64; return true;
     case onnx::TensorProto::INT32: *out = DType::kI32; return true;
     case onnx::TensorProto::BOOL: *out = DType::kBool; return true;
+    case onnx::TensorProto::INT8: *out = DType::kI8; return true;
+    case onnx::TensorProto::UINT8: *out = DType::kU8; return true;
     default: return false;
   }
 }
@@ -61,7 +63,9 @@ Status read_raw_values(const onnx::TensorProto& t, const std::string& where, int
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT:
     case onnx::TensorProto::INT64:
-    case onnx::TensorProto::INT32: std::memcpy(h->bytes.data(), raw.data(), raw.size()); break;
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8: std::memcpy(h->bytes.data(), raw.data(), raw.size()); break;
     case onnx::TensorProto::DOUBLE:
       for (int64_t i = 0; i < n; ++i) {
         double d;
@@ -115,6 +119,11 @@ Status read_typed_values(const onnx::TensorProto& t, const std::string& where, i
       KILN_TRY(need(t.int32_data_size()));
       for (int64_t i = 0; i < n; ++i) h->bytes[i] = t.int32_data(static_cast<int>(i)) ? 1 : 0;
       break;
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8:  // int32_data holds one value per element
+      KILN_TRY(need(t.int32_data_size()));
+      for (int64_t i = 0; i < n; ++i) h->bytes[i] = static_cast<uint8_t>(t.int32_data(static_cast<int>(i)));
+      break;
   }
   return ok_status();
 }
@@ -128,7 +137,7 @@ Result<HostTensor> tensor_from_proto(const onnx::TensorProto& t, const std::stri
   if (!onnx_dtype(t.data_type(), &h.dtype))
     return unimplemented(where + " has element type " + onnx::TensorProto::DataType_Name(
                                                           static_cast<onnx::TensorProto::DataType>(t.data_type())) +
-                         "; Kiln supports float, double/float16 (as float), int64, int32 and bool");
+                         "; Kiln supports float, double/float16 (as float), int64, int32, int8, uint8 and bool");
   int64_t n = 1;
   bool overflow = false;
   for (int64_t d : t.dims()) {
