@@ -21,6 +21,8 @@ void fill(void* dst, DType dtype, double value, int64_t n) {
       case DType::kI64: static_cast<int64_t*>(dst)[k] = static_cast<int64_t>(value); break;
       case DType::kI32: static_cast<int32_t*>(dst)[k] = static_cast<int32_t>(value); break;
       case DType::kBool: static_cast<uint8_t*>(dst)[k] = value != 0; break;
+      case DType::kI8: static_cast<int8_t*>(dst)[k] = static_cast<int8_t>(value); break;
+      case DType::kU8: static_cast<uint8_t*>(dst)[k] = static_cast<uint8_t>(value); break;
     }
   }
 }

@@ -56,6 +56,8 @@ double reference(double x, DType t) {
     case DType::kI64:
     case DType::kI32: return std::trunc(x);  // sweep values stay in range
     case DType::kBool: return x != 0 ? 1 : 0;
+    case DType::kI8:
+    case DType::kU8: break;  // not a Cast target
   }
   return NAN;
 }
@@ -80,6 +82,8 @@ TEST(Cast, RandomSweepAllPairs) {
         case DType::kI64: x.data<int64_t>()[i] = static_cast<int64_t>(v); break;
         case DType::kI32: x.data<int32_t>()[i] = static_cast<int32_t>(v); break;
         case DType::kBool: x.bytes[i] = v > 0 ? 1 : 0; break;
+        case DType::kI8:
+        case DType::kU8: x.bytes[i] = static_cast<uint8_t>(static_cast<int8_t>(v)); break;
       }
     }
     SlotRun s = run_op_in_slots("Cast", {x}, to(codes[to_index]));

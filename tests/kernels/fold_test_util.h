@@ -22,6 +22,8 @@ inline int64_t int_at(const Tensor& t, int64_t i) {
     case DType::kI64: return t.data<int64_t>()[i];
     case DType::kI32: return t.data<int32_t>()[i];
     case DType::kBool: return t.bytes[i] != 0;
+    case DType::kI8: return t.data<int8_t>()[i];
+    case DType::kU8: return t.data<uint8_t>()[i];
     case DType::kF32: return static_cast<int64_t>(t.data<float>()[i]);
   }
   return 0;

@@ -49,6 +49,8 @@ struct Tensor {
       case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
       case DType::kI32: return data<int32_t>()[i];
       case DType::kBool: return bytes[i] ? 1.0 : 0.0;
+      case DType::kI8: return data<int8_t>()[i];
+      case DType::kU8: return data<uint8_t>()[i];
     }
     return 0;
   }

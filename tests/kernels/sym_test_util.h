@@ -119,6 +119,8 @@ inline Tensor random_tensor(std::mt19937& rng, DType dtype, std::vector<int64_t>
       case DType::kI64: t.data<int64_t>()[i] = iv(rng) * int64_t{1000003}; break;
       case DType::kI32: t.data<int32_t>()[i] = iv(rng); break;
       case DType::kBool: t.bytes[i] = static_cast<unsigned char>(rng() & 1); break;
+      case DType::kI8:
+      case DType::kU8: t.bytes[i] = static_cast<unsigned char>(rng()); break;
     }
   }
   return t;

@@ -209,6 +209,8 @@ Status Importer::add_const_input(const std::string& name, DType dtype, const std
     case DType::kI64: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<int64_t>{static_cast<int64_t>(v)})); break; }
     case DType::kI32: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<int32_t>{static_cast<int32_t>(v)})); break; }
     case DType::kBool: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<uint8_t>{v != 0})); break; }
+    case DType::kI8: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<int8_t>{static_cast<int8_t>(v)})); break; }
+    case DType::kU8: { KILN_ASSIGN_OR_RETURN(id, g_.add_constant(name, dtype, {}, std::vector<uint8_t>{static_cast<uint8_t>(v)})); break; }
   }
   names_[name] = id;
   return ok_status();

@@ -83,6 +83,8 @@ KernelStatus arg_run(const RunCtx& c) {
     case DType::kF32: arg_dispatch<float, kMin>(x, y, last, outer, n, inner); break;
     case DType::kI64: arg_dispatch<int64_t, kMin>(x, y, last, outer, n, inner); break;
     case DType::kI32: arg_dispatch<int32_t, kMin>(x, y, last, outer, n, inner); break;
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: return KernelStatus::kInvalidValue;
   }
   return KernelStatus::kOk;

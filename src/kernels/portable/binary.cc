@@ -79,6 +79,8 @@ KernelStatus binary_run(const RunCtx& c) {
     case DType::kF32: return run_typed<op, float>(c);
     case DType::kI64: return run_typed<op, int64_t>(c);
     case DType::kI32: return run_typed<op, int32_t>(c);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: return KernelStatus::kInvalidValue;
   }
   return KernelStatus::kInvalidValue;

@@ -46,6 +46,8 @@ void fold_cast_values(ShapeCtx& c, DType to) {
         if (!p.is_const(v)) return;
         v = p.constant(p.const_value(v) != 0);
         break;
+      case DType::kI8:
+      case DType::kU8: return;  // no cast makes them (dtype_from_onnx)
     }
   }
   c.out(0).sym_values = std::move(values);
@@ -87,6 +89,8 @@ KernelStatus cast_from(const RunCtx& c) {
     case DType::kI64: return cast_typed<S, int64_t>(c);
     case DType::kI32: return cast_typed<S, int32_t>(c);
     case DType::kBool: return cast_typed<S, bool>(c);
+    case DType::kI8:
+    case DType::kU8: break;  // no cast makes them (dtype_from_onnx)
   }
   return KernelStatus::kInvalidValue;
 }
@@ -114,6 +118,8 @@ KernelStatus cast_run(const RunCtx& c) {
     case DType::kI64: return cast_from<int64_t>(c);
     case DType::kI32: return cast_from<int32_t>(c);
     case DType::kBool: return cast_from<bool>(c);
+    case DType::kI8: return cast_from<int8_t>(c);
+    case DType::kU8: return cast_from<uint8_t>(c);
   }
   return KernelStatus::kInvalidValue;
 }

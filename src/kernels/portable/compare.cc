@@ -56,6 +56,8 @@ KernelStatus compare_run(const RunCtx& c) {
     case DType::kI64: return compare_typed<op, int64_t>(c);
     case DType::kI32: return compare_typed<op, int32_t>(c);
     case DType::kBool: return compare_typed<op, uint8_t>(c);
+    case DType::kI8: return compare_typed<op, int8_t>(c);
+    case DType::kU8: return compare_typed<op, uint8_t>(c);
   }
   return KernelStatus::kInvalidValue;
 }

@@ -65,6 +65,8 @@ const char* read_fill(const core::Attrs& a, Fill* out) {
       }
       out->i = out->dtype == DType::kI32 ? static_cast<int32_t>(iv) : iv;
       break;
+    case DType::kI8:
+    case DType::kU8: return "attribute 'dtype' must be 1 (float), 6 (int32), 7 (int64) or 9 (bool)";
   }
   return nullptr;
 }
@@ -121,6 +123,8 @@ KernelStatus constant_of_shape_run(const RunCtx& c) {
     case DType::kBool:
       if (n > 0) std::memset(y.data, fill.i != 0 ? 1 : 0, static_cast<size_t>(n));
       break;
+    case DType::kI8:
+    case DType::kU8: return KernelStatus::kInvalidValue;  // the shape function never makes them
   }
   return KernelStatus::kOk;
 }

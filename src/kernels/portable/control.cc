@@ -38,7 +38,9 @@ bool condition_true(const TensorView& t) {
     case DType::kBool: return *static_cast<const uint8_t*>(t.data) != 0;
     case DType::kI32: return *static_cast<const int32_t*>(t.data) != 0;
     case DType::kI64: return *static_cast<const int64_t*>(t.data) != 0;
-    case DType::kF32: return false;
+    case DType::kF32:
+    case DType::kI8:
+    case DType::kU8: return false;
   }
   return false;
 }

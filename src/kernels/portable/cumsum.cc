@@ -85,6 +85,8 @@ KernelStatus cumsum_run(const RunCtx& c) {
     case DType::kF32: return cumsum_typed<float>(c, axis);
     case DType::kI64: return cumsum_typed<int64_t>(c, axis);
     case DType::kI32: return cumsum_typed<int32_t>(c, axis);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;

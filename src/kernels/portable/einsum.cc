@@ -417,6 +417,8 @@ KernelStatus einsum_run(const RunCtx& c) {
     case DType::kF32: return einsum_typed<float, float>(c, p);
     case DType::kI64: return einsum_typed<int64_t, uint64_t>(c, p);
     case DType::kI32: return einsum_typed<int32_t, uint64_t>(c, p);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;

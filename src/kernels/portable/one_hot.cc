@@ -39,6 +39,8 @@ bool read_depth(const TensorView& t, int64_t* out) {
     case DType::kF32: return float_depth(t.as<float>()[0], out);
     case DType::kI64: *out = t.as<int64_t>()[0]; return true;
     case DType::kI32: *out = t.as<int32_t>()[0]; return true;
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: return false;
   }
   return false;
@@ -151,6 +153,8 @@ KernelStatus one_hot_run(const RunCtx& c) {
     case DType::kF32: return one_hot_index<float>(c, outer, depth, inner);
     case DType::kI64: return one_hot_index<int64_t>(c, outer, depth, inner);
     case DType::kI32: return one_hot_index<int32_t>(c, outer, depth, inner);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;

@@ -259,6 +259,8 @@ KernelStatus pad_run(const RunCtx& c) {
       case DType::kI64: std::memcpy(fill, &i64, 8); break;
       case DType::kI32: std::memcpy(fill, &i32, 4); break;
       case DType::kBool: fill[0] = b; break;
+      case DType::kI8: fill[0] = static_cast<unsigned char>(static_cast<int8_t>(std::clamp(safe, -128.0, 127.0))); break;
+      case DType::kU8: fill[0] = static_cast<unsigned char>(std::clamp(safe, 0.0, 255.0)); break;
     }
   }
   switch (dtype_size(x.dtype)) {

@@ -125,6 +125,8 @@ KernelStatus range_run(const RunCtx& c) {
     case DType::kF32: return range_typed<float>(c);
     case DType::kI64: return range_typed<int64_t>(c);
     case DType::kI32: return range_typed<int32_t>(c);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;

@@ -61,6 +61,8 @@ KernelStatus scatter(const RunCtx& c, int axis, Reduce r) {
     case DType::kF32: scatter_typed<float>(idx, c.in(2), y, axis, r); break;
     case DType::kI64: scatter_typed<int64_t>(idx, c.in(2), y, axis, r); break;
     case DType::kI32: scatter_typed<int32_t>(idx, c.in(2), y, axis, r); break;
+    case DType::kI8: scatter_typed<int8_t>(idx, c.in(2), y, axis, r); break;
+    case DType::kU8: scatter_typed<uint8_t>(idx, c.in(2), y, axis, r); break;
     case DType::kBool:
       if (r != Reduce::kNone) return KernelStatus::kInvalidValue;
       scatter_typed<uint8_t>(idx, c.in(2), y, axis, r);

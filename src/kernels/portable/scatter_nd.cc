@@ -96,6 +96,8 @@ KernelStatus scatter_nd_run(const RunCtx& c) {
     case DType::kI64: return scatter_typed<int64_t>(c, r);
     case DType::kI32: return scatter_typed<int32_t>(c, r);
     case DType::kBool: return scatter_typed<uint8_t>(c, r);
+    case DType::kI8: return scatter_typed<int8_t>(c, r);
+    case DType::kU8: return scatter_typed<uint8_t>(c, r);
   }
   return KernelStatus::kInvalidValue;
 }

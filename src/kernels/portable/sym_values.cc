@@ -117,6 +117,8 @@ bool small_values(ShapeCtx& c, size_t i, std::vector<ExprId>* out) {
       case DType::kI64: v = static_cast<const int64_t*>(t.const_data)[k]; break;
       case DType::kI32: v = static_cast<const int32_t*>(t.const_data)[k]; break;
       case DType::kBool: v = static_cast<const uint8_t*>(t.const_data)[k] != 0; break;
+      case DType::kI8: v = static_cast<const int8_t*>(t.const_data)[k]; break;
+      case DType::kU8: v = static_cast<const uint8_t*>(t.const_data)[k]; break;
       case DType::kF32: {
         const float f = static_cast<const float*>(t.const_data)[k];
         if (!(std::fabs(f) <= static_cast<float>(kMaxExactF32)) || f != std::trunc(f)) return false;

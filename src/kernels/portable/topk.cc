@@ -205,6 +205,8 @@ KernelStatus topk_run(const RunCtx& c) {
     case DType::kF32: topk_typed<float>(c, largest, outer, n, inner, k); break;
     case DType::kI64: topk_typed<int64_t>(c, largest, outer, n, inner, k); break;
     case DType::kI32: topk_typed<int32_t>(c, largest, outer, n, inner, k); break;
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: return KernelStatus::kInvalidValue;
   }
   return KernelStatus::kOk;

@@ -58,6 +58,8 @@ KernelStatus map_signed(const RunCtx& c, F f) {
     case DType::kF32: return map<float>(c, f);
     case DType::kI64: return map<int64_t>(c, f);
     case DType::kI32: return map<int32_t>(c, f);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;
@@ -194,6 +196,8 @@ KernelStatus clip_run(const RunCtx& c) {
     case DType::kF32: return clip_typed<float>(c);
     case DType::kI64: return clip_typed<int64_t>(c);
     case DType::kI32: return clip_typed<int32_t>(c);
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;

@@ -142,6 +142,8 @@ KernelStatus unique_run(const RunCtx& c) {
     case DType::kI64: return unique_typed<int64_t>(c, flat, axis);
     case DType::kI32: return unique_typed<int32_t>(c, flat, axis);
     case DType::kBool: return unique_typed<uint8_t>(c, flat, axis);
+    case DType::kI8: return unique_typed<int8_t>(c, flat, axis);
+    case DType::kU8: return unique_typed<uint8_t>(c, flat, axis);
   }
   return KernelStatus::kInvalidValue;
 }

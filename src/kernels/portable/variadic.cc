@@ -105,6 +105,8 @@ KernelStatus variadic_run(const RunCtx& c) {
     case DType::kI32:
       if constexpr (op != VarOp::kMean) return run_typed<op, int32_t>(c);
       break;
+    case DType::kI8:
+    case DType::kU8:
     case DType::kBool: break;
   }
   return KernelStatus::kInvalidValue;
