@@ -30,6 +30,8 @@ double element(const tooling::NpyArray& a, size_t i) {
     case DType::kI64: return static_cast<double>(reinterpret_cast<const int64_t*>(a.data.data())[i]);
     case DType::kI32: return reinterpret_cast<const int32_t*>(a.data.data())[i];
     case DType::kBool: return a.data[i];
+    case DType::kI8: return reinterpret_cast<const int8_t*>(a.data.data())[i];
+    case DType::kU8: return a.data[i];
   }
   return 0;
 }

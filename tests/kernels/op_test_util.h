@@ -61,6 +61,8 @@ template <> constexpr DType dtype_of<float>() { return DType::kF32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::kI64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::kI32; }
 template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::kI8; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::kU8; }
 
 template <typename T>
 Tensor make_tensor(std::vector<int64_t> shape, const std::vector<T>& values) {

@@ -62,8 +62,9 @@ TEST(QuantizeLinear, SweepWithinHalfAQuantumOfTheReference) {
       const double want = std::nearbyint(static_cast<double>(xs[i]) / scales[ch]) + zps[ch];
       const double clamped = std::min(255.0, std::max(0.0, want));
       ASSERT_EQ(q[i], static_cast<uint8_t>(clamped)) << "trial " << trial << " element " << i << " x " << xs[i];
-      if (want == clamped)  // inside the range: dequantized within half a quantum of x
+      if (want == clamped) {  // inside the range: dequantized within half a quantum of x
         ASSERT_LE(std::fabs(back[i] - xs[i]), scales[ch] * 0.5f * 1.0001f) << "trial " << trial;
+      }
     }
   }
 }

@@ -741,17 +741,6 @@ OPS += [Op(f"dequantize_{name}", [node("DequantizeLinear", ["x", "s", "z"], ["y"
             ("u8_tensor", U8, np.array(0.02, np.float32), np.array(128, np.uint8), {}),
             ("i8_channel", I8, np.array([0.5, 1.0, 2.0], np.float32), np.array([0, -5, 7], np.int8), {"axis": 1})]]
 # The QDQ form: a float op between DequantizeLinear and QuantizeLinear, as quantizers write it.
-OPS += [Op("qdq_conv", [node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
-                        node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
-                        node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("Relu", ["c"], ["r"]),
-                        node("QuantizeLinear", ["r", "ys", "yz"], ["yq"]), node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])],
-           [("xq", U8, ["N", 2, "H", 5])], [("y", F)], {"N": (0, 2), "H": (1, 6)},
-           [{"N": 0, "H": 3}, {"N": 1, "H": 1}, {"N": 2, "H": 6}],
-           consts={"xs": np.array(0.05, np.float32), "xz": np.array(120, np.uint8),
-                   "wq": (np.arange(36).reshape(2, 2, 3, 3) * 7 % 255 - 127).astype(np.int8),
-                   "ws": np.array([0.01, 0.02], np.float32), "wz": np.array([0, 0], np.int8),
-                   "ys": np.array(0.04, np.float32), "yz": np.array(0, np.uint8)},
-           notes="QDQ: uint8 activations, per-channel int8 weights, a float Conv+Relu between")]
 
 
 def model_proto(op):
