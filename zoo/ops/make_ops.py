@@ -30,9 +30,10 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.dirname(HERE)
 
-F, I64, BOOL, I8, U8 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8
-NP = {F: np.float32, I64: np.int64, BOOL: np.bool_, I8: np.int8, U8: np.uint8}
-DTYPE_NAME = {F: "float32", I64: "int64", BOOL: "bool", I8: "int8", U8: "uint8"}
+F, I64, BOOL, I8, U8, I32 = (TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8,
+                             TensorProto.INT32)
+NP = {F: np.float32, I64: np.int64, BOOL: np.bool_, I8: np.int8, U8: np.uint8, I32: np.int32}
+DTYPE_NAME = {F: "float32", I64: "int64", BOOL: "bool", I8: "int8", U8: "uint8", I32: "int32"}
 
 
 class Op:
@@ -719,28 +720,10 @@ OPS += [Op("yolo_nms", _yolo, [("boxes", F, [1, "N", 4]), ("scores", F, [1, 2, "
            notes="TopK's K read from the data (a count of scores over a threshold): 0, 1, some and all")]
 
 
-# QuantizeLinear and DequantizeLinear: per tensor and per channel, int8 and uint8, opset 10
-# (per tensor only) and 13; values that round half way (to even) and that saturate.
-_half = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 126.5, 127.5, 300, -300, 0, 3.25], np.float32)
-OPS += [Op(f"quantize_{name}", [node("QuantizeLinear", ["x", "s"] + (["z"] if z is not None else []), ["y"], **attrs)],
-           [("x", F, ["N", 3, "L"])], [("y", U8 if z is None or z.dtype == np.uint8 else I8)], {"N": (0, 3), "L": (1, 4)},
-           [{"N": 0, "L": 4}, {"N": 1, "L": 4, "values": {"x": _half.reshape(1, 3, 4)}}, {"N": 2, "L": 1}, {"N": 3, "L": 4}],
-           consts={"s": s_, **({"z": z} if z is not None else {})}, gen_scale={"x": 60.0}, opset=opset,
-           notes=f"QuantizeLinear {name}: round half to even, saturate")
-        for name, s_, z, attrs, opset in [
-            ("i8_tensor", np.array(0.5, np.float32), np.array(3, np.int8), {}, 13),
-            ("u8_tensor_opset10", np.array(1.0, np.float32), np.array(128, np.uint8), {}, 10),
-            ("u8_no_zero_point", np.array(0.25, np.float32), None, {}, 13),
-            ("i8_channel", np.array([0.5, 1.0, 2.0], np.float32), np.array([0, -5, 7], np.int8), {"axis": 1}, 13)]]
-OPS += [Op(f"dequantize_{name}", [node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)],
-           [("x", e, ["N", 3, "L"])], [("y", F)], {"N": (0, 3), "L": (1, 4)},
-           [{"N": 0, "L": 2}, {"N": 1, "L": 1}, {"N": 3, "L": 4}],
-           consts={"s": s_, "z": z}, opset=13, notes=f"DequantizeLinear {name}")
-        for name, e, s_, z, attrs in [
-            ("i8_tensor", I8, np.array(0.5, np.float32), np.array(-3, np.int8), {}),
-            ("u8_tensor", U8, np.array(0.02, np.float32), np.array(128, np.uint8), {}),
-            ("i8_channel", I8, np.array([0.5, 1.0, 2.0], np.float32), np.array([0, -5, 7], np.int8), {"axis": 1})]]
-# The QDQ form: a float op between DequantizeLinear and QuantizeLinear, as quantizers write it.
+# Quantized models (zoo/ops/quantized.py): Q/DQ, the QOperator form, dynamic quantization.
+import quantized  # noqa: E402
+OPS += quantized.ops(Op, node)
+
 
 
 def model_proto(op):

@@ -1,0 +1,120 @@
+"""The op zoo's quantized models (imported by make_ops.py): QuantizeLinear/DequantizeLinear,
+the QOperator form (QLinearConv, QLinearMatMul, the com.microsoft QLinear* ops), the integer
+forms (ConvInteger, MatMulInteger) and dynamic quantization (DynamicQuantizeLinear).
+
+Each runs in ONNX Runtime as written (graph optimizations off), so a QDQ model's reference
+is ONNX Runtime's float op between the dequantize and quantize; Kiln folds such a chain into
+one integer instruction, which may put a value one quantum away (the entry's tolerance)."""
+
+import numpy as np
+from onnx import TensorProto
+
+F, I8, U8, I32 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32
+
+
+def _f(*v):
+    return np.array(v if len(v) != 1 else v[0], np.float32)
+
+
+def _q_dq(Op, node):
+    # QuantizeLinear and DequantizeLinear: per tensor and per channel, int8 and uint8, opset 10
+    # (per tensor only) and 13; values that round half way (to even) and that saturate.
+    half = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 126.5, 127.5, 300, -300, 0, 3.25], np.float32)
+    ops = [Op(f"quantize_{name}", [node("QuantizeLinear", ["x", "s"] + (["z"] if z is not None else []), ["y"], **attrs)],
+              [("x", F, ["N", 3, "L"])], [("y", U8 if z is None or z.dtype == np.uint8 else I8)], {"N": (0, 3), "L": (1, 4)},
+              [{"N": 0, "L": 4}, {"N": 1, "L": 4, "values": {"x": half.reshape(1, 3, 4)}}, {"N": 2, "L": 1}, {"N": 3, "L": 4}],
+              consts={"s": s_, **({"z": z} if z is not None else {})}, gen_scale={"x": 60.0}, opset=opset,
+              notes=f"QuantizeLinear {name}: round half to even, saturate")
+           for name, s_, z, attrs, opset in [
+               ("i8_tensor", _f(0.5), np.array(3, np.int8), {}, 13),
+               ("u8_tensor_opset10", _f(1.0), np.array(128, np.uint8), {}, 10),
+               ("u8_no_zero_point", _f(0.25), None, {}, 13),
+               ("i8_channel", _f(0.5, 1.0, 2.0), np.array([0, -5, 7], np.int8), {"axis": 1}, 13)]]
+    ops += [Op(f"dequantize_{name}", [node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)],
+               [("x", e, ["N", 3, "L"])], [("y", F)], {"N": (0, 3), "L": (1, 4)},
+               [{"N": 0, "L": 2}, {"N": 1, "L": 1}, {"N": 3, "L": 4}],
+               consts={"s": s_, "z": z}, opset=13, notes=f"DequantizeLinear {name}")
+            for name, e, s_, z, attrs in [
+                ("i8_tensor", I8, _f(0.5), np.array(-3, np.int8), {}),
+                ("u8_tensor", U8, _f(0.02), np.array(128, np.uint8), {}),
+                ("i8_channel", I8, _f(0.5, 1.0, 2.0), np.array([0, -5, 7], np.int8), {"axis": 1})]]
+    return ops
+
+
+def _weights(shape, dtype, seed, bits=8):
+    """Random weights. With u8 activations, i8 weights take 7 bits (bits=7), as ONNX Runtime's
+    quantizer makes them (reduce_range): its AVX2 u8 x s8 kernel (vpmaddubsw) saturates the
+    int16 sum of two products otherwise, and its reference would be wrong, not Kiln's."""
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    lo, hi = (info.min, info.max) if bits == 8 else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return rng.integers(lo, hi + 1, shape).astype(dtype)
+
+
+def _qlinear_conv(Op, node):
+    ops = []
+    # u8 activations, i8 per-channel weights and an i32 bias (ONNX Runtime's static quantizer's
+    # usual choice), strided and padded.
+    ops.append(Op("qlinear_conv_u8_channel",
+                  [node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], pads=[1, 1, 1, 1],
+                        strides=[1, 2])],
+                  [("x", U8, ["N", 4, "H", "W"])], [("y", U8)], {"N": (0, 2), "H": (1, 7), "W": (1, 9)},
+                  [{"N": 0, "H": 3, "W": 4}, {"N": 1, "H": 1, "W": 1}, {"N": 1, "H": 5, "W": 2}, {"N": 2, "H": 7, "W": 9}],
+                  consts={"xs": _f(0.02), "xz": np.array(131, np.uint8), "w": _weights((6, 4, 3, 3), np.int8, 1, bits=7),
+                          "ws": _f(0.01, 0.02, 0.005, 0.015, 0.03, 0.008), "wz": np.zeros(6, np.int8),
+                          "ys": _f(0.1), "yz": np.array(120, np.uint8),
+                          "b": np.array([-2000, 0, 1500, 70000, -70000, 3], np.int32)},
+                  opset=13, notes="QLinearConv: u8 x, per-channel i8 w, i32 bias, strides (1, 2), pads 1"))
+    ops.append(Op("qlinear_conv_i8_group",
+                  [node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], group=2, dilations=[2, 2],
+                        pads=[2, 1, 2, 1])],
+                  [("x", I8, ["N", 4, "H", "W"])], [("y", I8)], {"N": (1, 2), "H": (1, 6), "W": (3, 6)},
+                  [{"N": 1, "H": 1, "W": 3}, {"N": 1, "H": 4, "W": 4}, {"N": 2, "H": 6, "W": 6}],
+                  consts={"xs": _f(0.05), "xz": np.array(-7, np.int8), "w": _weights((4, 2, 3, 3), np.int8, 2),
+                          "ws": _f(0.004), "wz": np.array(0, np.int8), "ys": _f(0.2), "yz": np.array(5, np.int8)},
+                  opset=13, notes="QLinearConv: i8 x, per-tensor i8 w, group 2, dilation 2"))
+    ops.append(Op("qlinear_conv_1d_u8_weights",
+                  [node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], pads=[2, 2])],
+                  [("x", U8, ["N", 3, "L"])], [("y", U8)], {"N": (0, 3), "L": (1, 40)},
+                  [{"N": 0, "L": 5}, {"N": 1, "L": 1}, {"N": 3, "L": 40}],
+                  consts={"xs": _f(0.03), "xz": np.array(128, np.uint8), "w": _weights((5, 3, 5), np.uint8, 3),
+                          "ws": _f(0.01), "wz": np.array(140, np.uint8), "ys": _f(0.25), "yz": np.array(100, np.uint8)},
+                  opset=10, notes="QLinearConv 1-D: u8 weights with a zero point (opset 10)"))
+    ops.append(Op("conv_integer",
+                  [node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[0, 1, 0, 1])],
+                  [("x", U8, ["N", 2, "H", 5])], [("y", I32)], {"N": (0, 2), "H": (2, 6)},
+                  [{"N": 0, "H": 2}, {"N": 1, "H": 2}, {"N": 2, "H": 6}],
+                  consts={"w": _weights((3, 2, 2, 3), np.uint8, 4), "xz": np.array(17, np.uint8), "wz": np.array(200, np.uint8)},
+                  opset=10, notes="ConvInteger: u8 x and w with zero points, int32 out"))
+    return ops
+
+
+def _matmul(Op, node):
+    ops = []
+    ops.append(Op("matmul_integer",
+                  [node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+                  [("a", U8, ["N", "L", 7])], [("y", I32)], {"N": (0, 3), "L": (1, 9)},
+                  [{"N": 0, "L": 3}, {"N": 1, "L": 1}, {"N": 3, "L": 9}],
+                  consts={"b": _weights((7, 4), np.int8, 5, bits=7), "az": np.array(128, np.uint8),
+                          "bz": np.array([0, 3, -4, 1], np.int8)},
+                  opset=10, notes="MatMulInteger: u8 activations, i8 weights with per-column zero points"))
+    ops.append(Op("qlinear_matmul",
+                  [node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"])],
+                  [("a", U8, ["N", "L", 8])], [("y", U8)], {"N": (0, 3), "L": (1, 9)},
+                  [{"N": 0, "L": 3}, {"N": 1, "L": 1}, {"N": 3, "L": 9}],
+                  consts={"as": _f(0.02), "az": np.array(120, np.uint8), "b": _weights((8, 6), np.int8, 6, bits=7),
+                          "bs": _f(0.01), "bz": np.array(0, np.int8), "ys": _f(0.05), "yz": np.array(128, np.uint8)},
+                  opset=10, notes="QLinearMatMul: u8 x i8, per tensor"))
+    ops.append(Op("dynamic_quantize_linear",
+                  [node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])],
+                  [("x", F, ["N", "L"])], [("y", U8), ("ys", F), ("yz", U8)], {"N": (1, 4), "L": (1, 16)},
+                  [{"N": 1, "L": 1}, {"N": 2, "L": 3, "values": {"x": np.zeros((2, 3), np.float32)}},
+                   {"N": 1, "L": 4, "values": {"x": _f(-3, -1, -0.5, -2).reshape(1, 4)}},
+                   {"N": 1, "L": 4, "values": {"x": _f(0.5, 1, 4, 2).reshape(1, 4)}}, {"N": 4, "L": 16}],
+                  gen_scale={"x": 3.0}, opset=11,
+                  notes="DynamicQuantizeLinear: random, all zero, all negative, all positive"))
+    return ops
+
+
+def ops(Op, node):
+    return _q_dq(Op, node) + _qlinear_conv(Op, node) + _matmul(Op, node)
