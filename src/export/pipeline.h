@@ -55,6 +55,8 @@ struct ExportReport {
   std::vector<std::string> fusions;  ///< "LayerNormalization '/ln1/LayerNormalization' <- 9 nodes"
   std::vector<std::string> notes;    ///< buckets written, warnings
   size_t fused_nodes = 0;
+  /// QDQ chains (DequantizeLinear -> Conv/MatMul -> QuantizeLinear) folded into integer instructions
+  size_t qdq_folded = 0;
 };
 
 /// An importer's part: fills `g` (a new method's graph, named opts.method_name) from the model

@@ -26,6 +26,9 @@ std::string format_report(const exporter::ExportReport& r) {
     for (const auto& [op, n] : by_op) o << sep << op << " x" << n, sep = ", ";
     o << "; kiln inspect lists them)\n";
   }
+  if (r.qdq_folded)
+    o << "  quantized: " << r.qdq_folded << " DequantizeLinear -> Conv/MatMul -> QuantizeLinear chain"
+      << (r.qdq_folded == 1 ? "" : "s") << " folded into integer instructions (QLinearConv, QLinearMatMul)\n";
   o << "  inputs:\n";
   for (const auto& s : r.inputs) o << "    " << s << "\n";
   if (!r.dims.empty()) {

@@ -159,6 +159,18 @@ TEST_P(OpZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
       EXPECT_TRUE(c["zero"].get<bool>() && c["one"].get<bool>() && c["some"].get<bool>() && c["bound_reached"].get<bool>())
           << c.dump();
   }
+  // The QDQ form: each chain around a Conv or MatMul is one integer instruction, and no float
+  // Conv or MatMul is left; an op without an integer kernel stays float between Q and DQ.
+  if (GetParam().rfind("qdq_", 0) == 0) {
+    CommandResult ins = run_command(bin("kiln") + " inspect " + kiln_path + " --json");
+    auto j = nlohmann::json::parse(ins.output, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << ins.output;
+    const auto& by_op = j["methods"][0]["instructions_by_op"];
+    const bool stays_float = GetParam().find("stays_float") != std::string::npos;
+    EXPECT_EQ(by_op.contains("QLinearConv") || by_op.contains("QLinearMatMul"), !stays_float) << by_op.dump();
+    EXPECT_FALSE(by_op.contains("Conv") || by_op.contains("MatMul") || by_op.contains("Relu") || by_op.contains("Clip"))
+        << by_op.dump();
+  }
   // Inputs the program refuses at execute (a branch's block whose guard fails where it runs).
   for (const auto& c : model.value("refused", nlohmann::json::array())) {
     std::string inputs;

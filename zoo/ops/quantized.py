@@ -116,5 +116,48 @@ def _matmul(Op, node):
     return ops
 
 
+def _qdq(Op, node):
+    """The QDQ form as static quantizers write it. ONNX Runtime (optimizations off) computes the
+    float op between; Kiln folds each chain into an integer instruction, so an output may sit
+    one quantum away: the tolerance is one output quantum (relative to 1 + |y|)."""
+    dq, q = "DequantizeLinear", "QuantizeLinear"
+    ops = [Op("qdq_conv", [node(dq, ["xq", "xs", "xz"], ["x"]), node(dq, ["wq", "ws", "wz"], ["w"], axis=0),
+                           node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("Relu", ["c"], ["r"]),
+                           node(q, ["r", "ys", "yz"], ["yq"]), node(dq, ["yq", "ys", "yz"], ["y"])],
+              [("xq", U8, ["N", 2, "H", 5])], [("y", F)], {"N": (0, 2), "H": (1, 6)},
+              [{"N": 0, "H": 3}, {"N": 1, "H": 1}, {"N": 2, "H": 6}],
+              consts={"xs": _f(0.05), "xz": np.array(120, np.uint8),
+                      "wq": (np.arange(36).reshape(2, 2, 3, 3) * 7 % 255 - 127).astype(np.int8),
+                      "ws": _f(0.01, 0.02), "wz": np.array([0, 0], np.int8), "ys": _f(0.04), "yz": np.array(0, np.uint8)},
+              tolerance=0.04, notes="QDQ: u8 activations, per-channel i8 weights, Conv+Relu between: one QLinearConv")]
+    ops.append(Op("qdq_conv_clip_bias",
+                  [node(dq, ["xq", "xs", "xz"], ["x"]), node(dq, ["wq", "ws", "wz"], ["w"]),
+                   node(dq, ["bq", "bs", "bz"], ["b"]), node("Conv", ["x", "w", "b"], ["c"], strides=[2, 2]),
+                   node("Clip", ["c", "lo", "hi"], ["r"]), node(q, ["r", "ys", "yz"], ["yq"]), node(dq, ["yq", "ys", "yz"], ["y"])],
+                  [("xq", I8, ["N", 3, "H", "W"])], [("y", F)], {"N": (1, 2), "H": (3, 9), "W": (3, 9)},
+                  [{"N": 1, "H": 3, "W": 3}, {"N": 1, "H": 4, "W": 7}, {"N": 2, "H": 9, "W": 9}],
+                  consts={"xs": _f(0.05), "xz": np.array(-10, np.int8), "wq": _weights((4, 3, 3, 3), np.int8, 7),
+                          "ws": _f(0.02), "wz": np.array(0, np.int8),
+                          "bq": np.array([-500, 200, 4000, -90], np.int32), "bs": _f(0.001), "bz": np.array(0, np.int32),
+                          "lo": _f(0.0), "hi": _f(6.0), "ys": _f(0.05), "yz": np.array(-128, np.int8)},
+                  tolerance=0.05, notes="QDQ: i8, an int32 bias, Conv+Clip(0, 6) (ReLU6) between, stride 2"))
+    ops.append(Op("qdq_matmul",
+                  [node(dq, ["aq", "as", "az"], ["a"]), node(dq, ["bq", "bs", "bz"], ["b"], axis=1),
+                   node("MatMul", ["a", "b"], ["c"]), node(q, ["c", "ys", "yz"], ["yq"]), node(dq, ["yq", "ys", "yz"], ["y"])],
+                  [("aq", U8, ["N", "L", 6])], [("y", F)], {"N": (1, 3), "L": (1, 12)},
+                  [{"N": 1, "L": 1}, {"N": 2, "L": 5}, {"N": 3, "L": 12}],
+                  consts={"as": _f(0.02), "az": np.array(128, np.uint8), "bq": _weights((6, 5), np.int8, 8),
+                          "bs": _f(0.01, 0.02, 0.03, 0.01, 0.005), "bz": np.zeros(5, np.int8),
+                          "ys": _f(0.08), "yz": np.array(128, np.uint8)},
+                  tolerance=0.08, notes="QDQ: MatMul with per-column i8 weights: one QLinearMatMul"))
+    ops.append(Op("qdq_add_stays_float",
+                  [node(dq, ["aq", "s", "z"], ["a"]), node(dq, ["bq", "s", "z"], ["b"]), node("Add", ["a", "b"], ["c"]),
+                   node(q, ["c", "s", "z"], ["yq"])],
+                  [("aq", U8, ["N", 4]), ("bq", U8, ["N", 4])], [("yq", U8)], {"N": (0, 5)}, [{"N": 0}, {"N": 1}, {"N": 5}],
+                  consts={"s": _f(0.1), "z": np.array(128, np.uint8)},
+                  notes="QDQ around an op Kiln has no integer kernel for: float between Q and DQ, exact"))
+    return ops
+
+
 def ops(Op, node):
-    return _q_dq(Op, node) + _qlinear_conv(Op, node) + _matmul(Op, node)
+    return _q_dq(Op, node) + _qlinear_conv(Op, node) + _matmul(Op, node) + _qdq(Op, node)

@@ -15,6 +15,7 @@
 #include "export/graph.h"
 #include "export/onnx/batch_norm_fold.h"
 #include "export/onnx/fuse_patterns.h"
+#include "export/onnx/qdq_fold.h"
 #include "export/onnx/importer.h"
 #include "export/onnx/onnx_proto.h"
 #include "core/status.h"
@@ -54,6 +55,10 @@ Status Importer::run(onnx::ModelProto& model) {
   report_->onnx_nodes = static_cast<size_t>(graph.node_size());
   KILN_ASSIGN_OR_RETURN(size_t bn_folded, fold_batch_norms(&graph));
   report_->removed_nodes += bn_folded;
+  if (opts_.fuse) {
+    KILN_ASSIGN_OR_RETURN(size_t qdq_removed, fold_qdq(&graph, &report_->qdq_folded));
+    report_->removed_nodes += qdq_removed;
+  }
   KILN_TRY(check_supported(graph));
   if (opts_.fuse) fusions_ = find_fusions(graph, opset_);
   for (const onnx::TensorProto& t : graph.initializer()) {

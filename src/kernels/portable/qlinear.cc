@@ -5,8 +5,8 @@
 // (w - wz), exact in int32; w's zero point is one value or one per output channel.
 // QLinearConv(x, x_scale, xz, w, w_scale, wz, y_scale, yz, B?): the same accumulator plus the
 // i32 bias, requantized to yz's dtype (quant.h); w_scale/wz per tensor or per output channel.
-// Kiln's QDQ folding sets the internal attribute relu=1 when a Relu sat between the Conv and
-// its QuantizeLinear: the output then saturates at the zero point from below.
+// Kiln's QDQ folding (export/onnx/qdq_fold.h) sets the internal attributes clamp_min and
+// clamp_max (output quanta) when a Relu or Clip sat between the op and its QuantizeLinear.
 // MatMulInteger(a, b, a_zero_point?, b_zero_point?) -> i32 and QLinearMatMul(a, a_scale, az,
 // b, b_scale, bz, y_scale, yz): numpy MatMul semantics; a's zero point is one value, b's one
 // value or one per column (b_scale too).
@@ -90,6 +90,13 @@ KernelStatus with_q8_types(const TensorView& x, const TensorView& w, Fn&& fn) {
   return KernelStatus::kOk;
 }
 
+/// The output's range: the dtype's, narrowed by a folded activation's clamp_min/clamp_max.
+void output_range(const RunCtx& c, DType t, int32_t* lo, int32_t* hi) {
+  *lo = static_cast<int32_t>(std::max<int64_t>(qmin(t), c.attrs.get_int("clamp_min", qmin(t))));
+  *hi = static_cast<int32_t>(std::min<int64_t>(qmax(t), c.attrs.get_int("clamp_max", qmax(t))));
+  if (*hi < *lo) *lo = *hi;  // Clip with min > max gives max
+}
+
 }  // namespace
 
 // ---- ConvInteger, QLinearConv ----------------------------------------------------------
@@ -147,7 +154,8 @@ KernelStatus qlinear_conv_run(const RunCtx& c) {
     return KernelStatus::kInvalidValue;
   const int32_t xz = zero_point_at(c, 2), yz = zero_point_at(c, 7);
   const float xs = scale_at(c, 1), ys = scale_at(c, 6);
-  const int32_t hi = qmax(yv.dtype), lo = c.attrs.get_int("relu", 0) ? std::max(yz, qmin(yv.dtype)) : qmin(yv.dtype);
+  int32_t lo, hi;
+  output_range(c, yv.dtype, &lo, &hi);
   const int32_t* bias = c.has_input(8) ? c.in(8).as<int32_t>() : nullptr;
   return with_q8_types(xv, wv, [&](const auto* x, const auto* w) {
     for (int64_t n = 0; n < planes.g.batch; ++n)
@@ -234,7 +242,8 @@ KernelStatus qlinear_matmul_run(const RunCtx& c) {
   if (mb.n > 0 && (acc == nullptr || c.scratch_bytes < static_cast<size_t>(mb.n) * 4)) return KernelStatus::kInvalidValue;
   const int32_t az = zero_point_at(c, 2), yz = zero_point_at(c, 7);
   const float as = scale_at(c, 1), ys = scale_at(c, 6);
-  const int32_t lo = qmin(yv.dtype), hi = qmax(yv.dtype);
+  int32_t lo, hi;
+  output_range(c, yv.dtype, &lo, &hi);
   return with_q8_types(c.in(0), c.in(3), [&](const auto* a, const auto* b) {
     for (int64_t t = 0; t < mb.batches; ++t) {
       int64_t a_off, b_off;

@@ -1,0 +1,249 @@
+#include "export/onnx/qdq_fold.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "export/onnx/onnx_proto.h"
+
+namespace kiln::exporter {
+
+namespace {
+
+int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t def) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return a.i();
+  return def;
+}
+
+/// The graph as the folding reads it: producers, readers and initializers by value name.
+class QdqView {
+ public:
+  explicit QdqView(onnx::GraphProto* g) : g_(g) {
+    count_uses(*g, &uses_);
+    for (int i = 0; i < g->node_size(); ++i) {
+      for (const std::string& o : g->node(i).output()) producer_[o] = i;
+      for (const std::string& in : g->node(i).input()) readers_[in].push_back(i);
+    }
+    for (const onnx::TensorProto& t : g->initializer()) inits_[t.name()] = &t;
+  }
+
+  const onnx::NodeProto* producer(const std::string& v, const char* op) const {
+    auto it = producer_.find(v);
+    return it != producer_.end() && g_->node(it->second).op_type() == op ? &g_->node(it->second) : nullptr;
+  }
+  /// v's only reader, when v is read once in all (graph outputs count) and that reader is `op`.
+  int only_reader(const std::string& v, const char* op) const {
+    auto u = uses_.find(v);
+    auto r = readers_.find(v);
+    if (u == uses_.end() || u->second != 1 || r == readers_.end() || r->second.size() != 1) return -1;
+    return g_->node(r->second[0]).op_type() == op ? r->second[0] : -1;
+  }
+  /// An initializer's contents (nullopt-like false when v is none or unreadable).
+  bool init(const std::string& v, HostTensor* t) const {
+    auto it = inits_.find(v);
+    if (it == inits_.end()) return false;
+    Result<HostTensor> h = tensor_from_proto(*it->second, v);
+    if (!h.ok()) return false;
+    *t = std::move(*h);
+    return true;
+  }
+  bool is_init(const std::string& v) const { return inits_.count(v) > 0; }
+
+ private:
+  onnx::GraphProto* g_;
+  std::map<std::string, int> uses_, producer_;
+  std::map<std::string, std::vector<int>> readers_;
+  std::map<std::string, const onnx::TensorProto*> inits_;
+};
+
+int64_t numel(const HostTensor& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+/// A DequantizeLinear or QuantizeLinear whose scale and zero point are initializers: the
+/// quantized side's name, the scales, and the zero point's name and dtype.
+struct QParams {
+  std::string q, scale, zp;
+  std::vector<float> scales;
+  DType zp_dtype = DType::kU8;
+  int64_t axis = 1;
+};
+
+bool qparams(const QdqView& v, const onnx::NodeProto& n, QParams* p) {
+  if (n.input_size() < 3 || n.input(2).empty()) return false;  // without a zero point, x's dtype is unknown here
+  HostTensor s, z;
+  if (!v.init(n.input(1), &s) || s.dtype != DType::kF32 || !v.init(n.input(2), &z)) return false;
+  if ((z.dtype != DType::kI8 && z.dtype != DType::kU8) || numel(z) != numel(s)) return false;
+  if (attr_int(n, "block_size", 0) != 0) return false;
+  p->q = n.input(0);
+  p->scale = n.input(1);
+  p->zp = n.input(2);
+  p->zp_dtype = z.dtype;
+  p->axis = attr_int(n, "axis", 1);
+  const float* f = reinterpret_cast<const float*>(s.bytes.data());
+  p->scales.assign(f, f + numel(s));
+  for (float x : p->scales)
+    if (!(x > 0.f) || !std::isfinite(x)) return false;
+  return true;
+}
+
+/// The output activation between the op and its QuantizeLinear, as a clamp in float
+/// (-inf/inf: none), and the value that QuantizeLinear reads.
+struct Activation {
+  int node = -1;
+  float lo = -INFINITY, hi = INFINITY;
+};
+
+bool activation(const QdqView& v, const onnx::GraphProto& g, const std::string& out, Activation* a, std::string* q_in) {
+  *q_in = out;
+  int r = v.only_reader(out, "Relu");
+  if (r >= 0) {
+    *a = {r, 0.f, INFINITY};
+    *q_in = g.node(r).output(0);
+    return true;
+  }
+  r = v.only_reader(out, "Clip");
+  if (r < 0) return true;
+  const onnx::NodeProto& c = g.node(r);
+  Activation clip{r};
+  for (const auto& at : c.attribute()) {  // opset < 11
+    if (at.name() == "min") clip.lo = at.f();
+    if (at.name() == "max") clip.hi = at.f();
+  }
+  for (int k = 1; k < c.input_size() && k < 3; ++k) {
+    if (c.input(k).empty()) continue;
+    HostTensor t;
+    if (!v.init(c.input(k), &t) || t.dtype != DType::kF32 || numel(t) != 1) return false;
+    (k == 1 ? clip.lo : clip.hi) = reinterpret_cast<const float*>(t.bytes.data())[0];
+  }
+  *a = clip;
+  *q_in = c.output(0);
+  return true;
+}
+
+/// f quantized as QuantizeLinear does it (round half to even, saturate).
+int64_t quantize_value(float f, float scale, int64_t zp, DType t) {
+  const int64_t lo = t == DType::kI8 ? -128 : 0, hi = t == DType::kI8 ? 127 : 255;
+  if (std::isinf(f)) return f < 0 ? lo : hi;
+  const double v = std::nearbyint(f / scale) + static_cast<double>(zp);
+  return v < lo ? lo : v > hi ? hi : static_cast<int64_t>(v);
+}
+
+onnx::AttributeProto int_attr(const char* name, int64_t v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(v);
+  return a;
+}
+
+/// The bias as int32 in the accumulator's scale x_scale * w_scale[m]: a DequantizeLinear of
+/// an int32 initializer is taken as written; a float initializer is quantized. "" when the
+/// bias is neither; `name` for a new initializer.
+std::string int_bias(const QdqView& v, onnx::GraphProto* g, const std::string& b, const QParams& x, const QParams& w,
+                     int64_t channels) {
+  if (const onnx::NodeProto* dq = v.producer(b, "DequantizeLinear")) {
+    HostTensor q;
+    if (dq->input_size() >= 1 && v.init(dq->input(0), &q) && q.dtype == DType::kI32 && numel(q) == channels) return dq->input(0);
+    return "";
+  }
+  HostTensor f;
+  if (!v.init(b, &f) || f.dtype != DType::kF32 || numel(f) != channels) return "";
+  std::vector<int32_t> q(static_cast<size_t>(channels));
+  for (int64_t m = 0; m < channels; ++m) {
+    const double s = static_cast<double>(x.scales[0]) * w.scales[w.scales.size() == 1 ? 0 : m];
+    const double r = std::nearbyint(reinterpret_cast<const float*>(f.bytes.data())[m] / s);
+    if (!(std::fabs(r) < 2147483647.0)) return "";
+    q[static_cast<size_t>(m)] = static_cast<int32_t>(r);
+  }
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name(b + "_quantized");
+  t->set_data_type(onnx::TensorProto::INT32);
+  t->add_dims(channels);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(q.data()), q.size() * sizeof(int32_t)));
+  return t->name();
+}
+
+/// Folds the chain around node i (Conv or MatMul) into one QLinearConv or QLinearMatMul;
+/// appends the nodes it replaced to *drop. False (nothing changed) when it does not fit.
+bool fold_one(const QdqView& v, onnx::GraphProto* g, int i, std::set<int>* drop) {
+  onnx::NodeProto& n = *g->mutable_node(i);
+  const bool conv = n.op_type() == "Conv";
+  if (n.input_size() < 2 || n.output_size() != 1) return false;
+  const onnx::NodeProto* dx = v.producer(n.input(0), "DequantizeLinear");
+  const onnx::NodeProto* dw = v.producer(n.input(1), "DequantizeLinear");
+  QParams x, w, y;
+  if (!dx || !dw || !qparams(v, *dx, &x) || !qparams(v, *dw, &w) || x.scales.size() != 1) return false;
+  HostTensor wq;
+  if (!v.init(w.q, &wq) || wq.dtype != w.zp_dtype || wq.shape.size() < 2) return false;
+  const int64_t rank = static_cast<int64_t>(wq.shape.size());
+  const int64_t channels = conv ? wq.shape[0] : wq.shape[rank - 1];
+  if (!conv && rank != 2) return false;  // QLinearMatMul's per-column scales: a 2-D weight
+  if (w.scales.size() != 1) {
+    const int64_t axis = w.axis < 0 ? w.axis + rank : w.axis;
+    if (static_cast<int64_t>(w.scales.size()) != channels || axis != (conv ? 0 : rank - 1)) return false;
+  }
+  Activation act;
+  std::string q_in;
+  if (!activation(v, *g, n.output(0), &act, &q_in)) return false;
+  const int qi = v.only_reader(q_in, "QuantizeLinear");
+  if (qi < 0 || !qparams(v, g->node(qi), &y) || y.scales.size() != 1) return false;
+  std::string bias;
+  if (conv && n.input_size() > 2 && !n.input(2).empty() && (bias = int_bias(v, g, n.input(2), x, w, channels)).empty())
+    return false;
+  if (!conv && n.input_size() > 2) return false;
+  HostTensor yz;
+  v.init(y.zp, &yz);
+  const int64_t zp = yz.dtype == DType::kI8 ? reinterpret_cast<const int8_t*>(yz.bytes.data())[0] : yz.bytes[0];
+  std::vector<std::string> ins = {x.q, x.scale, x.zp, w.q, w.scale, w.zp, y.scale, y.zp};
+  if (!bias.empty()) ins.push_back(bias);
+  const std::string out = g->node(qi).output(0);
+  n.set_op_type(conv ? "QLinearConv" : "QLinearMatMul");
+  n.clear_input();
+  for (const std::string& s : ins) n.add_input(s);
+  n.set_output(0, out);
+  if (act.node >= 0) {
+    *n.add_attribute() = int_attr("clamp_min", quantize_value(act.lo, y.scales[0], zp, y.zp_dtype));
+    *n.add_attribute() = int_attr("clamp_max", quantize_value(act.hi, y.scales[0], zp, y.zp_dtype));
+    drop->insert(act.node);
+  }
+  drop->insert(qi);
+  return true;
+}
+
+}  // namespace
+
+Result<size_t> fold_qdq(onnx::GraphProto* g, size_t* folded_ops) {
+  *folded_ops = 0;
+  std::set<int> drop;
+  {
+    QdqView v(g);
+    for (int i = 0; i < g->node_size(); ++i) {
+      const std::string& op = g->node(i).op_type();
+      if ((op == "Conv" || op == "MatMul") && fold_one(v, g, i, &drop)) ++*folded_ops;
+    }
+  }
+  if (*folded_ops == 0) return 0;
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it) g->mutable_node()->DeleteSubrange(*it, 1);
+  // DequantizeLinears that only the folded ops read are gone with them.
+  size_t removed = drop.size();
+  for (bool again = true; again;) {
+    again = false;
+    std::map<std::string, int> uses;
+    count_uses(*g, &uses);
+    for (int i = g->node_size() - 1; i >= 0; --i)
+      if (g->node(i).op_type() == "DequantizeLinear" && uses[g->node(i).output(0)] == 0) {
+        g->mutable_node()->DeleteSubrange(i, 1);
+        ++removed;
+        again = true;
+      }
+  }
+  return removed;
+}
+
+}  // namespace kiln::exporter

@@ -1,0 +1,22 @@
+#pragma once
+// QDQ folding: the chains a static quantizer writes around Conv and MatMul,
+//   DequantizeLinear(x) , DequantizeLinear(W) [, DequantizeLinear(B)] -> Conv -> [Relu | Clip]
+//   -> QuantizeLinear,
+// become one QLinearConv (QLinearMatMul for a MatMul), which runs in integers: int8 in, int8
+// out, an int32 accumulator, one requantization. A Relu or Clip between becomes the
+// instruction's clamp in output quanta (internal attributes clamp_min/clamp_max), exactly:
+// quantizing is monotone, so it commutes with clamping. A float bias is quantized with the
+// scale x_scale * w_scale, as quantizers do. Chains that do not fit (an activation quantized
+// per channel, a scale that is not an initializer, an output read elsewhere) stay as they are:
+// float between an explicit dequantize and quantize.
+
+#include "kiln/status.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln::exporter {
+
+/// Rewrites `graph` in place; returns how many nodes disappeared (the Conv/MatMul's
+/// QuantizeLinear, a Relu or Clip between, and the DequantizeLinears nothing else reads).
+Result<size_t> fold_qdq(onnx::GraphProto* graph, size_t* folded_ops);
+
+}  // namespace kiln::exporter
