@@ -23,23 +23,23 @@ inline nlohmann::json zoo_manifest(const std::string& file = "manifest.json") {
   return nlohmann::json::parse(f, nullptr, false);
 }
 
-/// Names of the op zoo's models (zoo/ops/make_ops.py), in manifest order.
-inline std::vector<std::string> op_zoo_names() {
+/// Names of the models of manifest `file` (relative to zoo/), in manifest order.
+inline std::vector<std::string> manifest_names(const std::string& file) {
   std::vector<std::string> names;
-  nlohmann::json m = zoo_manifest("ops/manifest.json");
+  nlohmann::json m = zoo_manifest(file);
   if (m.is_discarded()) return names;
   for (const auto& x : m["models"]) names.push_back(x["name"]);
   return names;
 }
 
+/// Names of the op zoo's models (zoo/ops/make_ops.py), in manifest order.
+inline std::vector<std::string> op_zoo_names() { return manifest_names("ops/manifest.json"); }
+
 /// Names of the zoo's models, in manifest order.
-inline std::vector<std::string> zoo_model_names() {
-  std::vector<std::string> names;
-  nlohmann::json m = zoo_manifest();
-  if (m.is_discarded()) return names;
-  for (const auto& x : m["models"]) names.push_back(x["name"]);
-  return names;
-}
+inline std::vector<std::string> zoo_model_names() { return manifest_names("manifest.json"); }
+
+/// Names of the quantized zoo's models (zoo/quantized/make_quantized.py).
+inline std::vector<std::string> quantized_zoo_names() { return manifest_names("quantized/manifest.json"); }
 
 /// The manifest entry of model `name` (null when absent).
 inline nlohmann::json zoo_model(const std::string& name) {

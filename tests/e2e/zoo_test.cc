@@ -181,6 +181,30 @@ TEST_P(OpZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
   }
 }
 
+// The quantized zoo (zoo/quantized/make_quantized.py): the zoo's models quantized by ONNX
+// Runtime's quantizer (static QDQ, dynamic), against ONNX Runtime on the same quantized ONNX at
+// the float zoo's shapes; then random admissible shapes through kiln sweep.
+class QuantizedZoo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantizedZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
+  nlohmann::json model = find_model("quantized/manifest.json", GetParam());
+  ASSERT_FALSE(model.is_null());
+  const std::string kiln_path = ::kiln::testing::scratch_dir() + "/quantized_" + GetParam() + ".kiln";
+  double max_err = 0;
+  export_and_compare(model, kiln_path, &max_err);
+  if (HasFatalFailure()) return;
+  CommandResult sw = run_command(bin("kiln") + " sweep " + kiln_path + " --samples=2 --json");
+  EXPECT_EQ(sw.exit_code, 0) << sw.output;
+  auto swj = nlohmann::json::parse(sw.output, nullptr, false);
+  ASSERT_FALSE(swj.is_discarded()) << sw.output;
+  EXPECT_EQ(swj["failures"], 0) << sw.output;
+  std::printf("quantized zoo %-24s max |kiln - ort| / (1 + |ort|) %.2e (tolerance %.0e, reference: %s)\n", GetParam().c_str(),
+              max_err, model["tolerance"].get<double>(), model["reference"].get<std::string>().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Quantized, QuantizedZoo, ::testing::ValuesIn(quantized_zoo_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
 INSTANTIATE_TEST_SUITE_P(Ops, OpZoo, ::testing::ValuesIn(op_zoo_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
