@@ -14,12 +14,14 @@
 // widened to hold 0, mapped onto [0, 255]; a NaN or infinite x fails the run.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "kernels/kernel.h"
 #include "kernels/portable/conv.h"
 #include "kernels/portable/matmul.h"
 #include "kernels/portable/quant.h"
+#include "kernels/simd/int8_gemm.h"
 #include "core/status.h"
 
 namespace kiln::kernels {
@@ -169,6 +171,9 @@ KernelStatus qlinear_conv_run(const RunCtx& c) {
 }
 
 // ---- MatMulInteger, QLinearMatMul ------------------------------------------------------
+// Each batch: A and B packed into scratch as int16 with their zero points subtracted
+// (simd/int8_gemm.h), B once when every batch reads the same one (a weight), then the GEMM
+// over row blocks on the pool.
 
 namespace {
 
@@ -178,15 +183,84 @@ ExprId columns(ShapeCtx& c, size_t b) {
   return s.size() == 1 ? c.pool.constant(1) : s.back();
 }
 
-/// Row i of one batch's product into acc[0, n): sum over k of (a[i,k] - az) * (b[k,j] - bz(j)).
-template <typename A, typename B, typename Bz>
-void int_matmul_row(const A* a_row, int32_t az, const B* b, Bz bz, int64_t k_len, int64_t n, int32_t* acc) {
-  for (int64_t j = 0; j < n; ++j) acc[j] = 0;
-  for (int64_t k = 0; k < k_len; ++k) {
-    const int32_t av = static_cast<int32_t>(a_row[k]) - az;
-    const B* br = b + k * n;
-    for (int64_t j = 0; j < n; ++j) acc[j] += av * (static_cast<int32_t>(br[j]) - bz(j));
+/// Scratch of a product of inputs #a and #b: packed A and B (int8_gemm.h) with room to align
+/// each part to 64 bytes, plus an int32 m x n result when `with_c`.
+ExprId gemm_scratch(ShapeCtx& c, size_t a, size_t b, bool with_c) {
+  core::ExprPool& p = c.pool;
+  const std::vector<ExprId>& as = c.in(a).shape;
+  const ExprId m = as.size() == 1 ? p.constant(1) : as[as.size() - 2];
+  const ExprId k1 = p.add(as.back(), p.constant(1)), n = columns(c, b);
+  ExprId bytes = p.mul(p.constant(2), p.add(p.mul(m, k1), p.mul(p.add(n, p.constant(16)), k1)));
+  if (with_c) bytes = p.add(bytes, p.mul(p.constant(4), p.mul(m, n)));
+  return p.add(bytes, p.constant(192));
+}
+
+/// The packed operands and result of one product in scratch.
+struct GemmScratch {
+  int16_t* a = nullptr;
+  int16_t* b = nullptr;
+  int32_t* c = nullptr;
+  bool fits = false;
+
+  GemmScratch(const RunCtx& ctx, const MatmulBatch& mb, bool with_c) {
+    auto align = [](size_t x) { return (x + 63) / 64 * 64; };
+    const size_t k = static_cast<size_t>(mb.k), m = static_cast<size_t>(mb.m), n = static_cast<size_t>(mb.n);
+    const size_t a_bytes = align(simd::int8_gemm_a_elems(m, k) * 2), b_bytes = align(simd::int8_gemm_b_elems(k, n) * 2);
+    const size_t need = a_bytes + b_bytes + (with_c ? m * n * 4 : 0);
+    auto* base = static_cast<unsigned char*>(ctx.scratch);
+    fits = need == 0 || (base != nullptr && ctx.scratch_bytes >= need);
+    if (!fits || base == nullptr) return;
+    a = reinterpret_cast<int16_t*>(base);
+    b = reinterpret_cast<int16_t*>(base + a_bytes);
+    c = reinterpret_cast<int32_t*>(base + a_bytes + b_bytes);
   }
+};
+
+template <typename A>
+void pack_a(const A* a, int32_t az, size_t m, size_t k, int16_t* out) {
+  const size_t stride = 2 * simd::int8_gemm_k_pairs(k);
+  for (size_t r = 0; r < m; ++r) {
+    int16_t* o = out + r * stride;
+    for (size_t kk = 0; kk < k; ++kk) o[kk] = static_cast<int16_t>(static_cast<int32_t>(a[r * k + kk]) - az);
+    for (size_t kk = k; kk < stride; ++kk) o[kk] = 0;
+  }
+}
+
+/// B (k x n) minus its zero point `bz` (one value, or one per column) into the packed layout.
+template <typename B>
+void pack_b(const B* b, const TensorView* bz, size_t k, size_t n, int16_t* out) {
+  std::memset(out, 0, simd::int8_gemm_b_elems(k, n) * sizeof(int16_t));
+  const size_t kp = simd::int8_gemm_k_pairs(k);
+  for (size_t j = 0; j < n; ++j) {
+    const int32_t z = bz == nullptr ? 0 : int_at(*bz, bz->numel() == 1 ? 0 : static_cast<int64_t>(j));
+    for (size_t kk = 0; kk < k; ++kk)
+      out[simd::int8_gemm_b_index(kp, kk, j)] = static_cast<int16_t>(static_cast<int32_t>(b[kk * n + j]) - z);
+  }
+}
+
+/// Every batch of A x B with zero points (input #az of A, #bz of B: per column) as int32 into
+/// `out(t)` (row stride n), the result of batch t; `done(t)` then reads it.
+template <typename OutFn, typename DoneFn>
+KernelStatus int_matmul(const RunCtx& c, const MatmulBatch& mb, uint32_t ai, uint32_t bi, uint32_t azi, uint32_t bzi,
+                        const GemmScratch& s, OutFn&& out, DoneFn&& done) {
+  if (!s.fits) return KernelStatus::kInvalidValue;
+  const int32_t az = zero_point_at(c, azi);
+  const TensorView* bz = c.has_input(bzi) ? &c.in(bzi) : nullptr;
+  const size_t m = static_cast<size_t>(mb.m), k = static_cast<size_t>(mb.k), n = static_cast<size_t>(mb.n);
+  return with_q8_types(c.in(ai), c.in(bi), [&](const auto* a, const auto* b) {
+    int64_t packed_b = -1;
+    for (int64_t t = 0; t < mb.batches; ++t) {
+      int64_t a_off, b_off;
+      mb.offsets(t, &a_off, &b_off);
+      pack_a(a + a_off, az, m, k, s.a);
+      if (b_off != packed_b) pack_b(b + b_off, bz, k, n, s.b);
+      packed_b = b_off;
+      int32_t* y = out(t);
+      const size_t grain = std::max<size_t>(4, (1 << 16) / std::max<size_t>(1, k * n));
+      parallel_for(c, m, grain, [&](size_t r0, size_t r1) { simd::int8_gemm(s.a, s.b, k, n, y, n, r0, r1); });
+      done(t);
+    }
+  });
 }
 
 }  // namespace
@@ -202,6 +276,7 @@ Status matmul_integer_shape(ShapeCtx& c) {
     if (c.in(i).dtype != c.in(i - 2).dtype) return c.error("zero point (input #" + std::to_string(i) + ") must have its operand's dtype");
     KILN_TRY(one_or_per_axis(c, i, "zero point", i == 3 ? columns(c, 1) : core::kNoExpr));
   }
+  c.scratch_bytes = gemm_scratch(c, 0, 1, false);
   c.out(0).dtype = DType::kI32;
   c.out(0).shape = std::move(out);
   return ok_status();
@@ -210,16 +285,8 @@ Status matmul_integer_shape(ShapeCtx& c) {
 KernelStatus matmul_integer_run(const RunCtx& c) {
   const MatmulBatch mb(c.in(0), c.in(1));
   int32_t* y = c.out(0).as<int32_t>();
-  const int32_t az = zero_point_at(c, 2);
-  return with_q8_types(c.in(0), c.in(1), [&](const auto* a, const auto* b) {
-    for (int64_t t = 0; t < mb.batches; ++t) {
-      int64_t a_off, b_off;
-      mb.offsets(t, &a_off, &b_off);
-      for (int64_t i = 0; i < mb.m; ++i)
-        int_matmul_row(a + a_off + i * mb.k, az, b + b_off, [&](int64_t j) { return zero_point_at(c, 3, j); }, mb.k, mb.n,
-                       y + (t * mb.m + i) * mb.n);
-    }
-  });
+  return int_matmul(c, mb, 0, 1, 2, 3, GemmScratch(c, mb, false), [&](int64_t t) { return y + t * mb.m * mb.n; },
+                    [](int64_t) {});
 }
 
 Status qlinear_matmul_shape(ShapeCtx& c) {
@@ -230,7 +297,7 @@ Status qlinear_matmul_shape(ShapeCtx& c) {
   KILN_TRY(check_quantized_operand(c, 3, 4, 5, columns(c, 3)));
   KILN_TRY(check_quantized_operand(c, kNoInput, 6, 7));
   KILN_ASSIGN_OR_RETURN(c.out(0).dtype, quantized_output_dtype(c, 7));
-  c.scratch_bytes = c.pool.mul(c.pool.constant(static_cast<int64_t>(sizeof(int32_t))), columns(c, 3));
+  c.scratch_bytes = gemm_scratch(c, 0, 3, true);
   c.out(0).shape = std::move(out);
   return ok_status();
 }
@@ -238,23 +305,18 @@ Status qlinear_matmul_shape(ShapeCtx& c) {
 KernelStatus qlinear_matmul_run(const RunCtx& c) {
   const MatmulBatch mb(c.in(0), c.in(3));
   TensorView& yv = c.out(0);
-  int32_t* acc = static_cast<int32_t*>(c.scratch);
-  if (mb.n > 0 && (acc == nullptr || c.scratch_bytes < static_cast<size_t>(mb.n) * 4)) return KernelStatus::kInvalidValue;
-  const int32_t az = zero_point_at(c, 2), yz = zero_point_at(c, 7);
+  const GemmScratch s(c, mb, true);
+  const int32_t yz = zero_point_at(c, 7);
   const float as = scale_at(c, 1), ys = scale_at(c, 6);
   int32_t lo, hi;
   output_range(c, yv.dtype, &lo, &hi);
-  return with_q8_types(c.in(0), c.in(3), [&](const auto* a, const auto* b) {
-    for (int64_t t = 0; t < mb.batches; ++t) {
-      int64_t a_off, b_off;
-      mb.offsets(t, &a_off, &b_off);
-      for (int64_t i = 0; i < mb.m; ++i) {
-        int_matmul_row(a + a_off + i * mb.k, az, b + b_off, [&](int64_t j) { return zero_point_at(c, 5, j); }, mb.k, mb.n, acc);
-        const int64_t at = (t * mb.m + i) * mb.n;
-        for (int64_t j = 0; j < mb.n; ++j) store_q(yv, at + j, requantize(acc[j], as * scale_at(c, 4, j) / ys, yz, lo, hi));
-      }
-    }
-  });
+  return int_matmul(c, mb, 0, 3, 2, 5, s, [&](int64_t) { return s.c; },
+                    [&](int64_t t) {
+                      const int64_t at = t * mb.m * mb.n;
+                      for (int64_t i = 0; i < mb.m; ++i)
+                        for (int64_t j = 0; j < mb.n; ++j)
+                          store_q(yv, at + i * mb.n + j, requantize(s.c[i * mb.n + j], as * scale_at(c, 4, j) / ys, yz, lo, hi));
+                    });
 }
 
 // ---- DynamicQuantizeLinear --------------------------------------------------------------
