@@ -22,6 +22,7 @@
 #include "kernels/portable/matmul.h"
 #include "kernels/portable/quant.h"
 #include "kernels/simd/int8_gemm.h"
+#include "kernels/simd/quantize.h"
 #include "core/status.h"
 
 namespace kiln::kernels {
@@ -334,18 +335,15 @@ Status dynamic_quantize_linear_shape(ShapeCtx& c) {
 KernelStatus dynamic_quantize_linear_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const float* x = xv.as<float>();
-  const int64_t n = xv.numel();
+  const size_t n = static_cast<size_t>(xv.numel());
   float lo = 0.f, hi = 0.f;  // the range always holds 0
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) return KernelStatus::kInvalidValue;
-    lo = x[i] < lo ? x[i] : lo;
-    hi = x[i] > hi ? x[i] : hi;
-  }
+  if (n > 0 && !simd::finite_min_max(x, n, &lo, &hi)) return KernelStatus::kInvalidValue;
+  lo = std::min(lo, 0.f);
+  hi = std::max(hi, 0.f);
   const float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
   const float z0 = -lo / scale;
   const int32_t zp = static_cast<int32_t>(std::nearbyint(z0 < 0.f ? 0.f : z0 > 255.f ? 255.f : z0));
-  uint8_t* y = c.out(0).as<uint8_t>();
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<uint8_t>(round_to_quantum(x[i] / scale, zp, 0, 255));
+  simd::quantize_u8(x, n, scale, zp, 0, 255, c.out(0).as<uint8_t>());
   if (c.num_outputs > 1 && c.outputs[1]) c.out(1).as<float>()[0] = scale;
   if (c.num_outputs > 2 && c.outputs[2]) c.out(2).as<uint8_t>()[0] = static_cast<uint8_t>(zp);
   return KernelStatus::kOk;

@@ -15,7 +15,10 @@
 #include <limits>
 #include <string>
 
+#include <type_traits>
+
 #include "kernels/kernel.h"
+#include "kernels/simd/quantize.h"
 #include "core/status.h"
 
 namespace kiln::kernels {
@@ -55,15 +58,18 @@ KernelStatus quantize_typed(const RunCtx& c, const QuantAxis& q) {
   const float* xs = x.as<float>();
   const float* scale = c.in(1).as<float>();
   T* y = c.out(0).as<T>();
-  const float lo = static_cast<float>(std::numeric_limits<T>::min()), hi = static_cast<float>(std::numeric_limits<T>::max());
+  const int32_t lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
   const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(xs[i])) return KernelStatus::kInvalidValue;
-  for (int64_t i = 0; i < n; ++i) {
+  float mn, mx;
+  if (n > 0 && !simd::finite_min_max(xs, static_cast<size_t>(n), &mn, &mx)) return KernelStatus::kInvalidValue;
+  // Runs of `inner` values share a channel (the whole tensor per tensor).
+  const int64_t run = q.channels == 1 ? n : q.inner;
+  for (int64_t i = 0; i < n; i += run) {
     const int64_t ch = q.channels == 1 ? 0 : i / q.inner % q.channels;
-    float v = std::nearbyint(xs[i] / scale[ch]) + static_cast<float>(zero_point(c, ch));
-    v = v < lo ? lo : v > hi ? hi : v;
-    y[i] = static_cast<T>(v);
+    if constexpr (std::is_same_v<T, uint8_t>)
+      simd::quantize_u8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), lo, hi, y + i);
+    else
+      simd::quantize_i8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), lo, hi, y + i);
   }
   return KernelStatus::kOk;
 }

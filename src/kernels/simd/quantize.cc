@@ -1,0 +1,122 @@
+#include "kernels/simd/quantize.h"
+
+#include <cmath>
+
+#include "kernels/simd/vmath.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace kiln::simd {
+
+namespace {
+
+template <typename T>
+void quantize_scalar(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, T* y) {
+  const float fl = static_cast<float>(lo - zp), fh = static_cast<float>(hi - zp);
+  for (size_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v < fl ? fl : v > fh ? fh : v;
+    y[i] = static_cast<T>(static_cast<int32_t>(std::nearbyint(v)) + zp);
+  }
+}
+
+#if defined(__x86_64__)
+#define KILN_AVX2_Q __attribute__((target("avx2")))
+
+// 8 values: the quotient clamped to [lo - zp, hi - zp] (integers, so clamping before rounding
+// is clamping after), rounded to nearest even, plus zp, as int32.
+KILN_AVX2_Q inline __m256i quantize8(const float* x, __m256 scale, __m256 fl, __m256 fh, __m256i zp) {
+  __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), scale);
+  v = _mm256_min_ps(_mm256_max_ps(v, fl), fh);
+  return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), zp);
+}
+
+template <bool Signed>
+KILN_AVX2_Q void quantize_avx2(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, void* out) {
+  const __m256 s = _mm256_set1_ps(scale), fl = _mm256_set1_ps(static_cast<float>(lo - zp)),
+               fh = _mm256_set1_ps(static_cast<float>(hi - zp));
+  const __m256i z = _mm256_set1_epi32(zp);
+  auto* y = static_cast<unsigned char*>(out);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = quantize8(x + i, s, fl, fh, z), b = quantize8(x + i + 8, s, fl, fh, z),
+                  c = quantize8(x + i + 16, s, fl, fh, z), d = quantize8(x + i + 24, s, fl, fh, z);
+    // The values are already in range: packing saturates nothing; permute undoes the lane split.
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i bytes = Signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  if (Signed)
+    quantize_scalar(x + i, n - i, scale, zp, lo, hi, reinterpret_cast<int8_t*>(y + i));
+  else
+    quantize_scalar(x + i, n - i, scale, zp, lo, hi, y + i);
+}
+
+KILN_AVX2_Q bool min_max_avx2(const float* x, size_t n, float* lo, float* hi) {
+  __m256 mn = _mm256_set1_ps(INFINITY), mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    // |v| < inf is false for NaN and +-inf.
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_NLT_UQ));
+    mn = _mm256_min_ps(mn, v);
+    mx = _mm256_max_ps(mx, v);
+  }
+  if (_mm256_movemask_ps(bad) != 0) return false;
+  alignas(32) float a[8], b[8];
+  _mm256_store_ps(a, mn);
+  _mm256_store_ps(b, mx);
+  float l = a[0], h = b[0];
+  for (int k = 1; k < 8; ++k) l = a[k] < l ? a[k] : l, h = b[k] > h ? b[k] : h;
+  for (; i < n; ++i) {
+    if (!std::isfinite(x[i])) return false;
+    l = x[i] < l ? x[i] : l;
+    h = x[i] > h ? x[i] : h;
+  }
+  *lo = l;
+  *hi = h;
+  return true;
+}
+#endif
+
+bool min_max_scalar(const float* x, size_t n, float* lo, float* hi) {
+  float l = x[0], h = x[0];
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return false;
+    l = x[i] < l ? x[i] : l;
+    h = x[i] > h ? x[i] : h;
+  }
+  *lo = l;
+  *hi = h;
+  return true;
+}
+
+}  // namespace
+
+bool finite_min_max(const float* x, size_t n, float* lo, float* hi) {
+#if defined(__x86_64__)
+  if (has_avx2() && n >= 8) return min_max_avx2(x, n, lo, hi);
+#endif
+  return min_max_scalar(x, n, lo, hi);
+}
+
+void quantize_u8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, uint8_t* y) {
+#if defined(__x86_64__)
+  if (has_avx2()) return quantize_avx2<false>(x, n, scale, zp, lo, hi, y);
+#endif
+  quantize_scalar(x, n, scale, zp, lo, hi, y);
+}
+
+void quantize_i8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, int8_t* y) {
+#if defined(__x86_64__)
+  if (has_avx2()) return quantize_avx2<true>(x, n, scale, zp, lo, hi, y);
+#endif
+  quantize_scalar(x, n, scale, zp, lo, hi, y);
+}
+
+}  // namespace kiln::simd
