@@ -103,6 +103,141 @@ void output_range(const RunCtx& c, DType t, int32_t* lo, int32_t* hi) {
 }  // namespace
 
 // ---- ConvInteger, QLinearConv ----------------------------------------------------------
+// A group with more than one input channel per group runs as GEMMs (simd/int8_gemm.h): the
+// group's weights minus their zero points (Mg x K, K = Cg * kernel volume) times the input's
+// columns (im2col, K x P, x minus its zero point, padding 0), a tile of kConvTile output
+// positions at a time, so scratch stays small at any image size. Depthwise groups (one input
+// channel) convolve directly (ConvPlanes). Both are exact in int32.
+
+namespace {
+
+template <typename A>
+void pack_a(const A* a, int32_t az, size_t m, size_t k, int16_t* out);
+
+constexpr int64_t kConvTile = 256;  // output positions per GEMM tile (a multiple of kInt8GemmCols)
+
+/// Scratch of a grouped convolution of input #x by weight #w (constant sizes except the
+/// output's): packed weights, one packed tile of columns, one int32 tile per output channel
+/// of a group (GEMM), or one output plane (depthwise).
+ExprId conv_scratch(ShapeCtx& c, size_t x, size_t w, const std::vector<ExprId>& y) {
+  core::ExprPool& p = c.pool;
+  const std::vector<ExprId>& ws = c.in(w).shape;
+  ExprId k1 = ws[1];
+  for (size_t d = 2; d < ws.size(); ++d) k1 = p.mul(k1, ws[d]);
+  k1 = p.add(k1, p.constant(1));
+  const ExprId m = ws[0];  // at least a group's output channels
+  ExprId gemm = p.mul(p.constant(2), p.add(p.mul(m, k1), p.mul(p.constant(kConvTile + 16), k1)));
+  gemm = p.add(gemm, p.mul(p.constant(4 * kConvTile), m));
+  (void)x;
+  return p.add(p.add(gemm, plane_bytes(p, y)), p.constant(256));
+}
+
+/// Where the parts of a convolution's scratch start (64-byte aligned), for this run's sizes.
+struct ConvScratch {
+  int16_t* a = nullptr;  // Mg x 2*k_pairs
+  int16_t* b = nullptr;  // one tile of columns, packed
+  int32_t* c = nullptr;  // Mg x kConvTile, or one output plane (depthwise)
+  bool fits = false;
+
+  ConvScratch(const RunCtx& ctx, size_t mg, size_t k, size_t plane) {
+    auto align = [](size_t v) { return (v + 63) / 64 * 64; };
+    const size_t a_bytes = align(simd::int8_gemm_a_elems(mg, k) * 2),
+                 b_bytes = align(simd::int8_gemm_b_elems(k, kConvTile) * 2);
+    const size_t c_bytes = std::max(mg * kConvTile, plane) * 4;
+    auto* base = static_cast<unsigned char*>(ctx.scratch);
+    fits = base != nullptr && ctx.scratch_bytes >= a_bytes + b_bytes + c_bytes;
+    if (!fits) return;
+    a = reinterpret_cast<int16_t*>(base);
+    b = reinterpret_cast<int16_t*>(base + a_bytes);
+    c = reinterpret_cast<int32_t*>(base + a_bytes + b_bytes);
+  }
+};
+
+/// Row kk of group g's im2col of batch n over output positions [p0, p1) into row[0, p1 - p0):
+/// x minus xz where the tap lands inside the input, 0 in the padding. Walks the positions one
+/// output row (od, oh) at a time, the valid ow range clipped once per row.
+template <typename X>
+void im2col_row(const X* xg, int32_t xz, const ConvPlanes& cp, int64_t kk, int64_t p0, int64_t p1, int16_t* row) {
+  const ConvDims& d = cp.g;
+  const Window& win = cp.win;
+  const int64_t kw = kk % d.k[kSlotW], kh = kk / d.k[kSlotW] % d.k[kSlotH], kd = kk / cp.k_plane % d.k[kSlotD];
+  const X* xc = xg + kk / cp.k_vol * cp.in_vol;
+  const int64_t sw = win.stride[kSlotW], off_w = kw * win.dilation[kSlotW] - win.pad_begin[kSlotW];
+  int64_t ow_lo, ow_hi;
+  clip_range(off_w, sw, d.in[kSlotW], d.out[kSlotW], &ow_lo, &ow_hi);
+  for (int64_t p = p0; p < p1;) {
+    const int64_t row_start = p / d.out[kSlotW] * d.out[kSlotW], ow0 = p - row_start;
+    const int64_t ow1 = std::min(d.out[kSlotW], ow0 + (p1 - p));
+    const int64_t od = row_start / cp.out_plane, oh = row_start % cp.out_plane / d.out[kSlotW];
+    const int64_t id = od * win.stride[kSlotD] + kd * win.dilation[kSlotD] - win.pad_begin[kSlotD];
+    const int64_t ih = oh * win.stride[kSlotH] + kh * win.dilation[kSlotH] - win.pad_begin[kSlotH];
+    int16_t* r = row + (p - p0) - ow0;  // r[ow] is position row_start + ow
+    const bool inside = id >= 0 && id < d.in[kSlotD] && ih >= 0 && ih < d.in[kSlotH];
+    const int64_t lo = inside ? std::max(ow0, ow_lo) : ow1, hi = inside ? std::min(ow1, ow_hi) : ow1;
+    for (int64_t ow = ow0; ow < std::min(lo, ow1); ++ow) r[ow] = 0;
+    const X* xr = xc + (id * d.in[kSlotH] + ih) * d.in[kSlotW] + off_w;
+    if (sw == 1) {
+      for (int64_t ow = lo; ow < hi; ++ow) r[ow] = static_cast<int16_t>(static_cast<int32_t>(xr[ow]) - xz);
+    } else {
+      for (int64_t ow = lo; ow < hi; ++ow) r[ow] = static_cast<int16_t>(static_cast<int32_t>(xr[ow * sw]) - xz);
+    }
+    for (int64_t ow = std::max(hi, lo); ow < ow1; ++ow) r[ow] = 0;
+    p = row_start + ow1;
+  }
+}
+
+/// Columns [p0, p1) of group g's im2col of batch n, packed (int8_gemm.h) two rows at a time.
+template <typename X>
+void pack_columns(const X* x, int32_t xz, const ConvPlanes& cp, int64_t n, int64_t g, int64_t p0, int64_t p1, int16_t* out) {
+  const int64_t k = cp.group_ch * cp.k_vol, cols = p1 - p0;
+  const size_t kp = simd::int8_gemm_k_pairs(static_cast<size_t>(k)), block = kp * 2 * simd::kInt8GemmCols;
+  if (cols % static_cast<int64_t>(simd::kInt8GemmCols) != 0)  // the last block's padding columns
+    std::memset(out, 0, simd::int8_gemm_b_elems(static_cast<size_t>(k), static_cast<size_t>(cols)) * sizeof(int16_t));
+  const X* xg = x + (n * cp.g.in_ch + g * cp.group_ch) * cp.in_vol;
+  int16_t rows[2][kConvTile];
+  for (int64_t kk = 0; kk < k; kk += 2) {
+    im2col_row(xg, xz, cp, kk, p0, p1, rows[0]);
+    if (kk + 1 < k)
+      im2col_row(xg, xz, cp, kk + 1, p0, p1, rows[1]);
+    else
+      std::memset(rows[1], 0, sizeof(rows[1]));
+    simd::interleave_pairs(rows[0], rows[1], static_cast<size_t>(cols), out + kk / 2 * 2 * simd::kInt8GemmCols, block);
+  }
+}
+
+/// Every output plane (n, m) of an integer convolution as int32, handed to
+/// `emit(n, m, acc, p0, count)` a run of positions at a time (acc[i] is position p0 + i).
+template <typename X, typename W, typename Emit>
+KernelStatus int_conv(const RunCtx& c, const ConvPlanes& cp, const X* x, int32_t xz, const W* w, uint32_t wzi, Emit&& emit) {
+  const int64_t mg = cp.out_per_group, k = cp.group_ch * cp.k_vol, groups = cp.g.out_ch / std::max<int64_t>(1, mg);
+  const ConvScratch s(c, static_cast<size_t>(mg), static_cast<size_t>(k), static_cast<size_t>(cp.out_vol));
+  if (!s.fits) return cp.out_vol == 0 || cp.g.batch == 0 ? KernelStatus::kOk : KernelStatus::kInvalidValue;
+  for (int64_t n = 0; n < cp.g.batch; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      if (cp.group_ch == 1 && mg == 1) {  // depthwise: directly, one plane
+        cp.accumulate<int32_t>(x, xz, w, zero_point_at(c, wzi, g), n, g, 0, s.c);
+        emit(n, g, s.c, 0, cp.out_vol);
+        continue;
+      }
+      pack_a(w + g * mg * k, 0, static_cast<size_t>(mg), static_cast<size_t>(k), s.a);
+      for (int64_t m = 0; m < mg; ++m) {  // the weights' zero points, per output channel
+        const int32_t wz = zero_point_at(c, wzi, g * mg + m);
+        int16_t* row = s.a + m * 2 * static_cast<int64_t>(simd::int8_gemm_k_pairs(static_cast<size_t>(k)));
+        for (int64_t kk = 0; kk < k && wz != 0; ++kk) row[kk] = static_cast<int16_t>(row[kk] - wz);
+      }
+      for (int64_t p0 = 0; p0 < cp.out_vol; p0 += kConvTile) {
+        const int64_t p1 = std::min(cp.out_vol, p0 + kConvTile), cols = p1 - p0;
+        pack_columns(x, xz, cp, n, g, p0, p1, s.b);
+        parallel_for(c, static_cast<size_t>(mg), 8, [&](size_t r0, size_t r1) {
+          simd::int8_gemm(s.a, s.b, static_cast<size_t>(k), static_cast<size_t>(cols), s.c, kConvTile, r0, r1);
+        });
+        for (int64_t m = 0; m < mg; ++m) emit(n, g * mg + m, s.c + m * kConvTile, p0, cols);
+      }
+    }
+  return KernelStatus::kOk;
+}
+
+}  // namespace
 
 Status conv_integer_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(2, 4));
@@ -115,6 +250,7 @@ Status conv_integer_shape(ShapeCtx& c) {
     if (c.in(i).dtype != c.in(i - 2).dtype) return c.error("zero point (input #" + std::to_string(i) + ") must have its operand's dtype");
     KILN_TRY(one_or_per_axis(c, i, "zero point", i == 3 ? c.in(1).shape[0] : core::kNoExpr));
   }
+  c.scratch_bytes = conv_scratch(c, 0, 1, out);
   c.out(0).dtype = DType::kI32;
   c.out(0).shape = std::move(out);
   return ok_status();
@@ -126,11 +262,13 @@ KernelStatus conv_integer_run(const RunCtx& c) {
   const ConvPlanes planes(xv, wv, c.out(0), c.op_data->as<ConvPrep>());
   int32_t* y = c.out(0).as<int32_t>();
   const int32_t xz = zero_point_at(c, 2);
-  return with_q8_types(xv, wv, [&](const auto* x, const auto* w) {
-    for (int64_t n = 0; n < planes.g.batch; ++n)
-      for (int64_t m = 0; m < planes.g.out_ch; ++m)
-        planes.accumulate<int32_t>(x, xz, w, zero_point_at(c, 3, m), n, m, 0, y + (n * planes.g.out_ch + m) * planes.out_vol);
+  KernelStatus st = KernelStatus::kOk;
+  KernelStatus types = with_q8_types(xv, wv, [&](const auto* x, const auto* w) {
+    st = int_conv(c, planes, x, xz, w, 3, [&](int64_t n, int64_t m, const int32_t* acc, int64_t p0, int64_t count) {
+      std::memcpy(y + (n * planes.g.out_ch + m) * planes.out_vol + p0, acc, static_cast<size_t>(count) * sizeof(int32_t));
+    });
   });
+  return types != KernelStatus::kOk ? types : st;
 }
 
 Status qlinear_conv_shape(ShapeCtx& c) {
@@ -142,7 +280,7 @@ Status qlinear_conv_shape(ShapeCtx& c) {
   KILN_TRY(check_quantized_operand(c, kNoInput, 6, 7));
   if (c.has_input(8)) KILN_TRY(c.expect_dtype(8, DType::kI32));
   KILN_ASSIGN_OR_RETURN(c.out(0).dtype, quantized_output_dtype(c, 7));
-  c.scratch_bytes = plane_bytes(c.pool, out);
+  c.scratch_bytes = conv_scratch(c, 0, 3, out);
   c.out(0).shape = std::move(out);
   return ok_status();
 }
@@ -152,23 +290,24 @@ KernelStatus qlinear_conv_run(const RunCtx& c) {
   const TensorView& wv = c.in(3);
   TensorView& yv = c.out(0);
   const ConvPlanes planes(xv, wv, yv, c.op_data->as<ConvPrep>());
-  int32_t* acc = static_cast<int32_t*>(c.scratch);
-  if (planes.out_vol > 0 && (acc == nullptr || c.scratch_bytes < static_cast<size_t>(planes.out_vol) * 4))
-    return KernelStatus::kInvalidValue;
   const int32_t xz = zero_point_at(c, 2), yz = zero_point_at(c, 7);
   const float xs = scale_at(c, 1), ys = scale_at(c, 6);
   int32_t lo, hi;
   output_range(c, yv.dtype, &lo, &hi);
   const int32_t* bias = c.has_input(8) ? c.in(8).as<int32_t>() : nullptr;
-  return with_q8_types(xv, wv, [&](const auto* x, const auto* w) {
-    for (int64_t n = 0; n < planes.g.batch; ++n)
-      for (int64_t m = 0; m < planes.g.out_ch; ++m) {
-        planes.accumulate<int32_t>(x, xz, w, zero_point_at(c, 5, m), n, m, bias ? bias[m] : 0, acc);
-        const float ratio = xs * scale_at(c, 4, m) / ys;
-        const int64_t at = (n * planes.g.out_ch + m) * planes.out_vol;
-        for (int64_t i = 0; i < planes.out_vol; ++i) store_q(yv, at + i, requantize(acc[i], ratio, yz, lo, hi));
-      }
+  KernelStatus st = KernelStatus::kOk;
+  KernelStatus types = with_q8_types(xv, wv, [&](const auto* x, const auto* w) {
+    st = int_conv(c, planes, x, xz, w, 5, [&](int64_t n, int64_t m, const int32_t* acc, int64_t p0, int64_t count) {
+      const float ratio = xs * scale_at(c, 4, m) / ys;
+      const int32_t b = bias ? bias[m] : 0;
+      const int64_t at = (n * planes.g.out_ch + m) * planes.out_vol + p0;
+      if (yv.dtype == DType::kU8)
+        simd::requantize_u8(acc, static_cast<size_t>(count), b, ratio, yz, lo, hi, yv.as<uint8_t>() + at);
+      else
+        simd::requantize_i8(acc, static_cast<size_t>(count), b, ratio, yz, lo, hi, yv.as<int8_t>() + at);
+    });
   });
+  return types != KernelStatus::kOk ? types : st;
 }
 
 // ---- MatMulInteger, QLinearMatMul ------------------------------------------------------

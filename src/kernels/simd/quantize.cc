@@ -22,8 +22,66 @@ void quantize_scalar(const float* x, size_t n, float scale, int32_t zp, int32_t 
   }
 }
 
+template <typename T>
+void requantize_scalar(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, T* y) {
+  const float fl = static_cast<float>(lo - zp), fh = static_cast<float>(hi - zp);
+  for (size_t i = 0; i < n; ++i) {
+    float v = static_cast<float>(acc[i] + bias) * ratio;
+    v = v < fl ? fl : v > fh ? fh : v;
+    y[i] = static_cast<T>(static_cast<int32_t>(std::nearbyint(v)) + zp);
+  }
+}
+
+void interleave_scalar(const int16_t* r0, const int16_t* r1, size_t n, int16_t* out, size_t block_stride) {
+  for (size_t j = 0; j < n; ++j) {
+    int16_t* o = out + (j / 16) * block_stride + (j % 16) * 2;
+    o[0] = r0[j];
+    o[1] = r1[j];
+  }
+}
+
 #if defined(__x86_64__)
 #define KILN_AVX2_Q __attribute__((target("avx2")))
+
+KILN_AVX2_Q void interleave_avx2(const int16_t* r0, const int16_t* r1, size_t n, int16_t* out, size_t block_stride) {
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + j));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + j));
+    const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);  // per 128-bit lane
+    int16_t* o = out + (j / 16) * block_stride;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+  interleave_scalar(r0 + j, r1 + j, n - j, out + (j / 16) * block_stride, block_stride);
+}
+
+KILN_AVX2_Q inline __m256i requantize8(const int32_t* p, __m256i b, __m256 r, __m256 fl, __m256 fh, __m256i z) {
+  __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), b)), r);
+  v = _mm256_min_ps(_mm256_max_ps(v, fl), fh);
+  return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), z);
+}
+
+template <bool Signed>
+KILN_AVX2_Q void requantize_avx2(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi,
+                                 void* out) {
+  const __m256 r = _mm256_set1_ps(ratio), fl = _mm256_set1_ps(static_cast<float>(lo - zp)),
+               fh = _mm256_set1_ps(static_cast<float>(hi - zp));
+  const __m256i z = _mm256_set1_epi32(zp), b = _mm256_set1_epi32(bias);
+  auto* y = static_cast<unsigned char*>(out);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i ab = _mm256_packs_epi32(requantize8(acc + i, b, r, fl, fh, z), requantize8(acc + i + 8, b, r, fl, fh, z));
+    const __m256i cd = _mm256_packs_epi32(requantize8(acc + i + 16, b, r, fl, fh, z), requantize8(acc + i + 24, b, r, fl, fh, z));
+    const __m256i bytes = Signed ? _mm256_packs_epi16(ab, cd) : _mm256_packus_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  if (Signed)
+    requantize_scalar(acc + i, n - i, bias, ratio, zp, lo, hi, reinterpret_cast<int8_t*>(y + i));
+  else
+    requantize_scalar(acc + i, n - i, bias, ratio, zp, lo, hi, y + i);
+}
 
 // 8 values: the quotient clamped to [lo - zp, hi - zp] (integers, so clamping before rounding
 // is clamping after), rounded to nearest even, plus zp, as int32.
@@ -97,6 +155,27 @@ bool min_max_scalar(const float* x, size_t n, float* lo, float* hi) {
 }
 
 }  // namespace
+
+void requantize_u8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, uint8_t* y) {
+#if defined(__x86_64__)
+  if (has_avx2()) return requantize_avx2<false>(acc, n, bias, ratio, zp, lo, hi, y);
+#endif
+  requantize_scalar(acc, n, bias, ratio, zp, lo, hi, y);
+}
+
+void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, int8_t* y) {
+#if defined(__x86_64__)
+  if (has_avx2()) return requantize_avx2<true>(acc, n, bias, ratio, zp, lo, hi, y);
+#endif
+  requantize_scalar(acc, n, bias, ratio, zp, lo, hi, y);
+}
+
+void interleave_pairs(const int16_t* row0, const int16_t* row1, size_t n, int16_t* out, size_t block_stride) {
+#if defined(__x86_64__)
+  if (has_avx2()) return interleave_avx2(row0, row1, n, out, block_stride);
+#endif
+  interleave_scalar(row0, row1, n, out, block_stride);
+}
 
 bool finite_min_max(const float* x, size_t n, float* lo, float* hi) {
 #if defined(__x86_64__)

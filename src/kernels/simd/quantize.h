@@ -17,4 +17,13 @@ bool finite_min_max(const float* x, size_t n, float* lo, float* hi);
 void quantize_u8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, uint8_t* y);
 void quantize_i8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, int8_t* y);
 
+/// Requantization of int32 accumulators (quant.h): y[i] = saturate(round_half_even(
+/// float(acc[i] + bias) * ratio) + zp) into [lo, hi], the same bits on every path.
+void requantize_u8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, uint8_t* y);
+void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, int8_t* y);
+
+/// out[2j + t] = row_t[j] (t = 0, 1) for j in [0, n) in blocks: the pair layout of
+/// int8_gemm.h's packed B for one k pair, `block_stride` int16 between column blocks of 16.
+void interleave_pairs(const int16_t* row0, const int16_t* row1, size_t n, int16_t* out, size_t block_stride);
+
 }  // namespace kiln::simd
