@@ -26,9 +26,12 @@ std::string format_report(const exporter::ExportReport& r) {
     for (const auto& [op, n] : by_op) o << sep << op << " x" << n, sep = ", ";
     o << "; kiln inspect lists them)\n";
   }
-  if (r.qdq_folded)
+  if (r.qdq_folded || r.retyped_u8) {
     o << "  quantized: " << r.qdq_folded << " DequantizeLinear -> Conv/MatMul -> QuantizeLinear chain"
-      << (r.qdq_folded == 1 ? "" : "s") << " folded into integer instructions (QLinearConv, QLinearMatMul)\n";
+      << (r.qdq_folded == 1 ? "" : "s") << " folded into integer instructions (QLinearConv, QLinearMatMul); "
+      << r.retyped_u8 << " uint8 activation" << (r.retyped_u8 == 1 ? "" : "s")
+      << " held as int8 (zero point - 128, the same values) for int8 weights' kernels\n";
+  }
   o << "  inputs:\n";
   for (const auto& s : r.inputs) o << "    " << s << "\n";
   if (!r.dims.empty()) {

@@ -89,6 +89,60 @@ struct XnnConv : XnnOp {
   }
 };
 
+// QLinearConv on XNNPACK's qc8 (int8, a weight scale per output channel or one for all) or
+// qu8 (uint8) convolution. Its requantization (x_scale * w_scale / y_scale in f32, round half
+// to even) is the portable kernel's (kernels/portable/quant.h): the same bytes.
+struct XnnQConv : XnnOp {
+  Status create(const OpSource& src) override {
+    const OpPlan& p = plan;
+    const auto& o = src.operands;
+    const size_t m_all = p.groups * p.group_out, k_plane = p.kernel_h * p.kernel_w, cg = p.group_in;
+    const auto* w = static_cast<const uint8_t*>(o[3].const_data);  // bytes of i8 or u8
+    std::vector<uint8_t> packed(m_all * k_plane * cg);
+    for (size_t oc = 0; oc < m_all; ++oc)
+      for (size_t c = 0; c < cg; ++c)
+        for (size_t k = 0; k < k_plane; ++k) packed[(oc * k_plane + k) * cg + c] = w[(oc * cg + c) * k_plane + k];
+    const float xs = *static_cast<const float*>(o[1].const_data), ys = *static_cast<const float*>(o[6].const_data);
+    const auto* ws = static_cast<const float*>(o[4].const_data);
+    const auto* bias = o.size() > 8 && o[8].present ? static_cast<const int32_t*>(o[8].const_data) : nullptr;
+    std::vector<core::AttrRef> storage;
+    const core::Attrs attrs = src.attrs(&storage);
+    const Padding pad(p);
+    u8 = o[0].dtype == DType::kU8;
+    if (u8) {
+      const int32_t lo = std::max<int64_t>(0, attrs.get_int("clamp_min", 0)), hi = std::min<int64_t>(255, attrs.get_int("clamp_max", 255));
+      return check_create(xnn_create_convolution2d_nhwc_qu8(
+                              pad.top, pad.right, pad.bottom, pad.left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w,
+                              p.dilation_h, p.dilation_w, p.groups, p.group_in, p.group_out, p.groups * p.group_in,
+                              p.groups * p.group_out, *static_cast<const uint8_t*>(o[2].const_data), xs,
+                              *static_cast<const uint8_t*>(o[5].const_data), ws[0], packed.data(), bias,
+                              *static_cast<const uint8_t*>(o[7].const_data), ys, static_cast<uint8_t>(lo),
+                              static_cast<uint8_t>(hi), pad.flags, &xop),
+                          what);
+    }
+    int64_t ws_count = 1;
+    for (core::ExprId e : o[4].shape) ws_count *= const_of(src.exprs->data(), e);
+    std::vector<float> scales(m_all);
+    for (size_t oc = 0; oc < m_all; ++oc) scales[oc] = ws[ws_count == 1 ? 0 : oc];
+    const int32_t lo = std::max<int64_t>(-128, attrs.get_int("clamp_min", -128)), hi = std::min<int64_t>(127, attrs.get_int("clamp_max", 127));
+    return check_create(xnn_create_convolution2d_nhwc_qc8(
+                            pad.top, pad.right, pad.bottom, pad.left, p.kernel_h, p.kernel_w, p.stride_h, p.stride_w,
+                            p.dilation_h, p.dilation_w, p.groups, p.group_in, p.group_out, p.groups * p.group_in,
+                            p.groups * p.group_out, *static_cast<const int8_t*>(o[2].const_data), xs, scales.data(),
+                            reinterpret_cast<const int8_t*>(packed.data()), bias, *static_cast<const int8_t*>(o[7].const_data),
+                            ys, static_cast<int8_t>(lo), static_cast<int8_t>(hi), pad.flags, &xop),
+                        what);
+  }
+  Status setup() override {
+    size_t n, h, w, c;
+    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
+    if (u8)
+      return check_setup(xnn_setup_convolution2d_nhwc_qu8(xop, n, h, w, ins[0]->as<uint8_t>(), out->as<uint8_t>(), pool), *this);
+    return check_setup(xnn_setup_convolution2d_nhwc_qc8(xop, n, h, w, ins[0]->as<int8_t>(), out->as<int8_t>(), pool), *this);
+  }
+  bool u8 = false;
+};
+
 struct XnnDeconv : XnnOp {
   Status create(const OpSource& src) override {
     // ONNX weights [G*Cg, Mg, (kH,) kW] -> XNNPACK [G, Mg, kH, kW, Cg].
@@ -247,6 +301,35 @@ Status plan_conv(const PlanInput& in, OpPlan* p) {
   return ok_status();
 }
 
+// QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?): the float planner's
+// geometry; int8 x, weights and y with weights symmetric (XNNPACK's qc8, per channel or per
+// tensor), or uint8 all three with one weight scale (qu8). Everything but x is constant.
+Status plan_qconv(const PlanInput& in, OpPlan* p) {
+  const std::vector<Operand>& ins = in.ins;
+  if (ins.size() < 8) return decline("missing operands");
+  for (size_t k = 1; k < ins.size(); ++k)
+    if (ins[k].present && !ins[k].const_data) return decline("scales, zero points, weights and bias must be constant");
+  if (!ins[2].present || !ins[5].present || !ins[7].present) return decline("a zero point is omitted");
+  const DType xt = ins[0].dtype, wt = ins[3].dtype, yt = ins[7].dtype;
+  const bool s8 = xt == DType::kI8 && wt == DType::kI8 && yt == DType::kI8;
+  const bool u8 = xt == DType::kU8 && wt == DType::kU8 && yt == DType::kU8;
+  if (!s8 && !u8) return decline("int8 x, weights and output (qc8), or uint8 all three (qu8); not a mix");
+  int64_t wz_count = 1;
+  for (core::ExprId e : ins[5].shape) wz_count *= const_of(in.exprs, e);
+  if (s8) {
+    const int8_t* wz = static_cast<const int8_t*>(ins[5].const_data);
+    for (int64_t k = 0; k < wz_count; ++k)
+      if (wz[k] != 0) return decline("int8 weights with a nonzero zero point");
+  } else if (wz_count != 1) {
+    return decline("uint8 weights quantized per channel");
+  }
+  std::vector<Operand> geometry = {ins[0], ins[3]};
+  if (ins.size() > 8 && ins[8].present) geometry.push_back(ins[8]);
+  KILN_TRY(plan_conv(PlanInput{in.op, in.attrs, geometry, in.out_shapes, in.exprs}, p));
+  p->kind = OpKind::kQConv;
+  return ok_status();
+}
+
 Status plan_conv_transpose(const PlanInput& in, OpPlan* p) {
   KILN_TRY(conv_operands(in.ins));
   const Operand& x = in.ins[0];
@@ -297,6 +380,7 @@ Status plan_matmul(const PlanInput& in, OpPlan* p) {
 
 std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource&) {
   if (p.kind == OpKind::kBatchMatMul) return std::make_unique<BatchMatMul>();
+  if (p.kind == OpKind::kQConv) return std::make_unique<XnnQConv>();
   // Dense convolutions and fully connected layers run on Kiln's kernel where the CPU has it;
   // depthwise ones too, except the windows XNNPACK's unipass microkernels cover (4, 9 and 25
   // taps; others, such as 7x7, fall back to a grouped GEMM there).

@@ -351,6 +351,25 @@ Status plan_unary(const PlanInput& in, OpPlan* p) {
   return ok_status();
 }
 
+// QuantizeLinear (f32 -> i8/u8) and DequantizeLinear (i8/u8 -> f32) with one scale and zero
+// point: pointwise, so they follow the region's layout and keep a quantized region whole.
+Status plan_quantize(const PlanInput& in, OpPlan* p) {
+  const DType x = in.ins[0].dtype;
+  if (in.op == "QuantizeLinear" ? x != DType::kF32 : (x != DType::kI8 && x != DType::kU8))
+    return decline("only f32 to int8/uint8 and back");
+  for (size_t k = 1; k < in.ins.size() && k < 3; ++k) {
+    if (!in.ins[k].present) continue;
+    if (!in.ins[k].const_data) return decline("the scale or zero point is not constant");
+    for (core::ExprId e : in.ins[k].shape)
+      if (const_of(in.exprs, e) != 1) return decline("per-channel scales (the axis depends on the layout)");
+  }
+  p->kind = OpKind::kUnary;
+  p->layout = Layout::kEither;
+  p->unary = UnaryOp::kPortable;
+  p->own_kernel = true;
+  return ok_status();
+}
+
 Status plan_batch_norm(const PlanInput& in, OpPlan* p) {
   for (size_t k = 1; k < 5; ++k)
     if (k >= in.ins.size() || !in.ins[k].const_data) return decline("statistics are not constant");

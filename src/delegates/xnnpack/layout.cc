@@ -85,4 +85,16 @@ void to_channels_first(const float* src, float* dst, size_t n, size_t c, size_t 
   transpose_batched(src, dst, n, p, c, pool);
 }
 
+void to_channels_last_bytes(const uint8_t* src, uint8_t* dst, size_t n, size_t c, size_t p) {
+  for (size_t b = 0; b < n; ++b)
+    for (size_t ch = 0; ch < c; ++ch)
+      for (size_t i = 0; i < p; ++i) dst[(b * p + i) * c + ch] = src[(b * c + ch) * p + i];
+}
+
+void to_channels_first_bytes(const uint8_t* src, uint8_t* dst, size_t n, size_t c, size_t p) {
+  for (size_t b = 0; b < n; ++b)
+    for (size_t i = 0; i < p; ++i)
+      for (size_t ch = 0; ch < c; ++ch) dst[(b * c + ch) * p + i] = src[(b * p + i) * c + ch];
+}
+
 }  // namespace kiln::delegates::xnnpack

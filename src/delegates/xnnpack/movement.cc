@@ -91,8 +91,14 @@ struct LayoutChange : Op {
     const TensorView& x = *ins[0];
     size_t n, h, w, c;
     nhwc_dims(x, !to_nhwc, &n, &h, &w, &c);
-    if (to_nhwc) to_channels_last(x.as<float>(), out->as<float>(), n, c, h * w, pool);
-    else to_channels_first(x.as<float>(), out->as<float>(), n, c, h * w, pool);
+    if (dtype_size(x.dtype) == 1) {
+      if (to_nhwc) to_channels_last_bytes(x.as<uint8_t>(), out->as<uint8_t>(), n, c, h * w);
+      else to_channels_first_bytes(x.as<uint8_t>(), out->as<uint8_t>(), n, c, h * w);
+    } else if (to_nhwc) {
+      to_channels_last(x.as<float>(), out->as<float>(), n, c, h * w, pool);
+    } else {
+      to_channels_first(x.as<float>(), out->as<float>(), n, c, h * w, pool);
+    }
     return ok_status();
   }
   bool to_nhwc;

@@ -77,7 +77,8 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
   if (op == "Resize" || op == "FusedAttention") {
     for (size_t k = 0; k < (op == "Resize" ? 1u : std::min<size_t>(3, ins.size())); ++k)
       if (ins[k].dtype != DType::kF32) return decline("only f32 is delegated");
-  } else if (!all_f32(ins)) {
+  } else if (op != "QLinearConv" && op != "QuantizeLinear" && op != "DequantizeLinear" && !all_f32(ins)) {
+    // The quantized ops' planners check their dtypes.
     return decline("only f32 is delegated");
   }
   // A binary op may take one constant operand first; every other op reads an activation.

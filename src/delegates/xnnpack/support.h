@@ -42,6 +42,7 @@ enum class OpKind : uint8_t {
   kLayerNorm,    ///< LayerNormalization over the last axis with constant Scale/B: Kiln's kernel
   kAttention,    ///< FusedAttention (export's fusion): Kiln's online-softmax kernel
   kPRelu,        ///< PRelu with a constant slope: one value, or per channel (axis 1) or last axis
+  kQConv,        ///< QLinearConv: int8 activations and weights (qc8) or uint8 both (qu8)
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),

@@ -58,6 +58,7 @@ Status Importer::run(onnx::ModelProto& model) {
   if (opts_.fuse) {
     KILN_ASSIGN_OR_RETURN(size_t qdq_removed, fold_qdq(&graph, &report_->qdq_folded));
     report_->removed_nodes += qdq_removed;
+    KILN_ASSIGN_OR_RETURN(report_->retyped_u8, retype_u8_activations(&graph));
   }
   KILN_TRY(check_supported(graph));
   if (opts_.fuse) fusions_ = find_fusions(graph, opset_);

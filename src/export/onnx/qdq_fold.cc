@@ -1,5 +1,6 @@
 #include "export/onnx/qdq_fold.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -216,7 +217,92 @@ bool fold_one(const QdqView& v, onnx::GraphProto* g, int i, std::set<int>* drop)
   return true;
 }
 
+/// The slot of a quantized activation's zero point: for a producer of v (QuantizeLinear,
+/// QLinearConv, QLinearMatMul), the input that sets v's zero point; for a reader, the input
+/// that reads it when v is its input `k`. -1 when the node is neither.
+int producer_zp_slot(const onnx::NodeProto& n) {
+  const std::string& op = n.op_type();
+  if (op == "QuantizeLinear") return 2;
+  if (op == "QLinearConv" || op == "QLinearMatMul") return 7;
+  return -1;
+}
+int reader_zp_slot(const onnx::NodeProto& n, int k) {
+  const std::string& op = n.op_type();
+  if (op == "DequantizeLinear" && k == 0) return 2;
+  if ((op == "QLinearConv" || op == "QLinearMatMul") && k == 0) return 2;
+  if (op == "QLinearMatMul" && k == 3) return 5;
+  return -1;
+}
+
+/// An initializer `name`_s8 holding u8 initializer `name` minus 128 as int8 (made once).
+std::string s8_twin(onnx::GraphProto* g, const QdqView& v, const std::string& name) {
+  const std::string twin = name + "_s8";
+  if (v.is_init(twin)) return twin;
+  for (const onnx::TensorProto& t : g->initializer())
+    if (t.name() == twin) return twin;
+  HostTensor h;
+  v.init(name, &h);
+  std::string bytes(h.bytes.size(), '\0');
+  for (size_t i = 0; i < h.bytes.size(); ++i) bytes[i] = static_cast<char>(static_cast<int8_t>(static_cast<int>(h.bytes[i]) - 128));
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name(twin);
+  t->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : h.shape) t->add_dims(d);
+  t->set_raw_data(bytes);
+  return twin;
+}
+
 }  // namespace
+
+Result<size_t> retype_u8_activations(onnx::GraphProto* g) {
+  std::vector<std::string> graph_outputs;
+  for (const auto& o : g->output()) graph_outputs.push_back(o.name());
+  QdqView v(g);
+  std::map<std::string, std::vector<std::pair<int, int>>> readers;  // value -> (node, input slot)
+  for (int i = 0; i < g->node_size(); ++i)
+    for (int k = 0; k < g->node(i).input_size(); ++k) readers[g->node(i).input(k)].emplace_back(i, k);
+  auto dtype_of_init = [&](const std::string& name, DType* t) {
+    HostTensor h;
+    if (!v.init(name, &h)) return false;
+    *t = h.dtype;
+    return true;
+  };
+  struct Site {
+    int producer;
+    std::string value;
+  };
+  std::vector<Site> sites;
+  for (int i = 0; i < g->node_size(); ++i) {
+    const onnx::NodeProto& n = g->node(i);
+    const int zs = producer_zp_slot(n);
+    DType zt;
+    if (zs < 0 || n.input_size() <= zs || !dtype_of_init(n.input(zs), &zt) || zt != DType::kU8) continue;
+    const std::string& out = n.output(0);
+    bool ok = std::find(graph_outputs.begin(), graph_outputs.end(), out) == graph_outputs.end() && readers.count(out) > 0;
+    for (const auto& [r, k] : ok ? readers[out] : std::vector<std::pair<int, int>>{}) {
+      const onnx::NodeProto& rn = g->node(r);
+      const int rz = reader_zp_slot(rn, k);
+      DType rzt, wt;
+      ok = ok && rz >= 0 && rn.input_size() > rz && dtype_of_init(rn.input(rz), &rzt) && rzt == DType::kU8;
+      // Worth it only where the other operand is int8 (XNNPACK's qc8 takes int8 both sides).
+      if (ok && rn.op_type() != "DequantizeLinear") ok = dtype_of_init(rn.input(k == 0 ? 3 : 0), &wt) && wt == DType::kI8;
+    }
+    if (ok) sites.push_back({i, out});
+  }
+  for (const Site& s : sites) {
+    onnx::NodeProto* n = g->mutable_node(s.producer);
+    const int zs = producer_zp_slot(*n);
+    n->set_input(zs, s8_twin(g, v, n->input(zs)));
+    for (auto& a : *n->mutable_attribute())
+      if (a.name() == "clamp_min" || a.name() == "clamp_max") a.set_i(a.i() - 128);
+    for (const auto& [r, k] : readers[s.value]) {
+      onnx::NodeProto* rn = g->mutable_node(r);
+      const int rz = reader_zp_slot(*rn, k);
+      rn->set_input(rz, s8_twin(g, v, rn->input(rz)));
+    }
+  }
+  return sites.size();
+}
 
 Result<size_t> fold_qdq(onnx::GraphProto* g, size_t* folded_ops) {
   *folded_ops = 0;

@@ -19,4 +19,11 @@ namespace kiln::exporter {
 /// QuantizeLinear, a Relu or Clip between, and the DequantizeLinears nothing else reads).
 Result<size_t> fold_qdq(onnx::GraphProto* graph, size_t* folded_ops);
 
+/// After folding: the uint8 activations that only integer ops with int8 weights (and
+/// DequantizeLinear) read become int8 with their zero points minus 128 ((x - zp) is unchanged,
+/// so every result is the same), which XNNPACK's int8 convolution (qc8) takes; ONNX Runtime's
+/// quantizer writes uint8 activations with int8 weights, a mix XNNPACK has no operator for.
+/// Returns how many values changed.
+Result<size_t> retype_u8_activations(onnx::GraphProto* graph);
+
 }  // namespace kiln::exporter
