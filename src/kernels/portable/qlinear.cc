@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "kernels/kernel.h"
 #include "kernels/portable/conv.h"
@@ -111,8 +112,8 @@ void output_range(const RunCtx& c, DType t, int32_t* lo, int32_t* hi) {
 
 namespace {
 
-template <typename A>
-void pack_a(const A* a, int32_t az, size_t m, size_t k, int16_t* out);
+template <typename A, typename Zp>
+void pack_a(const A* a, Zp&& zp, size_t m, size_t k, int16_t* out);
 
 constexpr int64_t kConvTile = 256;  // output positions per GEMM tile (a multiple of kInt8GemmCols)
 
@@ -176,8 +177,11 @@ void im2col_row(const X* xg, int32_t xz, const ConvPlanes& cp, int64_t kk, int64
     const int64_t lo = inside ? std::max(ow0, ow_lo) : ow1, hi = inside ? std::min(ow1, ow_hi) : ow1;
     for (int64_t ow = ow0; ow < std::min(lo, ow1); ++ow) r[ow] = 0;
     const X* xr = xc + (id * d.in[kSlotH] + ih) * d.in[kSlotW] + off_w;
-    if (sw == 1) {
-      for (int64_t ow = lo; ow < hi; ++ow) r[ow] = static_cast<int16_t>(static_cast<int32_t>(xr[ow]) - xz);
+    if (sw == 1 && hi > lo) {
+      if constexpr (std::is_same_v<X, uint8_t>)
+        simd::widen_u8(xr + lo, static_cast<size_t>(hi - lo), xz, r + lo);
+      else
+        simd::widen_i8(xr + lo, static_cast<size_t>(hi - lo), xz, r + lo);
     } else {
       for (int64_t ow = lo; ow < hi; ++ow) r[ow] = static_cast<int16_t>(static_cast<int32_t>(xr[ow * sw]) - xz);
     }
@@ -219,12 +223,8 @@ KernelStatus int_conv(const RunCtx& c, const ConvPlanes& cp, const X* x, int32_t
         emit(n, g, s.c, 0, cp.out_vol);
         continue;
       }
-      pack_a(w + g * mg * k, 0, static_cast<size_t>(mg), static_cast<size_t>(k), s.a);
-      for (int64_t m = 0; m < mg; ++m) {  // the weights' zero points, per output channel
-        const int32_t wz = zero_point_at(c, wzi, g * mg + m);
-        int16_t* row = s.a + m * 2 * static_cast<int64_t>(simd::int8_gemm_k_pairs(static_cast<size_t>(k)));
-        for (int64_t kk = 0; kk < k && wz != 0; ++kk) row[kk] = static_cast<int16_t>(row[kk] - wz);
-      }
+      pack_a(w + g * mg * k, [&](size_t m) { return zero_point_at(c, wzi, g * mg + static_cast<int64_t>(m)); },
+             static_cast<size_t>(mg), static_cast<size_t>(k), s.a);
       for (int64_t p0 = 0; p0 < cp.out_vol; p0 += kConvTile) {
         const int64_t p1 = std::min(cp.out_vol, p0 + kConvTile), cols = p1 - p0;
         pack_columns(x, xz, cp, n, g, p0, p1, s.b);
@@ -356,25 +356,47 @@ struct GemmScratch {
   }
 };
 
-template <typename A>
-void pack_a(const A* a, int32_t az, size_t m, size_t k, int16_t* out) {
+template <typename A, typename Zp>
+void pack_a(const A* a, Zp&& zp, size_t m, size_t k, int16_t* out) {
   const size_t stride = 2 * simd::int8_gemm_k_pairs(k);
   for (size_t r = 0; r < m; ++r) {
     int16_t* o = out + r * stride;
-    for (size_t kk = 0; kk < k; ++kk) o[kk] = static_cast<int16_t>(static_cast<int32_t>(a[r * k + kk]) - az);
+    if constexpr (std::is_same_v<A, uint8_t>)
+      simd::widen_u8(a + r * k, k, zp(r), o);
+    else
+      simd::widen_i8(a + r * k, k, zp(r), o);
     for (size_t kk = k; kk < stride; ++kk) o[kk] = 0;
   }
 }
 
-/// B (k x n) minus its zero point `bz` (one value, or one per column) into the packed layout.
+/// B (k x n) minus its zero point `bz` (one value, or one per column) into the packed layout:
+/// two rows at a time, widened and interleaved in chunks of columns.
 template <typename B>
 void pack_b(const B* b, const TensorView* bz, size_t k, size_t n, int16_t* out) {
-  std::memset(out, 0, simd::int8_gemm_b_elems(k, n) * sizeof(int16_t));
-  const size_t kp = simd::int8_gemm_k_pairs(k);
-  for (size_t j = 0; j < n; ++j) {
-    const int32_t z = bz == nullptr ? 0 : int_at(*bz, bz->numel() == 1 ? 0 : static_cast<int64_t>(j));
-    for (size_t kk = 0; kk < k; ++kk)
-      out[simd::int8_gemm_b_index(kp, kk, j)] = static_cast<int16_t>(static_cast<int32_t>(b[kk * n + j]) - z);
+  const size_t kp = simd::int8_gemm_k_pairs(k), block = kp * 2 * simd::kInt8GemmCols;
+  if (n % simd::kInt8GemmCols != 0) std::memset(out, 0, simd::int8_gemm_b_elems(k, n) * sizeof(int16_t));
+  const bool per_column = bz != nullptr && bz->numel() > 1;
+  const int32_t z0 = bz == nullptr || per_column ? 0 : int_at(*bz, 0);
+  constexpr size_t kChunk = 256;
+  int16_t rows[2][kChunk];
+  for (size_t j0 = 0; j0 < n; j0 += kChunk) {
+    const size_t cols = std::min(kChunk, n - j0);
+    for (size_t kk = 0; kk < k; kk += 2) {
+      for (size_t t = 0; t < 2; ++t) {
+        if (kk + t >= k) {
+          std::memset(rows[t], 0, sizeof(rows[t]));
+          continue;
+        }
+        if constexpr (std::is_same_v<B, uint8_t>)
+          simd::widen_u8(b + (kk + t) * n + j0, cols, z0, rows[t]);
+        else
+          simd::widen_i8(b + (kk + t) * n + j0, cols, z0, rows[t]);
+        if (per_column)
+          for (size_t j = 0; j < cols; ++j) rows[t][j] = static_cast<int16_t>(rows[t][j] - int_at(*bz, static_cast<int64_t>(j0 + j)));
+      }
+      simd::interleave_pairs(rows[0], rows[1], cols, out + (j0 / simd::kInt8GemmCols) * block + kk / 2 * 2 * simd::kInt8GemmCols,
+                             block);
+    }
   }
 }
 
@@ -392,7 +414,7 @@ KernelStatus int_matmul(const RunCtx& c, const MatmulBatch& mb, uint32_t ai, uin
     for (int64_t t = 0; t < mb.batches; ++t) {
       int64_t a_off, b_off;
       mb.offsets(t, &a_off, &b_off);
-      pack_a(a + a_off, az, m, k, s.a);
+      pack_a(a + a_off, [&](size_t) { return az; }, m, k, s.a);
       if (b_off != packed_b) pack_b(b + b_off, bz, k, n, s.b);
       packed_b = b_off;
       int32_t* y = out(t);

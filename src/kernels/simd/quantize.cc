@@ -40,8 +40,29 @@ void interleave_scalar(const int16_t* r0, const int16_t* r1, size_t n, int16_t* 
   }
 }
 
+template <typename T>
+void widen_scalar(const T* x, size_t n, int32_t zp, int16_t* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(static_cast<int32_t>(x[i]) - zp);
+}
+
 #if defined(__x86_64__)
 #define KILN_AVX2_Q __attribute__((target("avx2")))
+
+template <bool Signed>
+KILN_AVX2_Q void widen_avx2(const void* in, size_t n, int32_t zp, int16_t* out) {
+  const auto* x = static_cast<const unsigned char*>(in);
+  const __m256i z = _mm256_set1_epi16(static_cast<int16_t>(zp));
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i w = Signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_sub_epi16(w, z));
+  }
+  if (Signed)
+    widen_scalar(reinterpret_cast<const int8_t*>(x + i), n - i, zp, out + i);
+  else
+    widen_scalar(x + i, n - i, zp, out + i);
+}
 
 KILN_AVX2_Q void interleave_avx2(const int16_t* r0, const int16_t* r1, size_t n, int16_t* out, size_t block_stride) {
   size_t j = 0;
@@ -168,6 +189,20 @@ void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int3
   if (has_avx2()) return requantize_avx2<true>(acc, n, bias, ratio, zp, lo, hi, y);
 #endif
   requantize_scalar(acc, n, bias, ratio, zp, lo, hi, y);
+}
+
+void widen_u8(const uint8_t* x, size_t n, int32_t zp, int16_t* out) {
+#if defined(__x86_64__)
+  if (has_avx2()) return widen_avx2<false>(x, n, zp, out);
+#endif
+  widen_scalar(x, n, zp, out);
+}
+
+void widen_i8(const int8_t* x, size_t n, int32_t zp, int16_t* out) {
+#if defined(__x86_64__)
+  if (has_avx2()) return widen_avx2<true>(x, n, zp, out);
+#endif
+  widen_scalar(x, n, zp, out);
 }
 
 void interleave_pairs(const int16_t* row0, const int16_t* row1, size_t n, int16_t* out, size_t block_stride) {

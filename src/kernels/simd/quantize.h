@@ -22,6 +22,10 @@ void quantize_i8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, 
 void requantize_u8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, uint8_t* y);
 void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, int8_t* y);
 
+/// out[i] = x[i] - zp as int16 (8-bit x: the result fits), for packing integer GEMM operands.
+void widen_u8(const uint8_t* x, size_t n, int32_t zp, int16_t* out);
+void widen_i8(const int8_t* x, size_t n, int32_t zp, int16_t* out);
+
 /// out[2j + t] = row_t[j] (t = 0, 1) for j in [0, n) in blocks: the pair layout of
 /// int8_gemm.h's packed B for one k pair, `block_stride` int16 between column blocks of 16.
 void interleave_pairs(const int16_t* row0, const int16_t* row1, size_t n, int16_t* out, size_t block_stride);
