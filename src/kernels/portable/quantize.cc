@@ -81,9 +81,15 @@ void dequantize_typed(const RunCtx& c, const QuantAxis& q) {
   const float* scale = c.in(1).as<float>();
   float* y = c.out(0).as<float>();
   const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) {
+  const int64_t run = q.channels == 1 ? n : q.inner;  // values sharing a channel
+  for (int64_t i = 0; i < n; i += run) {
     const int64_t ch = q.channels == 1 ? 0 : i / q.inner % q.channels;
-    y[i] = static_cast<float>(static_cast<int32_t>(xs[i]) - zero_point(c, ch)) * scale[ch];
+    if constexpr (std::is_same_v<T, uint8_t>)
+      simd::dequantize_u8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), y + i);
+    else if constexpr (std::is_same_v<T, int8_t>)
+      simd::dequantize_i8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), y + i);
+    else
+      for (int64_t k = i; k < i + run; ++k) y[k] = static_cast<float>(static_cast<int32_t>(xs[k]) - zero_point(c, ch)) * scale[ch];
   }
 }
 

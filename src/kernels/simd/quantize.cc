@@ -45,8 +45,30 @@ void widen_scalar(const T* x, size_t n, int32_t zp, int16_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(static_cast<int32_t>(x[i]) - zp);
 }
 
+template <typename T>
+void dequantize_scalar(const T* x, size_t n, float scale, int32_t zp, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
 #if defined(__x86_64__)
 #define KILN_AVX2_Q __attribute__((target("avx2")))
+
+template <bool Signed>
+KILN_AVX2_Q void dequantize_avx2(const void* in, size_t n, float scale, int32_t zp, float* y) {
+  const auto* x = static_cast<const unsigned char*>(in);
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256i z = _mm256_set1_epi32(zp);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i w = _mm256_sub_epi32(Signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b), z);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(w), s));
+  }
+  if (Signed)
+    dequantize_scalar(reinterpret_cast<const int8_t*>(x + i), n - i, scale, zp, y + i);
+  else
+    dequantize_scalar(x + i, n - i, scale, zp, y + i);
+}
 
 template <bool Signed>
 KILN_AVX2_Q void widen_avx2(const void* in, size_t n, int32_t zp, int16_t* out) {
@@ -189,6 +211,20 @@ void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int3
   if (has_avx2()) return requantize_avx2<true>(acc, n, bias, ratio, zp, lo, hi, y);
 #endif
   requantize_scalar(acc, n, bias, ratio, zp, lo, hi, y);
+}
+
+void dequantize_u8(const uint8_t* x, size_t n, float scale, int32_t zp, float* y) {
+#if defined(__x86_64__)
+  if (has_avx2()) return dequantize_avx2<false>(x, n, scale, zp, y);
+#endif
+  dequantize_scalar(x, n, scale, zp, y);
+}
+
+void dequantize_i8(const int8_t* x, size_t n, float scale, int32_t zp, float* y) {
+#if defined(__x86_64__)
+  if (has_avx2()) return dequantize_avx2<true>(x, n, scale, zp, y);
+#endif
+  dequantize_scalar(x, n, scale, zp, y);
 }
 
 void widen_u8(const uint8_t* x, size_t n, int32_t zp, int16_t* out) {

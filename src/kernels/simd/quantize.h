@@ -22,6 +22,10 @@ void quantize_i8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, 
 void requantize_u8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, uint8_t* y);
 void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, int8_t* y);
 
+/// y[i] = float(x[i] - zp) * scale (DequantizeLinear), the same result on every path.
+void dequantize_u8(const uint8_t* x, size_t n, float scale, int32_t zp, float* y);
+void dequantize_i8(const int8_t* x, size_t n, float scale, int32_t zp, float* y);
+
 /// out[i] = x[i] - zp as int16 (8-bit x: the result fits), for packing integer GEMM operands.
 void widen_u8(const uint8_t* x, size_t n, int32_t zp, int16_t* out);
 void widen_i8(const int8_t* x, size_t n, int32_t zp, int16_t* out);
