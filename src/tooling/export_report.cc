@@ -32,6 +32,9 @@ std::string format_report(const exporter::ExportReport& r) {
       << r.retyped_u8 << " uint8 activation" << (r.retyped_u8 == 1 ? "" : "s")
       << " held as int8 (zero point - 128, the same values) for int8 weights' kernels\n";
   }
+  if (r.contrib_rewritten)
+    o << "  contrib ops: " << r.contrib_rewritten << " com.microsoft DynamicQuantizeLSTM rewritten as LSTM (weights dequantized "
+      << "at export, the recurrence in f32)\n";
   o << "  inputs:\n";
   for (const auto& s : r.inputs) o << "    " << s << "\n";
   if (!r.dims.empty()) {

@@ -731,7 +731,10 @@ def model_proto(op):
     g_outputs = [helper.make_tensor_value_info(n, e, None) for n, e in op.outputs]
     inits = [numpy_helper.from_array(v, k) for k, v in op.consts.items()]
     graph = helper.make_graph(op.nodes, op.name, g_inputs, g_outputs, inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", op.opset)], producer_name="kiln op zoo")
+    opsets = [helper.make_opsetid("", op.opset)]
+    if any(n.domain == "com.microsoft" for n in op.nodes):  # ONNX Runtime's contrib ops
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    m = helper.make_model(graph, opset_imports=opsets, producer_name="kiln op zoo")
     m.ir_version = 8
     return m  # outputs declare their type only (ONNX Runtime validates the model)
 

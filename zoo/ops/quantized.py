@@ -159,5 +159,25 @@ def _qdq(Op, node):
     return ops
 
 
+def _contrib(Op, node):
+    """ONNX Runtime's contrib ops (com.microsoft) from its quantizers. DynamicQuantizeLSTM: Kiln
+    dequantizes the weights at export and runs a float LSTM; ONNX Runtime also quantizes the
+    activations at each step, so they agree within that noise (the tolerance)."""
+    h, i = 8, 5
+    rng = np.random.default_rng(11)
+    wq = rng.integers(-64, 64, (2, i, 4 * h)).astype(np.int8)  # 7 bits: ONNX Runtime's AVX2 u8 x s8 saturates otherwise
+    rq = rng.integers(-64, 64, (2, h, 4 * h)).astype(np.int8)
+    return [Op("dynamic_quantize_lstm",
+               [node("DynamicQuantizeLSTM", ["x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"], ["y", "yh", "yc"],
+                     domain="com.microsoft", direction="bidirectional", hidden_size=h)],
+               [("x", F, ["T", "N", i])], [("y", F), ("yh", F), ("yc", F)], {"T": (1, 20), "N": (1, 3)},
+               [{"T": 1, "N": 1}, {"T": 7, "N": 2}, {"T": 20, "N": 3}],
+               consts={"w": wq, "r": rq, "b": (rng.standard_normal((2, 8 * h)) * 0.1).astype(np.float32),
+                       "ws": _f(0.004, 0.005), "wz": np.zeros(2, np.int8),
+                       "rs": (rng.random((2, 4 * h)) * 0.004 + 0.002).astype(np.float32), "rz": np.zeros((2, 4 * h), np.int8)},
+               opset=14, tolerance=1e-2,
+               notes="com.microsoft DynamicQuantizeLSTM (ddddocr's OCR model has one): per-direction W scales, per-column R")]
+
+
 def ops(Op, node):
-    return _q_dq(Op, node) + _qlinear_conv(Op, node) + _matmul(Op, node) + _qdq(Op, node)
+    return _q_dq(Op, node) + _qlinear_conv(Op, node) + _matmul(Op, node) + _qdq(Op, node) + _contrib(Op, node)

@@ -14,6 +14,7 @@
 
 #include "export/graph.h"
 #include "export/onnx/batch_norm_fold.h"
+#include "export/onnx/contrib_ops.h"
 #include "export/onnx/fuse_patterns.h"
 #include "export/onnx/qdq_fold.h"
 #include "export/onnx/importer.h"
@@ -53,6 +54,8 @@ Status Importer::run(onnx::ModelProto& model) {
     return unimplemented("the model uses ONNX opset " + std::to_string(opset_) + "; Kiln imports opsets 7 to 21");
   onnx::GraphProto& graph = *model.mutable_graph();
   report_->onnx_nodes = static_cast<size_t>(graph.node_size());
+  KILN_ASSIGN_OR_RETURN(size_t contrib, rewrite_contrib_ops(&graph));
+  report_->contrib_rewritten += contrib;
   KILN_ASSIGN_OR_RETURN(size_t bn_folded, fold_batch_norms(&graph));
   report_->removed_nodes += bn_folded;
   if (opts_.fuse) {
