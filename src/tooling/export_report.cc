@@ -33,8 +33,8 @@ std::string format_report(const exporter::ExportReport& r) {
       << " held as int8 (zero point - 128, the same values) for int8 weights' kernels\n";
   }
   if (r.contrib_rewritten)
-    o << "  contrib ops: " << r.contrib_rewritten << " com.microsoft DynamicQuantizeLSTM rewritten as LSTM (weights dequantized "
-      << "at export, the recurrence in f32)\n";
+    o << "  contrib ops: " << r.contrib_rewritten << " com.microsoft op(s) rewritten into standard ONNX (DynamicQuantizeLSTM as an "
+      << "LSTM with its weights dequantized at export; QLinear* as DequantizeLinear -> op -> QuantizeLinear)\n";
   o << "  inputs:\n";
   for (const auto& s : r.inputs) o << "    " << s << "\n";
   if (!r.dims.empty()) {

@@ -44,13 +44,14 @@ class Op:
     inputs; `extra_args`: more `kiln export` arguments."""
 
     def __init__(self, name, nodes, inputs, outputs, dims, cases, consts=None, gen=None, opset=17,
-                 extra_args=(), notes="", gen_scale=None, refused=(), tolerance=1e-4):
+                 extra_args=(), notes="", gen_scale=None, refused=(), tolerance=1e-4, quanta=None):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.dims, self.cases, self.consts, self.gen = dims, cases, consts or {}, gen or {}
         self.opset, self.extra_args, self.notes = opset, list(extra_args), notes
         self.gen_scale = gen_scale or {}  # float inputs: standard normal times this
         self.refused = list(refused)  # [(case, message)]: kiln_runner must fail with the message
         self.tolerance = tolerance  # largest |kiln - ort| / (1 + |ort|)
+        self.quanta = quanta  # integer outputs: largest |kiln - ort| in quanta instead (None: tolerance)
 
 
 def node(op, ins, outs, **attrs):
@@ -819,7 +820,8 @@ def build(op, sess_options):
             "input_dtypes": [DTYPE_NAME[e] for _, e, _ in op.inputs],
             "input_dims": [list(d) for _, _, d in op.inputs],
             "dims": {d: {"min": lo, "max": hi} for d, (lo, hi) in op.dims.items()},
-            "notes": op.notes, "cases": cases, "refused": refused, "tolerance": op.tolerance}
+            "notes": op.notes, "cases": cases, "refused": refused, "tolerance": op.tolerance,
+            **({"quanta": op.quanta} if op.quanta is not None else {})}
 
 
 def main():

@@ -176,7 +176,42 @@ def _contrib(Op, node):
                        "ws": _f(0.004, 0.005), "wz": np.zeros(2, np.int8),
                        "rs": (rng.random((2, 4 * h)) * 0.004 + 0.002).astype(np.float32), "rz": np.zeros((2, 4 * h), np.int8)},
                opset=14, tolerance=1e-2,
-               notes="com.microsoft DynamicQuantizeLSTM (ddddocr's OCR model has one): per-direction W scales, per-column R")]
+               notes="com.microsoft DynamicQuantizeLSTM (ddddocr's OCR model has one): per-direction W scales, per-column R")] + \
+        _qlinear_contrib(Op, node)
+
+
+def _qlinear_contrib(Op, node):
+    """The QOperator form's com.microsoft QLinear* ops; ONNX Runtime rounds inside integer
+    kernels, Kiln computes them as DequantizeLinear -> op -> QuantizeLinear: within one quantum."""
+    ms = "com.microsoft"
+    sz = {"as": _f(0.05), "az": np.array(120, np.uint8), "bs": _f(0.03), "bz": np.array(135, np.uint8),
+          "ys": _f(0.07), "yz": np.array(128, np.uint8)}
+    ops = [Op(f"qlinear_{op[7:].lower()}",
+              [node(op, ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"], domain=ms)],
+              [("a", U8, ["N", 3, "L"]), ("b", U8, [3, "L"])], [("y", U8)], {"N": (0, 3), "L": (1, 9)},
+              [{"N": 0, "L": 2}, {"N": 1, "L": 1}, {"N": 3, "L": 9}], consts=sz, quanta=1,
+              notes=f"com.microsoft {op}, broadcast")
+           for op in ("QLinearAdd", "QLinearMul")]
+    one = {"xs": _f(0.04), "xz": np.array(100, np.uint8), "ys": _f(1 / 256), "yz": np.array(0, np.uint8)}
+    ops += [Op("qlinear_sigmoid", [node("QLinearSigmoid", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=ms)],
+               [("x", U8, ["N", 5])], [("y", U8)], {"N": (0, 4)}, [{"N": 0}, {"N": 1}, {"N": 4}], consts=one, quanta=1,
+               notes="com.microsoft QLinearSigmoid"),
+            Op("qlinear_leaky_relu", [node("QLinearLeakyRelu", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=ms, alpha=0.1)],
+               [("x", I8, ["N", 5])], [("y", I8)], {"N": (0, 4)}, [{"N": 0}, {"N": 1}, {"N": 4}],
+               consts={"xs": _f(0.04), "xz": np.array(-3, np.int8), "ys": _f(0.03), "yz": np.array(-20, np.int8)}, quanta=1,
+               notes="com.microsoft QLinearLeakyRelu, int8"),
+            Op("qlinear_global_average_pool",
+               [node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=ms, channels_last=0)],
+               [("x", U8, ["N", 4, "H", "W"])], [("y", U8)], {"N": (1, 3), "H": (1, 9), "W": (1, 9)},
+               [{"N": 1, "H": 1, "W": 1}, {"N": 2, "H": 3, "W": 7}, {"N": 3, "H": 9, "W": 9}],
+               consts={"xs": _f(0.04), "xz": np.array(100, np.uint8), "ys": _f(0.02), "yz": np.array(90, np.uint8)}, quanta=1,
+               notes="com.microsoft QLinearGlobalAveragePool (channels first)"),
+            Op("qlinear_concat",
+               [node("QLinearConcat", ["ys", "yz", "a", "as", "az", "b", "bs", "bz"], ["y"], domain=ms, axis=1)],
+               [("a", U8, ["N", 2, "L"]), ("b", U8, ["N", 3, "L"])], [("y", U8)], {"N": (0, 3), "L": (1, 6)},
+               [{"N": 0, "L": 2}, {"N": 1, "L": 1}, {"N": 3, "L": 6}], consts=sz, quanta=1,
+               notes="com.microsoft QLinearConcat: operands of other scales requantized")]
+    return ops
 
 
 def ops(Op, node):

@@ -79,14 +79,84 @@ bool rewrite_lstm(onnx::GraphProto* g, onnx::NodeProto* n) {
   return true;
 }
 
+/// The nodes of a QLinear* op as DequantizeLinear -> float op -> QuantizeLinear: its quantized
+/// operands (value, scale, zero point: input slots q, q+1, q+2) dequantized, `op` over them
+/// with `attrs`, the result quantized with (scale, zero point) at slots ys, ys+1. Empty when
+/// the node is not one of the QLinear* ops below.
+std::vector<onnx::NodeProto> qlinear_as_float(const onnx::NodeProto& n) {
+  const std::string& t = n.op_type();
+  std::vector<int> operands;  // first slot of each (value, scale, zero point)
+  int ys = 0;
+  std::string op;
+  if (t == "QLinearAdd" || t == "QLinearMul") {
+    operands = {0, 3};
+    ys = 6;
+    op = t == "QLinearAdd" ? "Add" : "Mul";
+  } else if (t == "QLinearSigmoid" || t == "QLinearLeakyRelu" || t == "QLinearGlobalAveragePool") {
+    for (const auto& a : n.attribute())
+      if (a.name() == "channels_last" && a.i() != 0) return {};
+    operands = {0};
+    ys = 3;
+    op = t == "QLinearSigmoid" ? "Sigmoid" : t == "QLinearLeakyRelu" ? "LeakyRelu" : "GlobalAveragePool";
+  } else if (t == "QLinearConcat") {  // (Y_scale, Y_zero_point, X0, X0_scale, X0_zp, X1, ...)
+    for (int k = 2; k + 2 < n.input_size() + 2 && k < n.input_size(); k += 3) operands.push_back(k);
+    ys = 0;
+    op = "Concat";
+  } else {
+    return {};
+  }
+  auto in = [&](int k) { return k < n.input_size() ? n.input(k) : std::string(); };
+  const std::string base = (n.name().empty() ? n.output(0) : n.name()) + "/";
+  std::vector<onnx::NodeProto> out;
+  onnx::NodeProto f;
+  f.set_op_type(op);
+  f.set_name(base + op);
+  for (int q : operands) {
+    onnx::NodeProto dq;
+    dq.set_op_type("DequantizeLinear");
+    dq.set_name(base + "DequantizeLinear_" + std::to_string(q));
+    for (int k = 0; k < 3; ++k) dq.add_input(in(q + k));
+    while (dq.input_size() > 0 && dq.input(dq.input_size() - 1).empty()) dq.mutable_input()->RemoveLast();
+    dq.add_output(base + "dequantized_" + std::to_string(q));
+    f.add_input(dq.output(0));
+    out.push_back(std::move(dq));
+  }
+  for (const auto& a : n.attribute())
+    if (a.name() != "channels_last") *f.add_attribute() = a;
+  f.add_output(base + op + "_output");
+  onnx::NodeProto q;
+  q.set_op_type("QuantizeLinear");
+  q.set_name(base + "QuantizeLinear");
+  q.add_input(f.output(0));
+  q.add_input(in(ys));
+  if (!in(ys + 1).empty()) q.add_input(in(ys + 1));
+  q.add_output(n.output(0));
+  out.push_back(std::move(f));
+  out.push_back(std::move(q));
+  return out;
+}
+
 }  // namespace
 
 Result<size_t> rewrite_contrib_ops(onnx::GraphProto* g) {
   size_t n = 0;
+  std::vector<onnx::NodeProto> nodes;
   for (int i = 0; i < g->node_size(); ++i) {
     onnx::NodeProto* node = g->mutable_node(i);
-    if (node->domain() == "com.microsoft" && node->op_type() == "DynamicQuantizeLSTM" && rewrite_lstm(g, node)) ++n;
+    if (node->domain() == "com.microsoft") {
+      if (node->op_type() == "DynamicQuantizeLSTM" && rewrite_lstm(g, node)) ++n;
+      std::vector<onnx::NodeProto> parts = qlinear_as_float(*node);
+      if (!parts.empty()) {
+        ++n;
+        for (onnx::NodeProto& p : parts) nodes.push_back(std::move(p));
+        continue;
+      }
+    }
+    nodes.push_back(*node);
   }
+  if (n == 0) return n;
+  g->clear_node();
+  for (onnx::NodeProto& p : nodes) *g->add_node() = std::move(p);
   return n;
 }
 

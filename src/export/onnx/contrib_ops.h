@@ -8,6 +8,12 @@
 // f32 W [dirs, 4*hidden, input] and R; the recurrence then runs in f32, where ONNX Runtime
 // also quantizes the activations at each step: outputs agree within that quantization noise,
 // not bit for bit, and the file holds f32 weights for the LSTM.
+//
+// QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool
+// (channels_last = 0) and QLinearConcat (the QOperator form of ONNX Runtime's static
+// quantizer): each becomes DequantizeLinear -> the float op -> QuantizeLinear, the semantics
+// ONNX Runtime defines them by (it rounds inside its own integer kernels, so an output may be
+// one quantum away).
 
 #include "kiln/status.h"
 #include "onnx/onnx_pb.h"
