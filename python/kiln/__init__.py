@@ -33,7 +33,7 @@ try:
     __version__ = _version("kiln")
 except Exception:  # run from a source tree without installing
     __version__ = "0.0.0+local"
-__all__ = ["load", "Program", "Method", "Dim", "TensorInfo", "export_onnx", "export", "ExportResult",
+__all__ = ["load", "Program", "Method", "Dim", "TensorInfo", "export_onnx", "quantize", "export", "ExportResult",
            "ContractError", "ExecutionError", "ExportError", "KilnError", "ProgramError", "__version__"]
 
 
@@ -336,3 +336,4 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
 
 from .torch_export import ExportResult, export  # noqa: E402  (torch is imported only when called)
 from . import image  # noqa: E402,F401  (kiln.image: host normalization)
+from .quantize import quantize  # noqa: E402  (onnxruntime is imported only when called)
