@@ -172,20 +172,22 @@ void im2col_row(const X* xg, int32_t xz, const ConvPlanes& cp, int64_t kk, int64
     const int64_t od = row_start / cp.out_plane, oh = row_start % cp.out_plane / d.out[kSlotW];
     const int64_t id = od * win.stride[kSlotD] + kd * win.dilation[kSlotD] - win.pad_begin[kSlotD];
     const int64_t ih = oh * win.stride[kSlotH] + kh * win.dilation[kSlotH] - win.pad_begin[kSlotH];
-    int16_t* r = row + (p - p0) - ow0;  // r[ow] is position row_start + ow
+    int16_t* r = row + (p - p0);  // r[ow - ow0] is position row_start + ow
     const bool inside = id >= 0 && id < d.in[kSlotD] && ih >= 0 && ih < d.in[kSlotH];
     const int64_t lo = inside ? std::max(ow0, ow_lo) : ow1, hi = inside ? std::min(ow1, ow_hi) : ow1;
-    for (int64_t ow = ow0; ow < std::min(lo, ow1); ++ow) r[ow] = 0;
-    const X* xr = xc + (id * d.in[kSlotH] + ih) * d.in[kSlotW] + off_w;
+    for (int64_t ow = ow0; ow < std::min(lo, ow1); ++ow) r[ow - ow0] = 0;
+    // Input element of position ow: row_base + ow * sw + off_w (inside for ow in [lo, hi)).
+    const int64_t row_base = inside ? (id * d.in[kSlotH] + ih) * d.in[kSlotW] : 0;
     if (sw == 1 && hi > lo) {
       if constexpr (std::is_same_v<X, uint8_t>)
-        simd::widen_u8(xr + lo, static_cast<size_t>(hi - lo), xz, r + lo);
+        simd::widen_u8(xc + row_base + lo + off_w, static_cast<size_t>(hi - lo), xz, r + (lo - ow0));
       else
-        simd::widen_i8(xr + lo, static_cast<size_t>(hi - lo), xz, r + lo);
+        simd::widen_i8(xc + row_base + lo + off_w, static_cast<size_t>(hi - lo), xz, r + (lo - ow0));
     } else {
-      for (int64_t ow = lo; ow < hi; ++ow) r[ow] = static_cast<int16_t>(static_cast<int32_t>(xr[ow * sw]) - xz);
+      for (int64_t ow = lo; ow < hi; ++ow)
+        r[ow - ow0] = static_cast<int16_t>(static_cast<int32_t>(xc[row_base + ow * sw + off_w]) - xz);
     }
-    for (int64_t ow = std::max(hi, lo); ow < ow1; ++ow) r[ow] = 0;
+    for (int64_t ow = std::max(hi, lo); ow < ow1; ++ow) r[ow - ow0] = 0;
     p = row_start + ow1;
   }
 }
