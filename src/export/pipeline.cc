@@ -148,6 +148,14 @@ Status weigh_arena(const format::MethodDesc& m, const ExportOptions& opts, const
 Status delegate_method(const ExportOptions& opts, const std::vector<uint8_t>& constants, format::MethodDesc* method,
                        ExportReport* report) {
   format::MethodDesc& m = *method;
+  double all = 0, integer = 0;  // the share of FLOPs the integer kernels compute (quantized models)
+  for (size_t i = 0; i < m.instructions.size(); ++i) {
+    const std::string& op = m.instructions[i].op;
+    const double f = instruction_flops(m, i);
+    all += f;
+    if (op == "QLinearConv" || op == "ConvInteger" || op == "QLinearMatMul" || op == "MatMulInteger") integer += f;
+  }
+  report->int8_flop_share = integer > 0 && all > 0 ? integer / all : 0;
   if (opts.delegate == "none") return ok_status();
   if (opts.delegate != "xnnpack") return invalid_argument("unknown --delegate '" + opts.delegate + "'; use xnnpack or none");
   KILN_TRY(partition_xnnpack(&m, constants));

@@ -58,7 +58,8 @@ struct ExportReport {
   /// QDQ chains (DequantizeLinear -> Conv/MatMul -> QuantizeLinear) folded into integer instructions
   size_t qdq_folded = 0;
   size_t retyped_u8 = 0;
-  size_t contrib_rewritten = 0;  ///< com.microsoft ops rewritten into standard ones (contrib_ops.h)  ///< uint8 activations made int8 (zero points minus 128) for int8 kernels
+  size_t contrib_rewritten = 0;
+  double int8_flop_share = 0;  ///< FLOPs at the bound in integer instructions (QLinearConv, MatMulInteger, ...)  ///< com.microsoft ops rewritten into standard ones (contrib_ops.h)  ///< uint8 activations made int8 (zero points minus 128) for int8 kernels
 };
 
 /// An importer's part: fills `g` (a new method's graph, named opts.method_name) from the model

@@ -40,8 +40,6 @@ double bound_numel(const std::vector<core::Interval>& range, const std::vector<E
   return n;
 }
 
-double instruction_flops(const format::MethodDesc& m, const std::vector<core::Interval>& range, size_t i);
-
 // Builds the delegated schedule of one method.
 class Partitioner {
  public:
@@ -376,9 +374,8 @@ Status Partitioner::run() {
     KILN_TRY(build_region(static_cast<int32_t>(i), static_cast<int32_t>(j)));
     i = j;
   }
-  const std::vector<core::Interval> range = expr_ranges(m_);
   for (size_t i = 0; i < n; ++i) {
-    const double f = instruction_flops(m_, range, i);
+    const double f = instruction_flops(m_, i);
     m_.delegate.flops += static_cast<uint64_t>(f);
     if (plans_[i]) m_.delegate.delegated_flops += static_cast<uint64_t>(f);
   }
@@ -386,7 +383,10 @@ Status Partitioner::run() {
   return ok_status();
 }
 
-double instruction_flops(const format::MethodDesc& m, const std::vector<core::Interval>& range, size_t i) {
+}  // namespace
+
+double instruction_flops(const format::MethodDesc& m, size_t i) {
+  const std::vector<core::Interval> range = expr_ranges(m);
   const format::InstructionDesc& in = m.instructions[i];
   if (in.outputs.empty()) return 0;
   const double out = bound_numel(range, m.values[in.outputs[0]].shape);
@@ -396,8 +396,9 @@ double instruction_flops(const format::MethodDesc& m, const std::vector<core::In
     size_t k = axis < 0 ? s.size() - 1 : std::min<size_t>(static_cast<size_t>(axis), s.size() - 1);
     return static_cast<double>(std::max<int64_t>(1, range[s[k]].hi));
   };
-  if (in.op == "Conv" && in.inputs.size() >= 2) {
-    const std::vector<ExprId>& w = m.values[in.inputs[1]].shape;
+  const bool qconv = in.op == "QLinearConv" && in.inputs.size() >= 4;
+  if ((in.op == "Conv" || in.op == "ConvInteger" || qconv) && in.inputs.size() >= 2) {
+    const std::vector<ExprId>& w = m.values[in.inputs[qconv ? 3 : 1]].shape;
     double k = 1;
     for (size_t a = 1; a < w.size(); ++a) k *= static_cast<double>(std::max<int64_t>(1, range[w[a]].hi));
     return 2 * out * k;
@@ -408,15 +409,14 @@ double instruction_flops(const format::MethodDesc& m, const std::vector<core::In
     for (size_t a = 1; a < w.size(); ++a) k *= static_cast<double>(std::max<int64_t>(1, range[w[a]].hi));
     return 2 * bound_numel(range, m.values[in.inputs[0]].shape) * k;
   }
-  if (in.op == "MatMul" && in.inputs.size() == 2) return 2 * out * hi(in.inputs[0], -1);
+  if ((in.op == "MatMul" || in.op == "MatMulInteger" || in.op == "QLinearMatMul") && in.inputs.size() >= 2)
+    return 2 * out * hi(in.inputs[0], -1);
   if (in.op == "Gemm" && in.inputs.size() >= 2) {
     const core::Attrs a = in.attrs.view();
     return 2 * out * hi(in.inputs[0], a.get_int("transA", 0) ? 0 : 1);
   }
   return out;
 }
-
-}  // namespace
 
 Status partition_xnnpack(format::MethodDesc* m, const std::vector<uint8_t>& constants) {
   Partitioner p(m, constants);

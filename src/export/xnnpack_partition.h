@@ -19,6 +19,10 @@ namespace kiln::exporter {
 /// needs. `constants` is the program's constant segment. The portable schedule is unchanged.
 Status partition_xnnpack(format::MethodDesc* m, const std::vector<uint8_t>& constants);
 
+/// Multiply-adds (counted 2) of instruction i at the bound: convolutions and matrix products
+/// (float and integer) by their weights' size, every other op one per output element.
+double instruction_flops(const format::MethodDesc& m, size_t i);
+
 /// "xnnpack: 61/63 instructions, 99.2% of FLOPs at the bound, 2 regions, 4 layout changes"
 std::string coverage_line(const std::string& backend, size_t delegated, size_t total, uint64_t delegated_flops,
                           uint64_t flops, size_t regions, uint32_t layout_changes);

@@ -1,5 +1,6 @@
 #include "tooling/export_report.h"
 
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -31,6 +32,11 @@ std::string format_report(const exporter::ExportReport& r) {
       << (r.qdq_folded == 1 ? "" : "s") << " folded into integer instructions (QLinearConv, QLinearMatMul); "
       << r.retyped_u8 << " uint8 activation" << (r.retyped_u8 == 1 ? "" : "s")
       << " held as int8 (zero point - 128, the same values) for int8 weights' kernels\n";
+  }
+  if (r.int8_flop_share > 0) {
+    char share[32];
+    std::snprintf(share, sizeof(share), "%.1f%%", 100 * r.int8_flop_share);
+    o << "  int8: " << share << " of FLOPs at the bound in integer instructions\n";
   }
   if (r.contrib_rewritten)
     o << "  contrib ops: " << r.contrib_rewritten << " com.microsoft op(s) rewritten into standard ONNX (DynamicQuantizeLSTM as an "
