@@ -83,6 +83,20 @@ ExprId plane_bytes(core::ExprPool& p, const std::vector<ExprId>& y) {
   return n;
 }
 
+/// ConvInteger's and MatMulInteger's operands (a, b, a_zero_point?, b_zero_point?): a and b i8
+/// or u8, each zero point of its operand's dtype, a's one value, b's one value or one per
+/// entry of `b_axis_len` (output channels, columns).
+Status check_integer_operands(ShapeCtx& c, ExprId b_axis_len) {
+  for (size_t i : {size_t{0}, size_t{1}})
+    if (!is_q8(c.in(i).dtype)) return c.error("input #" + std::to_string(i) + " has dtype " + dtype_name(c.in(i).dtype) + ", expected i8 or u8");
+  for (size_t i : {size_t{2}, size_t{3}}) {
+    if (!c.has_input(i)) continue;
+    if (c.in(i).dtype != c.in(i - 2).dtype) return c.error("zero point (input #" + std::to_string(i) + ") must have its operand's dtype");
+    KILN_TRY(one_or_per_axis(c, i, "zero point", i == 3 ? b_axis_len : core::kNoExpr));
+  }
+  return ok_status();
+}
+
 /// Calls fn(x_ptr, w_ptr) with x and w typed by their dtypes (i8 or u8 each).
 template <typename Fn>
 KernelStatus with_q8_types(const TensorView& x, const TensorView& w, Fn&& fn) {
@@ -245,13 +259,7 @@ Status conv_integer_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(2, 4));
   std::vector<ExprId> out;
   KILN_TRY(conv_operands_shape(c, 0, 1, kNoInput, &out));
-  for (size_t i : {size_t{0}, size_t{1}})
-    if (!is_q8(c.in(i).dtype)) return c.error("input #" + std::to_string(i) + " has dtype " + dtype_name(c.in(i).dtype) + ", expected i8 or u8");
-  for (size_t i : {size_t{2}, size_t{3}}) {
-    if (!c.has_input(i)) continue;
-    if (c.in(i).dtype != c.in(i - 2).dtype) return c.error("zero point (input #" + std::to_string(i) + ") must have its operand's dtype");
-    KILN_TRY(one_or_per_axis(c, i, "zero point", i == 3 ? c.in(1).shape[0] : core::kNoExpr));
-  }
+  KILN_TRY(check_integer_operands(c, c.in(1).shape[0]));
   c.scratch_bytes = conv_scratch(c, 0, 1, out);
   c.out(0).dtype = DType::kI32;
   c.out(0).shape = std::move(out);
@@ -433,13 +441,7 @@ Status matmul_integer_shape(ShapeCtx& c) {
   KILN_TRY(c.expect_inputs(2, 4));
   std::vector<ExprId> out;
   KILN_TRY(matmul_operands_shape(c, 0, 1, &out));
-  for (size_t i : {size_t{0}, size_t{1}})
-    if (!is_q8(c.in(i).dtype)) return c.error("input #" + std::to_string(i) + " has dtype " + dtype_name(c.in(i).dtype) + ", expected i8 or u8");
-  for (size_t i : {size_t{2}, size_t{3}}) {
-    if (!c.has_input(i)) continue;
-    if (c.in(i).dtype != c.in(i - 2).dtype) return c.error("zero point (input #" + std::to_string(i) + ") must have its operand's dtype");
-    KILN_TRY(one_or_per_axis(c, i, "zero point", i == 3 ? columns(c, 1) : core::kNoExpr));
-  }
+  KILN_TRY(check_integer_operands(c, columns(c, 1)));
   c.scratch_bytes = gemm_scratch(c, 0, 1, false);
   c.out(0).dtype = DType::kI32;
   c.out(0).shape = std::move(out);

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/quant.h"
 #include "kernels/simd/quantize.h"
 #include "core/status.h"
 
@@ -43,15 +44,6 @@ bool quant_axis(const RunCtx& c, const TensorView& x, QuantAxis* q) {
   return !c.has_input(2) || c.in(2).numel() == q->channels;
 }
 
-/// Zero point k as an int (0 when absent).
-int32_t zero_point(const RunCtx& c, int64_t k) {
-  if (!c.has_input(2)) return 0;
-  const TensorView& z = c.in(2);
-  if (z.dtype == DType::kI8) return z.as<int8_t>()[k];
-  if (z.dtype == DType::kU8) return z.as<uint8_t>()[k];
-  return z.as<int32_t>()[k];
-}
-
 template <typename T>
 KernelStatus quantize_typed(const RunCtx& c, const QuantAxis& q) {
   const TensorView& x = c.in(0);
@@ -67,9 +59,9 @@ KernelStatus quantize_typed(const RunCtx& c, const QuantAxis& q) {
   for (int64_t i = 0; i < n; i += run) {
     const int64_t ch = q.channels == 1 ? 0 : i / q.inner % q.channels;
     if constexpr (std::is_same_v<T, uint8_t>)
-      simd::quantize_u8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), lo, hi, y + i);
+      simd::quantize_u8(xs + i, static_cast<size_t>(run), scale[ch], zero_point_at(c, 2, ch), lo, hi, y + i);
     else
-      simd::quantize_i8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), lo, hi, y + i);
+      simd::quantize_i8(xs + i, static_cast<size_t>(run), scale[ch], zero_point_at(c, 2, ch), lo, hi, y + i);
   }
   return KernelStatus::kOk;
 }
@@ -85,11 +77,11 @@ void dequantize_typed(const RunCtx& c, const QuantAxis& q) {
   for (int64_t i = 0; i < n; i += run) {
     const int64_t ch = q.channels == 1 ? 0 : i / q.inner % q.channels;
     if constexpr (std::is_same_v<T, uint8_t>)
-      simd::dequantize_u8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), y + i);
+      simd::dequantize_u8(xs + i, static_cast<size_t>(run), scale[ch], zero_point_at(c, 2, ch), y + i);
     else if constexpr (std::is_same_v<T, int8_t>)
-      simd::dequantize_i8(xs + i, static_cast<size_t>(run), scale[ch], zero_point(c, ch), y + i);
+      simd::dequantize_i8(xs + i, static_cast<size_t>(run), scale[ch], zero_point_at(c, 2, ch), y + i);
     else
-      for (int64_t k = i; k < i + run; ++k) y[k] = static_cast<float>(static_cast<int32_t>(xs[k]) - zero_point(c, ch)) * scale[ch];
+      for (int64_t k = i; k < i + run; ++k) y[k] = static_cast<float>(static_cast<int32_t>(xs[k]) - zero_point_at(c, 2, ch)) * scale[ch];
   }
 }
 
