@@ -7,8 +7,10 @@
 
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
+#include "delegates/xnnpack/int8_conv.h"
 #include "delegates/xnnpack/op.h"
 #include "core/status.h"
+#include "kernels/simd/qgemm.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {
@@ -141,6 +143,66 @@ struct XnnQConv : XnnOp {
     return check_setup(xnn_setup_convolution2d_nhwc_qc8(xop, n, h, w, ins[0]->as<int8_t>(), out->as<int8_t>(), pool), *this);
   }
   bool u8 = false;
+};
+
+// Value k of a constant 8-bit or int32 operand (element 0 when it holds one value).
+int32_t int_operand(const Operand& o, const OpSource& src, size_t k) {
+  int64_t count = 1;
+  for (core::ExprId e : o.shape) count *= const_of(src.exprs->data(), e);
+  const size_t at = count == 1 ? 0 : k;
+  if (o.dtype == DType::kI8) return static_cast<const int8_t*>(o.const_data)[at];
+  if (o.dtype == DType::kU8) return static_cast<const uint8_t*>(o.const_data)[at];
+  return static_cast<const int32_t*>(o.const_data)[at];
+}
+
+DenseConvGeometry dense_geometry(const Op& op);
+
+// QLinearConv with groups = 1 on Kiln's int8 kernel (int8_conv.h): any mix of int8/uint8.
+struct Int8Conv : Op {
+  Status create(const OpSource& src) override {
+    const OpPlan& p = plan;
+    const auto& o = src.operands;
+    Int8ConvSpec s;
+    s.m = p.group_out;
+    s.c = p.group_in;
+    s.kh = p.kernel_h;
+    s.kw = p.kernel_w;
+    s.w = static_cast<const uint8_t*>(o[3].const_data);
+    s.w_signed = o[3].dtype == DType::kI8;
+    s.x_signed = o[0].dtype == DType::kI8;
+    s.x_scale = *static_cast<const float*>(o[1].const_data);
+    s.x_zero = int_operand(o[2], src, 0);
+    s.y_scale = *static_cast<const float*>(o[6].const_data);
+    s.y_zero = int_operand(o[7], src, 0);
+    std::vector<int32_t> wz(s.m);
+    std::vector<float> ws(s.m);
+    int64_t ws_count = 1;
+    for (core::ExprId e : o[4].shape) ws_count *= const_of(src.exprs->data(), e);
+    for (size_t oc = 0; oc < s.m; ++oc) {
+      wz[oc] = int_operand(o[5], src, oc);
+      ws[oc] = static_cast<const float*>(o[4].const_data)[ws_count == 1 ? 0 : oc];
+    }
+    s.w_zero = wz.data();
+    s.w_scale = ws.data();
+    if (o.size() > 8 && o[8].present) s.bias = static_cast<const int32_t*>(o[8].const_data);
+    std::vector<core::AttrRef> storage;
+    const core::Attrs attrs = src.attrs(&storage);
+    const bool y_signed = o[7].dtype == DType::kI8;
+    s.lo = std::max<int64_t>(y_signed ? -128 : 0, attrs.get_int("clamp_min", -128));
+    s.hi = std::min<int64_t>(y_signed ? 127 : 255, attrs.get_int("clamp_max", 255));
+    pack_int8_conv(s, &weights);
+    return ok_status();
+  }
+  Status setup() override {
+    geom = dense_geometry(*this);
+    return ok_status();
+  }
+  Status run() override {
+    int8_conv(weights, geom, static_cast<const uint8_t*>(ins[0]->data), static_cast<uint8_t*>(out->data), pool);
+    return ok_status();
+  }
+  Int8ConvWeights weights;
+  DenseConvGeometry geom;
 };
 
 struct XnnDeconv : XnnOp {
@@ -301,31 +363,49 @@ Status plan_conv(const PlanInput& in, OpPlan* p) {
   return ok_status();
 }
 
+namespace {
+
+// What XNNPACK's quantized convolutions take: int8 x, weights and output with symmetric
+// weights (qc8, per channel or per tensor), or uint8 all three with one weight scale (qu8).
+Status xnn_qconv_takes(const std::vector<Operand>& ins, const core::ExprNode* exprs) {
+  const DType xt = ins[0].dtype, wt = ins[3].dtype, yt = ins[7].dtype;
+  const bool s8 = xt == DType::kI8 && wt == DType::kI8 && yt == DType::kI8;
+  const bool u8 = xt == DType::kU8 && wt == DType::kU8 && yt == DType::kU8;
+  if (!s8 && !u8) return decline("grouped: int8 x, weights and output (qc8), or uint8 all three (qu8); not a mix");
+  int64_t wz_count = 1;
+  for (core::ExprId e : ins[5].shape) wz_count *= const_of(exprs, e);
+  if (s8) {
+    const int8_t* wz = static_cast<const int8_t*>(ins[5].const_data);
+    for (int64_t k = 0; k < wz_count; ++k)
+      if (wz[k] != 0) return decline("grouped int8 weights with a nonzero zero point");
+  } else if (wz_count != 1) {
+    return decline("grouped uint8 weights quantized per channel");
+  }
+  return ok_status();
+}
+
+bool is_8bit(DType t) { return t == DType::kI8 || t == DType::kU8; }
+
+// Kiln's int8 kernel takes the convolution: groups = 1 and a window it fits.
+bool int8_dense(const OpPlan& p) { return p.groups == 1 && int8_conv_fits(p.group_in, p.kernel_h, p.kernel_w); }
+
+}  // namespace
+
 // QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?): the float planner's
-// geometry; int8 x, weights and y with weights symmetric (XNNPACK's qc8, per channel or per
-// tensor), or uint8 all three with one weight scale (qu8). Everything but x is constant.
+// geometry. Dense ones (groups = 1) run on Kiln's int8 kernel, any mix of int8 and uint8;
+// grouped and depthwise ones on XNNPACK's (xnn_qconv_takes). Everything but x is constant.
 Status plan_qconv(const PlanInput& in, OpPlan* p) {
   const std::vector<Operand>& ins = in.ins;
   if (ins.size() < 8) return decline("missing operands");
   for (size_t k = 1; k < ins.size(); ++k)
     if (ins[k].present && !ins[k].const_data) return decline("scales, zero points, weights and bias must be constant");
   if (!ins[2].present || !ins[5].present || !ins[7].present) return decline("a zero point is omitted");
-  const DType xt = ins[0].dtype, wt = ins[3].dtype, yt = ins[7].dtype;
-  const bool s8 = xt == DType::kI8 && wt == DType::kI8 && yt == DType::kI8;
-  const bool u8 = xt == DType::kU8 && wt == DType::kU8 && yt == DType::kU8;
-  if (!s8 && !u8) return decline("int8 x, weights and output (qc8), or uint8 all three (qu8); not a mix");
-  int64_t wz_count = 1;
-  for (core::ExprId e : ins[5].shape) wz_count *= const_of(in.exprs, e);
-  if (s8) {
-    const int8_t* wz = static_cast<const int8_t*>(ins[5].const_data);
-    for (int64_t k = 0; k < wz_count; ++k)
-      if (wz[k] != 0) return decline("int8 weights with a nonzero zero point");
-  } else if (wz_count != 1) {
-    return decline("uint8 weights quantized per channel");
-  }
+  if (!is_8bit(ins[0].dtype) || !is_8bit(ins[3].dtype) || !is_8bit(ins[7].dtype))
+    return decline("x, weights and output must be int8 or uint8");
   std::vector<Operand> geometry = {ins[0], ins[3]};
   if (ins.size() > 8 && ins[8].present) geometry.push_back(ins[8]);
   KILN_TRY(plan_conv(PlanInput{in.op, in.attrs, geometry, in.out_shapes, in.exprs}, p));
+  if (!int8_dense(*p)) KILN_TRY(xnn_qconv_takes(ins, in.exprs));
   p->kind = OpKind::kQConv;
   return ok_status();
 }
@@ -378,9 +458,14 @@ Status plan_matmul(const PlanInput& in, OpPlan* p) {
   return ok_status();
 }
 
-std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource&) {
+std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   if (p.kind == OpKind::kBatchMatMul) return std::make_unique<BatchMatMul>();
-  if (p.kind == OpKind::kQConv) return std::make_unique<XnnQConv>();
+  if (p.kind == OpKind::kQConv) {
+    // Kiln's kernel where it has a SIMD path or XNNPACK has none for the dtypes.
+    const bool xnn = xnn_qconv_takes(src.operands, src.exprs->data()).ok();
+    if (int8_dense(p) && (std::string(simd::qgemm_isa()) != "plain" || !xnn)) return std::make_unique<Int8Conv>();
+    return std::make_unique<XnnQConv>();
+  }
   // Dense convolutions and fully connected layers run on Kiln's kernel where the CPU has it;
   // depthwise ones too, except the windows XNNPACK's unipass microkernels cover (4, 9 and 25
   // taps; others, such as 7x7, fall back to a grouped GEMM there).

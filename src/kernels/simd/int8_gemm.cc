@@ -1,10 +1,11 @@
 #include "kernels/simd/int8_gemm.h"
 
+#include "kernels/simd/isa.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-#include <cstdlib>
 #include <cstring>
 
 namespace kiln::simd {
@@ -104,16 +105,10 @@ const Impl kImpls[] = {
 #endif
     {"plain", always, gemm_plain}};
 
-/// True when KILN_MAX_ISA caps the ISA below `name` ("plain" allows only the plain path).
-bool capped(const char* name) {
-  const char* cap = std::getenv("KILN_MAX_ISA");
-  return cap != nullptr && std::strcmp(cap, "plain") == 0 && std::strcmp(name, "plain") != 0;
-}
-
 const Impl& chosen() {
   static const Impl* impl = [] {
     for (const Impl& i : kImpls)
-      if (i.available() && !capped(i.name)) return &i;
+      if (i.available() && isa_allowed(i.name)) return &i;
     return &kImpls[sizeof(kImpls) / sizeof(kImpls[0]) - 1];
   }();
   return *impl;

@@ -1,0 +1,227 @@
+#include "kernels/simd/qgemm.h"
+
+#include "kernels/simd/isa.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <cmath>
+#include <cstring>
+
+namespace kiln::simd {
+
+namespace {
+
+// ---- plain C++: any CPU; the definition the others are tested against ----------------------
+
+uint8_t requantize_one(int64_t dot, size_t r, size_t j, const int32_t* rowsum, const QgemmEpilogue& e) {
+  int64_t v = dot + e.bias[j];
+  if (e.wz) v -= static_cast<int64_t>(e.wz[j]) * rowsum[r];
+  const int32_t acc = static_cast<int32_t>(static_cast<uint32_t>(v));  // the int32 accumulator
+  float f = static_cast<float>(acc) * e.ratio[j];
+  const float fl = static_cast<float>(e.lo - e.zp), fh = static_cast<float>(e.hi - e.zp);
+  f = f < fl ? fl : f > fh ? fh : f;
+  return static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(f)) + e.zp);
+}
+
+void qgemm_plain(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                 const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  for (size_t r = 0; r < mr; ++r)
+    for (size_t j = 0; j < nc; ++j) {
+      int64_t dot = 0;
+      for (size_t k = 0; k < kp; ++k) {
+        const uint8_t av = a[r * lda + k], bv = panel[qgemm_panel_index(k, j)];
+        dot += a_unsigned ? int64_t{av} * static_cast<int8_t>(bv) : int64_t{static_cast<int8_t>(av)} * bv;
+      }
+      y[r * ldy + j] = requantize_one(dot, r, j, rowsum, e);
+    }
+}
+
+#if defined(__x86_64__)
+// ---- AVX2: operands widened to int16, vpmaddwd (exact; vpmaddubsw would saturate) ----------
+
+#define KILN_AVX2_INT __attribute__((target("avx2")))
+
+// Requantizes 8 channels of int32 (bias and zero-point terms added) to int32 outputs.
+KILN_AVX2_INT inline __m256i requantize8(__m256i v, const QgemmEpilogue& e, size_t j0, int32_t rowsum) {
+  v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.bias + j0)));
+  if (e.wz)
+    v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_set1_epi32(rowsum),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.wz + j0))));
+  __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(e.ratio + j0));
+  f = _mm256_min_ps(_mm256_max_ps(f, _mm256_set1_ps(static_cast<float>(e.lo - e.zp))),
+                    _mm256_set1_ps(static_cast<float>(e.hi - e.zp)));
+  return _mm256_add_epi32(_mm256_cvtps_epi32(f), _mm256_set1_epi32(e.zp));
+}
+
+template <size_t MR, bool AU>
+KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                             const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc) {
+  // acc[r][q]: channels 4q..4q+3 of row r, two partial sums each (k pairs 0-1 and 2-3).
+  __m256i acc[MR][4];
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_si256();
+  for (size_t g = 0; g < kp / 4; ++g) {
+    __m256i b[4];
+    for (size_t q = 0; q < 4; ++q) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + g * 64 + q * 16));
+      b[q] = AU ? _mm256_cvtepi8_epi16(raw) : _mm256_cvtepu8_epi16(raw);
+    }
+    for (size_t r = 0; r < MR; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, a + r * lda + g * 4, sizeof(quad));
+      const __m128i a8 = _mm_cvtsi32_si128(quad);
+      const __m256i av = _mm256_broadcastq_epi64(AU ? _mm_cvtepu8_epi16(a8) : _mm_cvtepi8_epi16(a8));
+      for (size_t q = 0; q < 4; ++q) acc[r][q] = _mm256_add_epi32(acc[r][q], _mm256_madd_epi16(av, b[q]));
+    }
+  }
+  for (size_t r = 0; r < MR; ++r) {
+    const __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
+    const __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
+    const int32_t rs = e.wz ? rowsum[r] : 0;
+    __m256i w16 = _mm256_permute4x64_epi64(
+        _mm256_packs_epi32(requantize8(lo, e, 0, rs), requantize8(hi, e, 8, rs)), 0xD8);
+    w16 = _mm256_and_si256(w16, _mm256_set1_epi16(0xFF));  // each value's byte (already in range)
+    const __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    if (nc == kQgemmNr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + r * ldy), bytes);
+    } else {
+      alignas(16) uint8_t tmp[kQgemmNr];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+      std::memcpy(y + r * ldy, tmp, nc);
+    }
+  }
+}
+
+template <bool AU>
+KILN_AVX2_INT void qgemm_avx2_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
+                                const uint8_t* panel, const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc) {
+  size_t r = 0;
+  for (; r + 3 <= mr; r += 3) rows_avx2<3, AU>(kp, a + r * lda, lda, rowsum + r, panel, e, y + r * ldy, ldy, nc);
+  if (mr - r == 2) rows_avx2<2, AU>(kp, a + r * lda, lda, rowsum + r, panel, e, y + r * ldy, ldy, nc);
+  if (mr - r == 1) rows_avx2<1, AU>(kp, a + r * lda, lda, rowsum + r, panel, e, y + r * ldy, ldy, nc);
+}
+
+void qgemm_avx2(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  if (a_unsigned)
+    qgemm_avx2_t<true>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+  else
+    qgemm_avx2_t<false>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+}
+
+// ---- AVX-512 VNNI: vpdpbusd, 16 channels x up to 8 rows in zmm accumulators ----------------
+
+#define KILN_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+// Named accumulators (GCC keeps arrays of vectors on the stack); rows past MR compile away.
+#define KILN_QROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+template <size_t MR, bool AU>
+KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                         const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc) {
+#define KILN_INIT(r) __m512i acc##r = _mm512_setzero_si512();
+  KILN_QROWS(KILN_INIT)
+#undef KILN_INIT
+  for (size_t g = 0; g < kp / 4; ++g) {
+    const __m512i b = _mm512_loadu_si512(panel + g * 64);
+#define KILN_DOT(r)                                                                 \
+  if constexpr (MR > r) {                                                           \
+    int32_t quad;                                                                   \
+    std::memcpy(&quad, a + r * lda + g * 4, sizeof(quad));                          \
+    const __m512i av = _mm512_set1_epi32(quad);                                     \
+    acc##r = AU ? _mm512_dpbusd_epi32(acc##r, av, b) : _mm512_dpbusd_epi32(acc##r, b, av); \
+  }
+    KILN_QROWS(KILN_DOT)
+#undef KILN_DOT
+  }
+  const __m512i bias = _mm512_loadu_si512(e.bias);
+  const __m512i wz = e.wz ? _mm512_loadu_si512(e.wz) : _mm512_setzero_si512();
+  const __m512 ratio = _mm512_loadu_ps(e.ratio);
+  const __m512 flo = _mm512_set1_ps(static_cast<float>(e.lo - e.zp)), fhi = _mm512_set1_ps(static_cast<float>(e.hi - e.zp));
+  const __m512i zp = _mm512_set1_epi32(e.zp);
+  const __mmask16 mask = static_cast<__mmask16>((1u << nc) - 1);
+#define KILN_STORE(r)                                                                         \
+  if constexpr (MR > r) {                                                                     \
+    __m512i v = _mm512_add_epi32(acc##r, bias);                                               \
+    if (e.wz) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(rowsum[r]), wz));  \
+    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), ratio);                                   \
+    f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);                                            \
+    const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), zp));  \
+    _mm_mask_storeu_epi8(y + r * ldy, mask, bytes);                                           \
+  }
+  KILN_QROWS(KILN_STORE)
+#undef KILN_STORE
+}
+#undef KILN_QROWS
+
+using RowsFn = void (*)(size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const QgemmEpilogue&, uint8_t*,
+                        size_t, size_t);
+// [a_unsigned][rows]
+constexpr RowsFn kVnni[2][kQgemmMr + 1] = {
+    {nullptr, rows_vnni<1, false>, rows_vnni<2, false>, rows_vnni<3, false>, rows_vnni<4, false>, rows_vnni<5, false>,
+     rows_vnni<6, false>, rows_vnni<7, false>, rows_vnni<8, false>},
+    {nullptr, rows_vnni<1, true>, rows_vnni<2, true>, rows_vnni<3, true>, rows_vnni<4, true>, rows_vnni<5, true>,
+     rows_vnni<6, true>, rows_vnni<7, true>, rows_vnni<8, true>}};
+
+void qgemm_vnni(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  kVnni[a_unsigned][mr](kp, a, lda, rowsum, panel, e, y, ldy, nc);
+}
+
+#endif  // __x86_64__
+
+// ---- the table (isa.h) -----------------------------------------------------------------------
+
+using QgemmFn = void (*)(size_t, size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const QgemmEpilogue&,
+                         uint8_t*, size_t, size_t, bool);
+
+struct Impl {
+  const char* name;
+  bool (*available)();
+  QgemmFn run;
+};
+
+// Best first; the last runs anywhere.
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx512vnni",
+     [] {
+       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+     },
+     qgemm_vnni},
+    {"avx2", [] { return __builtin_cpu_supports("avx2") != 0; }, qgemm_avx2},
+#endif
+    {"plain", [] { return true; }, qgemm_plain}};
+
+const Impl& chosen() {
+  static const Impl* impl = [] {
+    for (const Impl& i : kImpls)
+      if (i.available() && isa_allowed(i.name)) return &i;
+    return &kImpls[sizeof(kImpls) / sizeof(kImpls[0]) - 1];
+  }();
+  return *impl;
+}
+
+}  // namespace
+
+void qgemm(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+           const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  if (mr == 0 || nc == 0) return;
+  chosen().run(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc, a_unsigned);
+}
+
+const char* qgemm_isa() { return chosen().name; }
+
+bool qgemm_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
+              const uint8_t* panel, const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  for (const Impl& i : kImpls)
+    if (std::strcmp(i.name, isa) == 0 && i.available()) {
+      if (mr > 0 && nc > 0) i.run(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc, a_unsigned);
+      return true;
+    }
+  return false;
+}
+
+}  // namespace kiln::simd

@@ -1,0 +1,73 @@
+// The quantized GEMM microkernel on every implementation this CPU has, against a definition
+// written here (int64 dot product, requantization by kernels/portable/quant.h): both operand
+// signednesses, rows 1-8, K groups 1-300, partial panels, weight zero points on and off,
+// extreme values (u8 255 x s8 -128 everywhere: what saturates vpmaddubsw), clamps.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/portable/quant.h"
+#include "kernels/simd/qgemm.h"
+
+namespace kiln::simd {
+namespace {
+
+TEST(Qgemm, EveryIsaMatchesTheDefinition) {
+  std::mt19937 rng(11);
+  int ran = 0, skipped = 0;
+  for (const char* isa : {"plain", "avx2", "avx512vnni"}) {
+    for (bool au : {true, false})
+      for (size_t mr : {1, 2, 3, 4, 7, 8})
+        for (size_t kp : {4, 8, 36, 1200})
+          for (size_t nc : {16, 5})
+            for (int variant = 0; variant < 3; ++variant) {  // 0 random, 1 extreme, 2 random with wz
+              std::vector<uint8_t> a(mr * (kp + 4)), panel(qgemm_panel_bytes(kp));
+              const size_t lda = kp + 4;
+              for (uint8_t& v : a) v = variant == 1 ? (au ? 255 : 0x80) : static_cast<uint8_t>(rng());
+              for (uint8_t& v : panel) v = variant == 1 ? (au ? 0x80 : 255) : static_cast<uint8_t>(rng());
+              std::vector<int32_t> bias(16), wz(16), rowsum(mr);
+              std::vector<float> ratio(16);
+              for (size_t j = 0; j < 16; ++j) {
+                bias[j] = static_cast<int32_t>(rng() % 20001) - 10000;
+                wz[j] = static_cast<int32_t>(rng() % 256);
+                ratio[j] = (variant == 1 ? 1e-6f : 1e-4f) * static_cast<float>(1 + rng() % 100);
+              }
+              for (int32_t& s : rowsum) s = static_cast<int32_t>(rng() % 4001) - 2000;
+              QgemmEpilogue e;
+              e.bias = bias.data(), e.ratio = ratio.data(), e.wz = variant == 2 ? wz.data() : nullptr;
+              e.zp = au ? -3 : 7, e.lo = au ? -128 : 0, e.hi = au ? 100 : 255;
+              std::vector<uint8_t> y(mr * 20, 0xAB);
+              if (!qgemm_on(isa, mr, kp, a.data(), lda, rowsum.data(), panel.data(), e, y.data(), 20, nc, au)) {
+                ++skipped;
+                continue;
+              }
+              ++ran;
+              for (size_t r = 0; r < mr; ++r)
+                for (size_t j = 0; j < 20; ++j) {
+                  if (j >= nc) {
+                    ASSERT_EQ(y[r * 20 + j], 0xAB) << isa << ": wrote past the panel's channels";
+                    continue;
+                  }
+                  int64_t dot = 0;
+                  for (size_t k = 0; k < kp; ++k) {
+                    const uint8_t av = a[r * lda + k], bv = panel[qgemm_panel_index(k, j)];
+                    dot += au ? int64_t{av} * static_cast<int8_t>(bv) : int64_t{static_cast<int8_t>(av)} * bv;
+                  }
+                  int64_t acc = dot + bias[j] - (e.wz ? int64_t{wz[j]} * rowsum[r] : 0);
+                  const int32_t want = kernels::requantize(static_cast<int32_t>(acc), ratio[j], e.zp, e.lo, e.hi);
+                  ASSERT_EQ(static_cast<int32_t>(au ? static_cast<int32_t>(static_cast<int8_t>(y[r * 20 + j]))
+                                                    : static_cast<int32_t>(y[r * 20 + j])),
+                            want)
+                      << isa << " au=" << au << " mr=" << mr << " kp=" << kp << " nc=" << nc << " variant=" << variant
+                      << " at " << r << "," << j;
+                }
+            }
+  }
+  EXPECT_GT(ran, 0);
+  if (skipped > 0) GTEST_LOG_(INFO) << "this CPU lacks " << skipped / 288 << " of the ISAs; checked: " << ran << " calls";
+  GTEST_LOG_(INFO) << "qgemm uses " << qgemm_isa();
+}
+
+}  // namespace
+}  // namespace kiln::simd
