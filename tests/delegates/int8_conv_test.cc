@@ -122,5 +122,68 @@ TEST(Int8Conv, FullyConnectedReadsATransposedMatrix) {
     }
 }
 
+TEST(Int8Depthwise, MatchesTheDefinitionForEveryDtypeMix) {
+  std::mt19937 rng(13);
+  pthreadpool_t two = pthreadpool_create(2);
+  const Case cases[] = {
+      {1, 5, 7, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     {2, 9, 8, 17, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {1, 12, 10, 40, 40, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2}, {1, 6, 6, 32, 32, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+      {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     {1, 4, 17, 20, 20, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3},
+  };
+  for (const Case& k : cases)
+    for (int mix = 0; mix < 4; ++mix) {
+      const bool xs = mix & 1, wsg = mix & 2;
+      const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
+      const size_t ow = (k.w + k.pl + k.pr - (k.dw * (k.kw - 1) + 1)) / k.sw + 1, taps = k.kh * k.kw;
+      std::vector<uint8_t> x(k.n * k.h * k.w * k.c), w(k.c * taps);
+      for (uint8_t& v : x) v = static_cast<uint8_t>(rng());
+      for (uint8_t& v : w) v = static_cast<uint8_t>(rng());
+      std::vector<int32_t> bias(k.c), wz(k.c);
+      std::vector<float> wscale(k.c);
+      for (size_t o = 0; o < k.c; ++o) {
+        bias[o] = static_cast<int32_t>(rng() % 2001) - 1000;
+        wz[o] = static_cast<int32_t>(rng() % 256) - (wsg ? 128 : 0);
+        wscale[o] = 0.01f * static_cast<float>(1 + rng() % 50);
+      }
+      Int8ConvSpec s;
+      s.w = w.data(), s.w_signed = wsg, s.x_signed = xs, s.bias = bias.data(), s.w_zero = wz.data();
+      s.w_scale = wscale.data(), s.x_scale = 0.05f, s.y_scale = 0.9f;
+      s.x_zero = xs ? 11 : 100, s.y_zero = xs ? -4 : 128, s.lo = xs ? -128 : 0, s.hi = xs ? 127 : 255;
+      s.m = k.c, s.c = 1, s.kh = k.kh, s.kw = k.kw;
+      Int8DepthwiseWeights packed;
+      pack_int8_depthwise(s, &packed);
+      DenseConvGeometry g;
+      g.batch = k.n, g.in_h = k.h, g.in_w = k.w, g.out_h = oh, g.out_w = ow;
+      g.stride_h = k.sh, g.stride_w = k.sw, g.dilation_h = k.dh, g.dilation_w = k.dw;
+      g.pad_top = k.pt, g.pad_left = k.pl, g.in_stride = k.c;
+      std::vector<uint8_t> want(k.n * oh * ow * k.c);
+      for (size_t n = 0; n < k.n; ++n)
+        for (size_t i = 0; i < oh; ++i)
+          for (size_t j = 0; j < ow; ++j)
+            for (size_t o = 0; o < k.c; ++o) {
+              int64_t acc = bias[o];
+              for (size_t a = 0; a < k.kh; ++a)
+                for (size_t b = 0; b < k.kw; ++b) {
+                  const int64_t ih = static_cast<int64_t>(i * k.sh + a * k.dh) - k.pt;
+                  const int64_t iw = static_cast<int64_t>(j * k.sw + b * k.dw) - k.pl;
+                  if (ih < 0 || iw < 0 || ih >= static_cast<int64_t>(k.h) || iw >= static_cast<int64_t>(k.w)) continue;
+                  acc += int64_t{val(x[((n * k.h + ih) * k.w + iw) * k.c + o], xs) - s.x_zero} *
+                         (val(w[o * taps + a * k.kw + b], wsg) - wz[o]);
+                }
+              want[((n * oh + i) * ow + j) * k.c + o] = static_cast<uint8_t>(kernels::requantize(
+                  static_cast<int32_t>(acc), s.x_scale * wscale[o] / s.y_scale, s.y_zero, s.lo, s.hi));
+            }
+      for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+        std::vector<uint8_t> y(want.size() + 1, 0xCD);
+        int8_depthwise(packed, g, x.data(), y.data(), pool);
+        for (size_t q = 0; q < want.size(); ++q)
+          ASSERT_EQ(y[q], want[q]) << "c=" << k.c << " k=" << k.kh << "x" << k.kw << " mix=" << mix << " at " << q
+                                   << " on " << simd::qgemm_isa();
+        EXPECT_EQ(y[want.size()], 0xCD);
+      }
+    }
+  pthreadpool_destroy(two);
+}
+
 }  // namespace
 }  // namespace kiln::delegates::xnnpack

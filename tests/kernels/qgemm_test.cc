@@ -69,5 +69,44 @@ TEST(Qgemm, EveryIsaMatchesTheDefinition) {
   GTEST_LOG_(INFO) << "qgemm uses " << qgemm_isa();
 }
 
+TEST(Qgemm, DepthwisePixelOnEveryIsaMatchesPlain) {
+  std::mt19937 rng(17);
+  int ran = 0;
+  for (size_t c : {1, 7, 16, 17, 40})
+    for (size_t taps : {1, 9, 25})
+      for (bool xs : {true, false}) {
+        const size_t padded = (c + 15) / 16 * 16;
+        std::vector<std::vector<uint8_t>> rows(taps, std::vector<uint8_t>(c));
+        std::vector<const uint8_t*> x(taps);
+        for (size_t t = 0; t < taps; ++t) {
+          for (uint8_t& v : rows[t]) v = static_cast<uint8_t>(rng());
+          x[t] = rows[t].data();
+        }
+        std::vector<int16_t> w(padded * taps);
+        for (int16_t& v : w) v = static_cast<int16_t>(static_cast<int>(rng() % 511) - 255);
+        std::vector<int32_t> bias(padded);
+        std::vector<float> ratio(padded);
+        for (size_t j = 0; j < padded; ++j) bias[j] = static_cast<int32_t>(rng() % 20001) - 10000, ratio[j] = 1e-3f * (1 + rng() % 20);
+        QgemmEpilogue e;
+        e.bias = bias.data(), e.ratio = ratio.data(), e.zp = xs ? 5 : 130, e.lo = xs ? -128 : 0, e.hi = xs ? 127 : 255;
+        std::vector<uint8_t> want(c + 1, 0xEE);
+        ASSERT_TRUE(qdw_pixel_on("plain", taps, x.data(), xs, c, w.data(), e, want.data()));
+        for (size_t j = 0; j < c; ++j) {
+          int64_t acc = bias[j];
+          for (size_t t = 0; t < taps; ++t)
+            acc += int64_t{xs ? static_cast<int8_t>(rows[t][j]) : rows[t][j]} * w[(j / 16) * taps * 16 + t * 16 + j % 16];
+          ASSERT_EQ(static_cast<int32_t>(xs ? static_cast<int8_t>(want[j]) : want[j]),
+                    kernels::requantize(static_cast<int32_t>(acc), ratio[j], e.zp, e.lo, e.hi));
+        }
+        for (const char* isa : {"avx2", "avx512vnni"}) {
+          std::vector<uint8_t> y(c + 1, 0xEE);
+          if (!qdw_pixel_on(isa, taps, x.data(), xs, c, w.data(), e, y.data())) continue;
+          ++ran;
+          ASSERT_EQ(y, want) << isa << " c=" << c << " taps=" << taps << " xs=" << xs;
+        }
+      }
+  if (ran == 0) GTEST_LOG_(INFO) << "this CPU has neither AVX2 nor AVX-512: only the plain path was checked";
+}
+
 }  // namespace
 }  // namespace kiln::simd

@@ -157,40 +157,52 @@ int32_t int_operand(const Operand& o, const OpSource& src, size_t k) {
 
 DenseConvGeometry dense_geometry(const Op& op);
 
-// QLinearConv with groups = 1 on Kiln's int8 kernel (int8_conv.h): any mix of int8/uint8.
-struct Int8Conv : Op {
+// The quantization around a QLinearConv, as Kiln's int8 kernels read it (int8_conv.h); the
+// per-channel vectors live in `wz` and `ws`.
+Int8ConvSpec int8_spec(const OpSource& src, const OpPlan& p, std::vector<int32_t>* wz, std::vector<float>* ws) {
+  const auto& o = src.operands;
+  Int8ConvSpec s;
+  s.m = p.groups * p.group_out;
+  s.c = p.group_in;
+  s.kh = p.kernel_h;
+  s.kw = p.kernel_w;
+  s.w = static_cast<const uint8_t*>(o[3].const_data);
+  s.w_signed = o[3].dtype == DType::kI8;
+  s.x_signed = o[0].dtype == DType::kI8;
+  s.x_scale = *static_cast<const float*>(o[1].const_data);
+  s.x_zero = int_operand(o[2], src, 0);
+  s.y_scale = *static_cast<const float*>(o[6].const_data);
+  s.y_zero = int_operand(o[7], src, 0);
+  wz->resize(s.m);
+  ws->resize(s.m);
+  int64_t ws_count = 1;
+  for (core::ExprId e : o[4].shape) ws_count *= const_of(src.exprs->data(), e);
+  for (size_t oc = 0; oc < s.m; ++oc) {
+    (*wz)[oc] = int_operand(o[5], src, oc);
+    (*ws)[oc] = static_cast<const float*>(o[4].const_data)[ws_count == 1 ? 0 : oc];
+  }
+  s.w_zero = wz->data();
+  s.w_scale = ws->data();
+  if (o.size() > 8 && o[8].present) s.bias = static_cast<const int32_t*>(o[8].const_data);
+  std::vector<core::AttrRef> storage;
+  const core::Attrs attrs = src.attrs(&storage);
+  const bool y_signed = o[7].dtype == DType::kI8;
+  s.lo = static_cast<int32_t>(std::max<int64_t>(y_signed ? -128 : 0, attrs.get_int("clamp_min", -128)));
+  s.hi = static_cast<int32_t>(std::min<int64_t>(y_signed ? 127 : 255, attrs.get_int("clamp_max", 255)));
+  return s;
+}
+
+DenseConvGeometry dense_geometry(const Op& op);
+
+// QLinearConv on Kiln's int8 kernels (int8_conv.h), any mix of int8/uint8: dense (groups = 1)
+// or depthwise.
+template <typename Weights, void (*kPack)(const Int8ConvSpec&, Weights*),
+          void (*kRun)(const Weights&, const DenseConvGeometry&, const uint8_t*, uint8_t*, pthreadpool_t)>
+struct Int8ConvOp : Op {
   Status create(const OpSource& src) override {
-    const OpPlan& p = plan;
-    const auto& o = src.operands;
-    Int8ConvSpec s;
-    s.m = p.group_out;
-    s.c = p.group_in;
-    s.kh = p.kernel_h;
-    s.kw = p.kernel_w;
-    s.w = static_cast<const uint8_t*>(o[3].const_data);
-    s.w_signed = o[3].dtype == DType::kI8;
-    s.x_signed = o[0].dtype == DType::kI8;
-    s.x_scale = *static_cast<const float*>(o[1].const_data);
-    s.x_zero = int_operand(o[2], src, 0);
-    s.y_scale = *static_cast<const float*>(o[6].const_data);
-    s.y_zero = int_operand(o[7], src, 0);
-    std::vector<int32_t> wz(s.m);
-    std::vector<float> ws(s.m);
-    int64_t ws_count = 1;
-    for (core::ExprId e : o[4].shape) ws_count *= const_of(src.exprs->data(), e);
-    for (size_t oc = 0; oc < s.m; ++oc) {
-      wz[oc] = int_operand(o[5], src, oc);
-      ws[oc] = static_cast<const float*>(o[4].const_data)[ws_count == 1 ? 0 : oc];
-    }
-    s.w_zero = wz.data();
-    s.w_scale = ws.data();
-    if (o.size() > 8 && o[8].present) s.bias = static_cast<const int32_t*>(o[8].const_data);
-    std::vector<core::AttrRef> storage;
-    const core::Attrs attrs = src.attrs(&storage);
-    const bool y_signed = o[7].dtype == DType::kI8;
-    s.lo = std::max<int64_t>(y_signed ? -128 : 0, attrs.get_int("clamp_min", -128));
-    s.hi = std::min<int64_t>(y_signed ? 127 : 255, attrs.get_int("clamp_max", 255));
-    pack_int8_conv(s, &weights);
+    std::vector<int32_t> wz;
+    std::vector<float> ws;
+    kPack(int8_spec(src, plan, &wz, &ws), &weights);
     return ok_status();
   }
   Status setup() override {
@@ -198,12 +210,14 @@ struct Int8Conv : Op {
     return ok_status();
   }
   Status run() override {
-    int8_conv(weights, geom, static_cast<const uint8_t*>(ins[0]->data), static_cast<uint8_t*>(out->data), pool);
+    kRun(weights, geom, static_cast<const uint8_t*>(ins[0]->data), static_cast<uint8_t*>(out->data), pool);
     return ok_status();
   }
-  Int8ConvWeights weights;
+  Weights weights;
   DenseConvGeometry geom;
 };
+using Int8Conv = Int8ConvOp<Int8ConvWeights, pack_int8_conv, int8_conv>;
+using Int8Depthwise = Int8ConvOp<Int8DepthwiseWeights, pack_int8_depthwise, int8_depthwise>;
 
 struct XnnDeconv : XnnOp {
   Status create(const OpSource& src) override {
@@ -386,8 +400,11 @@ Status xnn_qconv_takes(const std::vector<Operand>& ins, const core::ExprNode* ex
 
 bool is_8bit(DType t) { return t == DType::kI8 || t == DType::kU8; }
 
-// Kiln's int8 kernel takes the convolution: groups = 1 and a window it fits.
+// Kiln's int8 kernels take the convolution: groups = 1, or depthwise, and a window they fit.
 bool int8_dense(const OpPlan& p) { return p.groups == 1 && int8_conv_fits(p.group_in, p.kernel_h, p.kernel_w); }
+bool int8_takes_depthwise(const OpPlan& p) {
+  return p.groups > 1 && p.group_in == 1 && p.group_out == 1 && int8_depthwise_fits(p.kernel_h, p.kernel_w);
+}
 
 }  // namespace
 
@@ -405,7 +422,7 @@ Status plan_qconv(const PlanInput& in, OpPlan* p) {
   std::vector<Operand> geometry = {ins[0], ins[3]};
   if (ins.size() > 8 && ins[8].present) geometry.push_back(ins[8]);
   KILN_TRY(plan_conv(PlanInput{in.op, in.attrs, geometry, in.out_shapes, in.exprs}, p));
-  if (!int8_dense(*p)) KILN_TRY(xnn_qconv_takes(ins, in.exprs));
+  if (!int8_dense(*p) && !int8_takes_depthwise(*p)) KILN_TRY(xnn_qconv_takes(ins, in.exprs));
   p->kind = OpKind::kQConv;
   return ok_status();
 }
@@ -463,7 +480,9 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   if (p.kind == OpKind::kQConv) {
     // Kiln's kernel where it has a SIMD path or XNNPACK has none for the dtypes.
     const bool xnn = xnn_qconv_takes(src.operands, src.exprs->data()).ok();
-    if (int8_dense(p) && (std::string(simd::qgemm_isa()) != "plain" || !xnn)) return std::make_unique<Int8Conv>();
+    const bool has_simd = std::string(simd::qgemm_isa()) != "plain";
+    if (int8_dense(p) && (has_simd || !xnn)) return std::make_unique<Int8Conv>();
+    if (int8_takes_depthwise(p) && (has_simd || !xnn)) return std::make_unique<Int8Depthwise>();
     return std::make_unique<XnnQConv>();
   }
   // Dense convolutions and fully connected layers run on Kiln's kernel where the CPU has it;

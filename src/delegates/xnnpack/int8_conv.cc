@@ -171,4 +171,78 @@ void int8_conv(const Int8ConvWeights& w, const DenseConvGeometry& g, const uint8
   pthreadpool_parallelize_2d(pool, run_task, &j, groups, (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk, 0);
 }
 
+bool int8_depthwise_fits(size_t kh, size_t kw) { return kh * kw <= kMaxTaps; }
+
+// sum over taps of (x - xz)(w - wz) = sum x * (w - wz) - xz * sum (w - wz): a padded tap
+// reads xz, so the identity holds for it too.
+void pack_int8_depthwise(const Int8ConvSpec& s, Int8DepthwiseWeights* out) {
+  const size_t taps = s.kh * s.kw, blocks = (s.m + kQgemmNr - 1) / kQgemmNr, padded = blocks * kQgemmNr;
+  out->channels = s.m;
+  out->kernel_h = s.kh;
+  out->kernel_w = s.kw;
+  out->x_signed = s.x_signed;
+  out->w.assign(padded * taps, 0);
+  out->bias.assign(padded, 0);
+  out->ratio.assign(padded, 0.f);
+  out->zero.assign(padded, static_cast<uint8_t>(s.x_zero));
+  for (size_t ch = 0; ch < s.m; ++ch) {
+    int64_t wsum = 0;
+    for (size_t t = 0; t < taps; ++t) {
+      const uint8_t v = s.w[ch * taps + t];
+      const int32_t q = (s.w_signed ? static_cast<int8_t>(v) : v) - s.w_zero[ch];
+      out->w[(ch / kQgemmNr) * taps * kQgemmNr + t * kQgemmNr + ch % kQgemmNr] = static_cast<int16_t>(q);
+      wsum += q;
+    }
+    out->bias[ch] = static_cast<int32_t>((s.bias ? s.bias[ch] : 0) - s.x_zero * wsum);
+    out->ratio[ch] = s.x_scale * s.w_scale[ch] / s.y_scale;
+  }
+  out->y_zero = s.y_zero;
+  out->lo = s.lo;
+  out->hi = s.hi;
+}
+
+namespace {
+
+struct DwJob {
+  const Int8DepthwiseWeights* w;
+  const DenseConvGeometry* g;
+  const uint8_t* x;
+  uint8_t* y;
+};
+
+// One output row: each pixel's tap pointers (x's zero point where a tap falls outside).
+void dw_row(void* ctx, size_t row) {
+  const DwJob& j = *static_cast<const DwJob*>(ctx);
+  const Int8DepthwiseWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t n = row / g.out_h, oh = row % g.out_h, c = w.channels;
+  simd::QgemmEpilogue e;
+  e.bias = w.bias.data(), e.ratio = w.ratio.data(), e.zp = w.y_zero, e.lo = w.lo, e.hi = w.hi;
+  const uint8_t* taps[kMaxTaps];
+  for (size_t ow = 0; ow < g.out_w; ++ow) {
+    const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
+    const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
+    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+      const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
+      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+        const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
+        const bool inside = ih >= 0 && ih < static_cast<int64_t>(g.in_h) && iw >= 0 && iw < static_cast<int64_t>(g.in_w);
+        taps[kh * w.kernel_w + kw] =
+            inside ? j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.in_stride
+                   : w.zero.data();
+      }
+    }
+    simd::qdw_pixel(w.kernel_h * w.kernel_w, taps, w.x_signed, c, w.w.data(), e, j.y + (row * g.out_w + ow) * c);
+  }
+}
+
+}  // namespace
+
+void int8_depthwise(const Int8DepthwiseWeights& w, const DenseConvGeometry& g, const uint8_t* x, uint8_t* y,
+                    pthreadpool_t pool) {
+  if (g.batch * g.out_h * g.out_w == 0 || w.channels == 0) return;
+  DwJob j{&w, &g, x, y};
+  pthreadpool_parallelize_1d(pool, dw_row, &j, g.batch * g.out_h, 0);
+}
+
 }  // namespace kiln::delegates::xnnpack

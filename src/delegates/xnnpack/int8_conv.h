@@ -57,4 +57,27 @@ void pack_int8_conv(const Int8ConvSpec& s, Int8ConvWeights* out);
 /// Never allocates; threads over output tiles and channel panels.
 void int8_conv(const Int8ConvWeights& w, const DenseConvGeometry& g, const uint8_t* x, uint8_t* y, pthreadpool_t pool);
 
+/// Depthwise (one input and one output channel per group): weights minus their zero points
+/// as int16, [channel blocks of 16][taps][16]; the bias with x's zero point folded in.
+struct Int8DepthwiseWeights {
+  size_t channels = 0, kernel_h = 1, kernel_w = 1;
+  bool x_signed = true;
+  std::vector<int16_t> w;
+  std::vector<int32_t> bias;
+  std::vector<float> ratio;
+  std::vector<uint8_t> zero;  ///< channels bytes of x's zero point: what a padded tap reads
+  int32_t y_zero = 0, lo = -128, hi = 127;
+};
+
+/// True when the kernel takes a kh x kw depthwise window.
+bool int8_depthwise_fits(size_t kh, size_t kw);
+
+/// Packs ONNX [C, 1, KH, KW] weights (s.m = C channels, s.c = 1).
+void pack_int8_depthwise(const Int8ConvSpec& s, Int8DepthwiseWeights* out);
+
+/// The depthwise convolution, x [N, H, W, C] and y [N, OH, OW, C]. Never allocates; threads
+/// over output rows.
+void int8_depthwise(const Int8DepthwiseWeights& w, const DenseConvGeometry& g, const uint8_t* x, uint8_t* y,
+                    pthreadpool_t pool);
+
 }  // namespace kiln::delegates::xnnpack
