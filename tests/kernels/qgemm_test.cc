@@ -69,7 +69,7 @@ TEST(Qgemm, EveryIsaMatchesTheDefinition) {
   GTEST_LOG_(INFO) << "qgemm uses " << qgemm_isa();
 }
 
-TEST(Qgemm, DepthwisePixelOnEveryIsaMatchesPlain) {
+TEST(Qgemm, DepthwiseRowOnEveryIsaMatchesPlain) {
   std::mt19937 rng(17);
   int ran = 0;
   for (size_t c : {1, 7, 16, 17, 40})
@@ -90,7 +90,8 @@ TEST(Qgemm, DepthwisePixelOnEveryIsaMatchesPlain) {
         QgemmEpilogue e;
         e.bias = bias.data(), e.ratio = ratio.data(), e.zp = xs ? 5 : 130, e.lo = xs ? -128 : 0, e.hi = xs ? 127 : 255;
         std::vector<uint8_t> want(c + 1, 0xEE);
-        ASSERT_TRUE(qdw_pixel_on("plain", taps, x.data(), xs, c, w.data(), e, want.data()));
+        const std::vector<size_t> step(taps, 0);
+        ASSERT_TRUE(qdw_row_on("plain", taps, x.data(), step.data(), 1, xs, c, w.data(), e, want.data()));
         for (size_t j = 0; j < c; ++j) {
           int64_t acc = bias[j];
           for (size_t t = 0; t < taps; ++t)
@@ -100,7 +101,7 @@ TEST(Qgemm, DepthwisePixelOnEveryIsaMatchesPlain) {
         }
         for (const char* isa : {"avx2", "avx512vnni"}) {
           std::vector<uint8_t> y(c + 1, 0xEE);
-          if (!qdw_pixel_on(isa, taps, x.data(), xs, c, w.data(), e, y.data())) continue;
+          if (!qdw_row_on(isa, taps, x.data(), step.data(), 1, xs, c, w.data(), e, y.data())) continue;
           ++ran;
           ASSERT_EQ(y, want) << isa << " c=" << c << " taps=" << taps << " xs=" << xs;
         }

@@ -210,29 +210,49 @@ struct DwJob {
   uint8_t* y;
 };
 
-// One output row: each pixel's tap pointers (x's zero point where a tap falls outside).
+// The tap pointers of output pixel (n, oh, ow) and their steps to the next pixel along the
+// row: x's zero point (step 0) where a tap falls outside.
+void dw_taps(const DwJob& j, size_t n, size_t oh, size_t ow, const uint8_t** taps, size_t* step) {
+  const Int8DepthwiseWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
+  const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
+  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+    const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
+    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+      const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
+      const bool inside = ih >= 0 && ih < static_cast<int64_t>(g.in_h) && iw >= 0 && iw < static_cast<int64_t>(g.in_w);
+      const size_t t = kh * w.kernel_w + kw;
+      taps[t] = inside ? j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.in_stride
+                       : w.zero.data();
+      step[t] = inside ? g.stride_w * g.in_stride : 0;
+    }
+  }
+}
+
+// One output row: the pixels whose windows lie inside the row horizontally in one call, the
+// edge pixels one at a time.
 void dw_row(void* ctx, size_t row) {
   const DwJob& j = *static_cast<const DwJob*>(ctx);
   const Int8DepthwiseWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t n = row / g.out_h, oh = row % g.out_h, c = w.channels;
+  const size_t n = row / g.out_h, oh = row % g.out_h, c = w.channels, ntaps = w.kernel_h * w.kernel_w;
   simd::QgemmEpilogue e;
   e.bias = w.bias.data(), e.ratio = w.ratio.data(), e.zp = w.y_zero, e.lo = w.lo, e.hi = w.hi;
+  // Interior: iw0 >= 0 and iw0 + span < in_w.
+  const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), sw = static_cast<int64_t>(g.stride_w);
+  const int64_t first = (g.pad_left + sw - 1) / sw;
+  const int64_t last = static_cast<int64_t>(g.in_w) - span - 1 + g.pad_left;  // iw0 <= in_w - span - 1
+  const size_t lo = static_cast<size_t>(std::clamp<int64_t>(first, 0, static_cast<int64_t>(g.out_w)));
+  const size_t hi = last < 0 ? lo : std::max(lo, static_cast<size_t>(std::min<int64_t>(last / sw + 1, static_cast<int64_t>(g.out_w))));
   const uint8_t* taps[kMaxTaps];
-  for (size_t ow = 0; ow < g.out_w; ++ow) {
-    const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
-    const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
-    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-      const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
-      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-        const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
-        const bool inside = ih >= 0 && ih < static_cast<int64_t>(g.in_h) && iw >= 0 && iw < static_cast<int64_t>(g.in_w);
-        taps[kh * w.kernel_w + kw] =
-            inside ? j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.in_stride
-                   : w.zero.data();
-      }
-    }
-    simd::qdw_pixel(w.kernel_h * w.kernel_w, taps, w.x_signed, c, w.w.data(), e, j.y + (row * g.out_w + ow) * c);
+  size_t step[kMaxTaps];
+  uint8_t* y = j.y + row * g.out_w * c;
+  for (size_t ow = 0; ow < g.out_w;) {
+    const size_t npix = ow == lo && hi > lo ? hi - lo : 1;
+    dw_taps(j, n, oh, ow, taps, step);
+    simd::qdw_row(ntaps, taps, step, npix, w.x_signed, c, w.w.data(), e, y + ow * c);
+    ow += npix;
   }
 }
 

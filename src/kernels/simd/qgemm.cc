@@ -38,15 +38,18 @@ void qgemm_plain(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32
     }
 }
 
-void qdw_plain(size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w, const QgemmEpilogue& e,
-               uint8_t* y) {
-  for (size_t j = 0; j < c; ++j) {
-    int64_t dot = 0;
-    const int16_t* wj = w + (j / kQgemmNr) * taps * kQgemmNr + j % kQgemmNr;
-    for (size_t t = 0; t < taps; ++t)
-      dot += int64_t{x_signed ? static_cast<int8_t>(x[t][j]) : x[t][j]} * wj[t * kQgemmNr];
-    y[j] = requantize_one(dot, 0, j, nullptr, e);
-  }
+void qdw_plain(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
+               const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
+  for (size_t p = 0; p < npix; ++p)
+    for (size_t j = 0; j < c; ++j) {
+      int64_t dot = 0;
+      const int16_t* wj = w + (j / kQgemmNr) * taps * kQgemmNr + j % kQgemmNr;
+      for (size_t t = 0; t < taps; ++t) {
+        const uint8_t v = x[t][p * step[t] + j];
+        dot += int64_t{x_signed ? static_cast<int8_t>(v) : v} * wj[t * kQgemmNr];
+      }
+      y[p * c + j] = requantize_one(dot, 0, j, nullptr, e);
+    }
 }
 
 #if defined(__x86_64__)
@@ -122,35 +125,37 @@ void qgemm_avx2(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_
     qgemm_avx2_t<false>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
 }
 
-// 8 channels: widened x times int16 weights in int32, then requantized (bias added there).
+// 8 channels of npix pixels: widened x times int16 weights in int32, then requantized.
 template <bool XS>
-KILN_AVX2_INT void qdw_avx2_t(size_t taps, const uint8_t* const* x, size_t c, const int16_t* w, const QgemmEpilogue& e,
-                              uint8_t* y) {
+KILN_AVX2_INT void qdw_avx2_t(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, size_t c,
+                              const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
   for (size_t j0 = 0; j0 < c; j0 += 8) {
     const size_t n = c - j0 < 8 ? c - j0 : 8;
     const int16_t* wb = w + (j0 / kQgemmNr) * taps * kQgemmNr + j0 % kQgemmNr;
-    __m256i acc = _mm256_setzero_si256();
-    for (size_t t = 0; t < taps; ++t) {
-      int64_t bytes = 0;
-      std::memcpy(&bytes, x[t] + j0, n);
-      const __m128i x8 = _mm_cvtsi64_si128(bytes);
-      const __m256i xv = XS ? _mm256_cvtepi8_epi32(x8) : _mm256_cvtepu8_epi32(x8);
-      const __m256i wv = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + t * kQgemmNr)));
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(xv, wv));
+    for (size_t p = 0; p < npix; ++p) {
+      __m256i acc = _mm256_setzero_si256();
+      for (size_t t = 0; t < taps; ++t) {
+        int64_t bytes = 0;
+        std::memcpy(&bytes, x[t] + p * step[t] + j0, n);
+        const __m128i x8 = _mm_cvtsi64_si128(bytes);
+        const __m256i xv = XS ? _mm256_cvtepi8_epi32(x8) : _mm256_cvtepu8_epi32(x8);
+        // w zero-extended: each int32 lane holds (w, 0) as int16, so vpmaddwd gives x * w.
+        const __m256i wv = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + t * kQgemmNr)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
+      }
+      alignas(32) int32_t out[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out), requantize8(acc, e, j0, 0));
+      for (size_t i = 0; i < n; ++i) y[p * c + j0 + i] = static_cast<uint8_t>(out[i]);
     }
-    const __m256i q = requantize8(acc, e, j0, 0);
-    alignas(32) int32_t out[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out), q);
-    for (size_t i = 0; i < n; ++i) y[j0 + i] = static_cast<uint8_t>(out[i]);
   }
 }
 
-void qdw_avx2(size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w, const QgemmEpilogue& e,
-              uint8_t* y) {
+void qdw_avx2(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
+              const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
   if (x_signed)
-    qdw_avx2_t<true>(taps, x, c, w, e, y);
+    qdw_avx2_t<true>(taps, x, step, npix, c, w, e, y);
   else
-    qdw_avx2_t<false>(taps, x, c, w, e, y);
+    qdw_avx2_t<false>(taps, x, step, npix, c, w, e, y);
 }
 
 // ---- AVX-512 VNNI: vpdpbusd, 16 channels x up to 8 rows in zmm accumulators ----------------
@@ -202,35 +207,41 @@ KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t*
 }
 #undef KILN_QROWS
 
-// 16 channels: widened x times int16 weights in int32, requantized, stored under a mask.
+// 16 channels of npix pixels: widened x times int16 weights (vpdpwssd), requantized, stored
+// under a mask.
 template <bool XS>
-KILN_VNNI void qdw_vnni_t(size_t taps, const uint8_t* const* x, size_t c, const int16_t* w, const QgemmEpilogue& e,
-                          uint8_t* y) {
+KILN_VNNI void qdw_vnni_t(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, size_t c,
+                          const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
   const __m512 flo = _mm512_set1_ps(static_cast<float>(e.lo - e.zp)), fhi = _mm512_set1_ps(static_cast<float>(e.hi - e.zp));
   const __m512i zp = _mm512_set1_epi32(e.zp);
   for (size_t j0 = 0; j0 < c; j0 += kQgemmNr) {
     const size_t n = c - j0 < kQgemmNr ? c - j0 : kQgemmNr;
     const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
     const int16_t* wb = w + j0 * taps;
-    __m512i acc = _mm512_loadu_si512(e.bias + j0);
-    for (size_t t = 0; t < taps; ++t) {
-      const __m128i x8 = _mm_maskz_loadu_epi8(mask, x[t] + j0);
-      const __m512i xv = XS ? _mm512_cvtepi8_epi32(x8) : _mm512_cvtepu8_epi32(x8);
-      const __m512i wv = _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + t * kQgemmNr)));
-      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, wv));
+    const __m512i bias = _mm512_loadu_si512(e.bias + j0);
+    const __m512 ratio = _mm512_loadu_ps(e.ratio + j0);
+    for (size_t p = 0; p < npix; ++p) {
+      __m512i acc = bias;
+      for (size_t t = 0; t < taps; ++t) {
+        const __m128i x8 = _mm_maskz_loadu_epi8(mask, x[t] + p * step[t] + j0);
+        const __m512i xv = XS ? _mm512_cvtepi8_epi32(x8) : _mm512_cvtepu8_epi32(x8);
+        // w zero-extended: each int32 lane holds (w, 0) as int16, so vpdpwssd adds x * w.
+        const __m512i wv = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + t * kQgemmNr)));
+        acc = _mm512_dpwssd_epi32(acc, xv, wv);
+      }
+      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), ratio);
+      f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+      _mm_mask_storeu_epi8(y + p * c + j0, mask, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), zp)));
     }
-    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_loadu_ps(e.ratio + j0));
-    f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
-    _mm_mask_storeu_epi8(y + j0, mask, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(f), zp)));
   }
 }
 
-void qdw_vnni(size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w, const QgemmEpilogue& e,
-              uint8_t* y) {
+void qdw_vnni(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
+              const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
   if (x_signed)
-    qdw_vnni_t<true>(taps, x, c, w, e, y);
+    qdw_vnni_t<true>(taps, x, step, npix, c, w, e, y);
   else
-    qdw_vnni_t<false>(taps, x, c, w, e, y);
+    qdw_vnni_t<false>(taps, x, step, npix, c, w, e, y);
 }
 
 using RowsFn = void (*)(size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const QgemmEpilogue&, uint8_t*,
@@ -256,7 +267,8 @@ void qgemm_vnni(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_
 using QgemmFn = void (*)(size_t, size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const QgemmEpilogue&,
                          uint8_t*, size_t, size_t, bool);
 
-using QdwFn = void (*)(size_t, const uint8_t* const*, bool, size_t, const int16_t*, const QgemmEpilogue&, uint8_t*);
+using QdwFn = void (*)(size_t, const uint8_t* const*, const size_t*, size_t, bool, size_t, const int16_t*,
+                       const QgemmEpilogue&, uint8_t*);
 
 struct Impl {
   const char* name;
@@ -295,18 +307,18 @@ void qgemm(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* ro
   chosen().run(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc, a_unsigned);
 }
 
-void qdw_pixel(size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w, const QgemmEpilogue& e,
-               uint8_t* y) {
-  chosen().dw(taps, x, x_signed, c, w, e, y);
+void qdw_row(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
+             const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
+  if (npix > 0 && c > 0) chosen().dw(taps, x, step, npix, x_signed, c, w, e, y);
 }
 
 const char* qgemm_isa() { return chosen().name; }
 
-bool qdw_pixel_on(const char* isa, size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w,
-                  const QgemmEpilogue& e, uint8_t* y) {
+bool qdw_row_on(const char* isa, size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed,
+                size_t c, const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
   for (const Impl& i : kImpls)
     if (std::strcmp(i.name, isa) == 0 && i.available()) {
-      i.dw(taps, x, x_signed, c, w, e, y);
+      if (npix > 0 && c > 0) i.dw(taps, x, step, npix, x_signed, c, w, e, y);
       return true;
     }
   return false;

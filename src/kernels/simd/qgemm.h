@@ -45,21 +45,22 @@ struct QgemmEpilogue {
 void qgemm(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
            const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned);
 
-/// A depthwise convolution's output pixel: for each of C channels, acc[j] = bias[j] +
-/// sum over taps t of x[t][j] * w[(j / 16) * taps * 16 + t * 16 + j % 16] (x read as int8 or
-/// uint8, w int16 with the weight zero point already subtracted), requantized as qgemm's
-/// epilogue (e's arrays cover every channel, padded to 16; e.wz unused). x[t] points at C
-/// bytes (a padded tap at C bytes of x's zero point).
-void qdw_pixel(size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w, const QgemmEpilogue& e,
-               uint8_t* y);
+/// A depthwise convolution along npix output pixels of a row: for pixel p and each of C
+/// channels, acc[j] = bias[j] + sum over taps t of x[t][p * step[t] + j] *
+/// w[(j / 16) * taps * 16 + t * 16 + j % 16] (x read as int8 or uint8, w int16 with the weight
+/// zero point already subtracted), requantized as qgemm's epilogue (e's arrays cover every
+/// channel, padded to 16; e.wz unused) into y[p * C + j]. A padded tap points at C bytes of
+/// x's zero point with step 0.
+void qdw_row(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
+             const int16_t* w, const QgemmEpilogue& e, uint8_t* y);
 
 /// The implementation qgemm uses: "avx512vnni", "avx2" or "plain".
 const char* qgemm_isa();
 
 /// qgemm on implementation `isa`; false (nothing done) when this CPU or build lacks it.
-/// qdw_pixel on implementation `isa`; false when this CPU or build lacks it.
-bool qdw_pixel_on(const char* isa, size_t taps, const uint8_t* const* x, bool x_signed, size_t c, const int16_t* w,
-                  const QgemmEpilogue& e, uint8_t* y);
+/// qdw_row on implementation `isa`; false when this CPU or build lacks it.
+bool qdw_row_on(const char* isa, size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed,
+                size_t c, const int16_t* w, const QgemmEpilogue& e, uint8_t* y);
 
 bool qgemm_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
               const uint8_t* panel, const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned);
