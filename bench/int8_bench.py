@@ -31,6 +31,17 @@ ROOT = os.path.dirname(HERE)
 ZOO = os.path.join(ROOT, "zoo")
 
 
+def cpu_isa():
+    """The x86 ISA extensions that decide the int8 kernels: 'AVX-512 VNNI', 'AVX2' or the machine."""
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return os.uname().machine
+    if "avx512_vnni" in flags:
+        return "x86-64 with AVX-512 VNNI"
+    return "x86-64 with AVX2, no AVX-512 VNNI" if "avx2" in flags else os.uname().machine
+
+
 def kiln_times(build, kiln, inputs, threads, runs, warmup):
     cmd = [os.path.join(build, "kiln_runner"), f"--model_path={kiln}", "--inputs=" + ",".join(inputs),
            "--print_output=none", f"--num_executions={runs + warmup}", f"--cpu_threads={threads}"]
@@ -99,7 +110,8 @@ def main():
                 print(f"{r['model']:24} {r['shape']:32} t{t}: kiln int8 {r['kiln_int8']:.3f} float {r['kiln_float']:.3f} "
                       f"ort int8 {r['ort_int8']:.3f} float {r['ort_float']:.3f} ms", flush=True)
     lines = ["# int8: Kiln against Kiln float and ONNX Runtime int8", "",
-             f"`python3 bench/int8_bench.py` (onnxruntime {ort.__version__}); median of {a.runs} runs after {a.warmup}; ms.", "",
+             f"`python3 bench/int8_bench.py` (onnxruntime {ort.__version__}); median of {a.runs} runs after {a.warmup}; ms.",
+             f"CPU: {cpu_isa()} (Kiln's int8 kernels and ONNX Runtime's both pick their ISA at run time).", "",
              "| model | shape | threads | Kiln int8 | Kiln float | ORT int8 | ORT float | int8/float (Kiln) | Kiln int8 / ORT int8 |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
