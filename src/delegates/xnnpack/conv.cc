@@ -478,11 +478,13 @@ Status plan_matmul(const PlanInput& in, OpPlan* p) {
 std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   if (p.kind == OpKind::kBatchMatMul) return std::make_unique<BatchMatMul>();
   if (p.kind == OpKind::kQConv) {
-    // Kiln's kernel where it has a SIMD path or XNNPACK has none for the dtypes.
+    // Kiln's kernels where they measured faster than XNNPACK's (AVX-512 VNNI: mobilenet_v2
+    // int8 at 0.58x of Kiln's float, against 1.1-1.7x on XNNPACK's qc8 or Kiln's AVX2 row;
+    // bench/results/int8_bench.md), or where XNNPACK has no operator for the dtypes.
     const bool xnn = xnn_qconv_takes(src.operands, src.exprs->data()).ok();
-    const bool has_simd = std::string(simd::qgemm_isa()) != "plain";
-    if (int8_dense(p) && (has_simd || !xnn)) return std::make_unique<Int8Conv>();
-    if (int8_takes_depthwise(p) && (has_simd || !xnn)) return std::make_unique<Int8Depthwise>();
+    const bool faster = std::string(simd::qgemm_isa()) == "avx512vnni";
+    if (int8_dense(p) && (faster || !xnn)) return std::make_unique<Int8Conv>();
+    if (int8_takes_depthwise(p) && (faster || !xnn)) return std::make_unique<Int8Depthwise>();
     return std::make_unique<XnnQConv>();
   }
   // Dense convolutions and fully connected layers run on Kiln's kernel where the CPU has it;

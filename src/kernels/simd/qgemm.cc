@@ -135,9 +135,15 @@ KILN_AVX2_INT void qdw_avx2_t(size_t taps, const uint8_t* const* x, const size_t
     for (size_t p = 0; p < npix; ++p) {
       __m256i acc = _mm256_setzero_si256();
       for (size_t t = 0; t < taps; ++t) {
-        int64_t bytes = 0;
-        std::memcpy(&bytes, x[t] + p * step[t] + j0, n);
-        const __m128i x8 = _mm_cvtsi64_si128(bytes);
+        const uint8_t* src = x[t] + p * step[t] + j0;
+        __m128i x8;
+        if (n == 8) {
+          x8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+        } else {
+          int64_t bytes = 0;
+          std::memcpy(&bytes, src, n);
+          x8 = _mm_cvtsi64_si128(bytes);
+        }
         const __m256i xv = XS ? _mm256_cvtepi8_epi32(x8) : _mm256_cvtepu8_epi32(x8);
         // w zero-extended: each int32 lane holds (w, 0) as int16, so vpmaddwd gives x * w.
         const __m256i wv = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + t * kQgemmNr)));
