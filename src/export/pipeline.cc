@@ -153,7 +153,9 @@ Status delegate_method(const ExportOptions& opts, const std::vector<uint8_t>& co
     const std::string& op = m.instructions[i].op;
     const double f = instruction_flops(m, i);
     all += f;
-    if (op == "QLinearConv" || op == "ConvInteger" || op == "QLinearMatMul" || op == "MatMulInteger") integer += f;
+    if (op == "QLinearConv" || op == "ConvInteger" || op == "QLinearMatMul" || op == "MatMulInteger" ||
+        op == "PackedMatMulIntegerToFloat")
+      integer += f;
   }
   report->int8_flop_share = integer > 0 && all > 0 ? integer / all : 0;
   if (opts.delegate == "none") return ok_status();

@@ -58,6 +58,7 @@ struct ExportReport {
   /// QDQ chains (DequantizeLinear -> Conv/MatMul -> QuantizeLinear) folded into integer instructions
   size_t qdq_folded = 0;
   size_t retyped_u8 = 0;
+  size_t dynamic_matmuls_folded = 0;  ///< MatMulInteger chains made PackedMatMulIntegerToFloat
   size_t contrib_rewritten = 0;
   double int8_flop_share = 0;  ///< FLOPs at the bound in integer instructions (QLinearConv, MatMulInteger, ...)  ///< com.microsoft ops rewritten into standard ones (contrib_ops.h)  ///< uint8 activations made int8 (zero points minus 128) for int8 kernels
 };

@@ -409,7 +409,8 @@ double instruction_flops(const format::MethodDesc& m, size_t i) {
     for (size_t a = 1; a < w.size(); ++a) k *= static_cast<double>(std::max<int64_t>(1, range[w[a]].hi));
     return 2 * bound_numel(range, m.values[in.inputs[0]].shape) * k;
   }
-  if ((in.op == "MatMul" || in.op == "MatMulInteger" || in.op == "QLinearMatMul") && in.inputs.size() >= 2)
+  if ((in.op == "MatMul" || in.op == "MatMulInteger" || in.op == "QLinearMatMul" ||
+       in.op == "PackedMatMulIntegerToFloat") && in.inputs.size() >= 2)
     return 2 * out * hi(in.inputs[0], -1);
   if (in.op == "Gemm" && in.inputs.size() >= 2) {
     const core::Attrs a = in.attrs.view();

@@ -33,6 +33,10 @@ std::string format_report(const exporter::ExportReport& r) {
       << r.retyped_u8 << " uint8 activation" << (r.retyped_u8 == 1 ? "" : "s")
       << " held as int8 (zero point - 128, the same values) for int8 weights' kernels\n";
   }
+  if (r.dynamic_matmuls_folded)
+    o << "  quantized: " << r.dynamic_matmuls_folded << " dynamically quantized MatMul"
+      << (r.dynamic_matmuls_folded == 1 ? "" : "s")
+      << " (MatMulInteger -> Cast -> Mul [-> Add]) folded into PackedMatMulIntegerToFloat, weights packed at export\n";
   if (r.int8_flop_share > 0) {
     char share[32];
     std::snprintf(share, sizeof(share), "%.1f%%", 100 * r.int8_flop_share);

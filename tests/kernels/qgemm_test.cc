@@ -69,6 +69,51 @@ TEST(Qgemm, EveryIsaMatchesTheDefinition) {
   GTEST_LOG_(INFO) << "qgemm uses " << qgemm_isa();
 }
 
+TEST(Qgemm, FloatEpilogueOnEveryIsaMatchesTheDefinition) {
+  std::mt19937 rng(23);
+  int ran = 0;
+  for (const char* isa : {"plain", "avx2", "avx512vnni"})
+    for (bool au : {true, false})
+      for (size_t mr : {1, 3, 8})
+        for (size_t kp : {4, 68})
+          for (size_t nc : {16, 9})
+            for (int variant = 0; variant < 2; ++variant) {  // 0: no wz, no bias; 1: both
+              std::vector<uint8_t> a(mr * kp), panel(qgemm_panel_bytes(kp));
+              for (uint8_t& v : a) v = static_cast<uint8_t>(rng());
+              for (uint8_t& v : panel) v = static_cast<uint8_t>(rng());
+              std::vector<int32_t> bias(16), wz(16), rowsum(mr);
+              std::vector<float> scale(16), fbias(16);
+              for (size_t j = 0; j < 16; ++j) {
+                bias[j] = static_cast<int32_t>(rng() % 20001) - 10000, wz[j] = static_cast<int32_t>(rng() % 256);
+                scale[j] = 1e-3f * static_cast<float>(1 + rng() % 97), fbias[j] = 0.1f * static_cast<float>(rng() % 21) - 1.f;
+              }
+              for (int32_t& v : rowsum) v = static_cast<int32_t>(rng() % 4001) - 2000;
+              QgemmF32Epilogue e;
+              e.bias = bias.data(), e.scale = scale.data();
+              if (variant) e.wz = wz.data(), e.fbias = fbias.data();
+              std::vector<float> y(mr * 17, -7.f);
+              if (!qgemm_f32_on(isa, mr, kp, a.data(), kp, rowsum.data(), panel.data(), e, y.data(), 17, nc, au)) continue;
+              ++ran;
+              for (size_t r = 0; r < mr; ++r)
+                for (size_t j = 0; j < 17; ++j) {
+                  if (j >= nc) {
+                    ASSERT_EQ(y[r * 17 + j], -7.f) << isa << ": wrote past the panel's channels";
+                    continue;
+                  }
+                  int64_t dot = 0;
+                  for (size_t k = 0; k < kp; ++k) {
+                    const uint8_t av = a[r * kp + k], bv = panel[qgemm_panel_index(k, j)];
+                    dot += au ? int64_t{av} * static_cast<int8_t>(bv) : int64_t{static_cast<int8_t>(av)} * bv;
+                  }
+                  const int64_t acc = dot + bias[j] - (e.wz ? int64_t{wz[j]} * rowsum[r] : 0);
+                  volatile float want = static_cast<float>(static_cast<int32_t>(acc)) * scale[j];  // two roundings
+                  if (e.fbias) want = want + fbias[j];
+                  ASSERT_EQ(y[r * 17 + j], want) << isa << " au=" << au << " mr=" << mr << " kp=" << kp << " at " << r << "," << j;
+                }
+            }
+  EXPECT_GE(ran, 48);  // the plain path always runs
+}
+
 TEST(Qgemm, DepthwiseRowOnEveryIsaMatchesPlain) {
   std::mt19937 rng(17);
   int ran = 0;

@@ -105,6 +105,24 @@ def _matmul(Op, node):
                   consts={"as": _f(0.02), "az": np.array(120, np.uint8), "b": _weights((8, 6), np.int8, 6, bits=7),
                           "bs": _f(0.01), "bz": np.array(0, np.int8), "ys": _f(0.05), "yz": np.array(128, np.uint8)},
                   opset=10, notes="QLinearMatMul: u8 x i8, per tensor"))
+    # ONNX Runtime's dynamic quantizer's MatMul: Kiln folds the chain after DynamicQuantizeLinear
+    # into PackedMatMulIntegerToFloat (uint8 weights with per-column zero points and a bias, K
+    # not a multiple of 4; int8 weights with per-column scales, K a multiple of 4, no bias).
+    for name, k, n, b, bz, ws, bias in [
+            ("dynamic_matmul_u8", 20, 19, _weights((20, 19), np.uint8, 8), _weights((19,), np.uint8, 9),
+             _f(0.02), np.linspace(-1, 1, 19).astype(np.float32)),
+            ("dynamic_matmul_i8", 32, 33, _weights((32, 33), np.int8, 10, bits=7), np.array(0, np.int8),
+             np.linspace(0.01, 0.03, 33).astype(np.float32), None)]:
+        nodes = [node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]), node("Mul", ["xs", "ws"], ["s"]),
+                 node("MatMulInteger", ["xq", "b", "xz", "bz"], ["acc"]), node("Cast", ["acc"], ["c"], to=F),
+                 node("Mul", ["c", "s"], ["y" if bias is None else "m"])]
+        if bias is not None:
+            nodes.append(node("Add", ["bias", "m"], ["y"]))
+        ops.append(Op(name, nodes, [("x", F, ["N", "L", k])], [("y", F)], {"N": (0, 3), "L": (1, 9)},
+                      [{"N": 0, "L": 3}, {"N": 1, "L": 1}, {"N": 2, "L": 5}, {"N": 3, "L": 9}],
+                      consts={"b": b, "bz": bz, "ws": ws, **({"bias": bias} if bias is not None else {})},
+                      gen_scale={"x": 2.0}, opset=11,
+                      notes="DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add], folded by Kiln"))
     ops.append(Op("dynamic_quantize_linear",
                   [node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])],
                   [("x", F, ["N", "L"])], [("y", U8), ("ys", F), ("yz", U8)], {"N": (1, 4), "L": (1, 16)},

@@ -62,6 +62,9 @@ Status Importer::run(onnx::ModelProto& model) {
     KILN_ASSIGN_OR_RETURN(size_t qdq_removed, fold_qdq(&graph, &report_->qdq_folded));
     report_->removed_nodes += qdq_removed;
     KILN_ASSIGN_OR_RETURN(report_->retyped_u8, retype_u8_activations(&graph));
+    size_t dyn_removed = 0;
+    KILN_ASSIGN_OR_RETURN(report_->dynamic_matmuls_folded, fold_dynamic_matmuls(&graph, &dyn_removed));
+    report_->removed_nodes += dyn_removed;
   }
   KILN_TRY(check_supported(graph));
   if (opts_.fuse) fusions_ = find_fusions(graph, opset_);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "export/onnx/onnx_proto.h"
+#include "kernels/simd/qgemm.h"
 
 namespace kiln::exporter {
 
@@ -252,7 +253,124 @@ std::string s8_twin(onnx::GraphProto* g, const QdqView& v, const std::string& na
   return twin;
 }
 
+/// A new initializer `name` of dtype `type` and 1-D length `len` holding `bytes`.
+void add_initializer(onnx::GraphProto* g, const std::string& name, int type, int64_t len, const void* bytes, size_t size) {
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  t->add_dims(len);
+  t->set_raw_data(std::string(static_cast<const char*>(bytes), size));
+}
+
+/// Element k of a u8/i8/i32 initializer's values (element 0 when it holds one).
+int32_t int_elem(const HostTensor& t, int64_t k) {
+  const int64_t at = numel(t) == 1 ? 0 : k;
+  if (t.dtype == DType::kI8) return reinterpret_cast<const int8_t*>(t.bytes.data())[at];
+  if (t.dtype == DType::kU8) return t.bytes[static_cast<size_t>(at)];
+  return reinterpret_cast<const int32_t*>(t.bytes.data())[at];
+}
+
+/// The one input of node `n` other than `v` (its operands are {v, other}); "" when n does not
+/// read v exactly once among two inputs.
+std::string other_input(const onnx::NodeProto& n, const std::string& v) {
+  if (n.input_size() != 2) return "";
+  if (n.input(0) == v && n.input(1) != v) return n.input(1);
+  if (n.input(1) == v && n.input(0) != v) return n.input(0);
+  return "";
+}
+
+/// Folds the chain from MatMulInteger node i (fold_dynamic_matmuls); appends what it replaced
+/// to *drop. False (nothing changed) when it does not fit.
+bool fold_dynamic_one(const QdqView& v, onnx::GraphProto* g, int i, std::set<int>* drop) {
+  const onnx::NodeProto& mm = g->node(i);
+  if (mm.input_size() < 3 || mm.output_size() != 1 || mm.input(2).empty()) return false;
+  const onnx::NodeProto* dql = v.producer(mm.input(0), "DynamicQuantizeLinear");
+  if (!dql || dql->output_size() < 3 || dql->output(0) != mm.input(0) || dql->output(2) != mm.input(2)) return false;
+  HostTensor b, bz, ws, bias;
+  if (!v.init(mm.input(1), &b) || b.shape.size() != 2 || (b.dtype != DType::kI8 && b.dtype != DType::kU8)) return false;
+  const int64_t k = b.shape[0], n = b.shape[1];
+  if (k < 1 || k > 8192 || n < 1) return false;
+  const bool has_bz = mm.input_size() > 3 && !mm.input(3).empty();
+  if (has_bz && (!v.init(mm.input(3), &bz) || bz.dtype != b.dtype || (numel(bz) != 1 && numel(bz) != n))) return false;
+  const int ci = v.only_reader(mm.output(0), "Cast");
+  if (ci < 0 || attr_int(g->node(ci), "to", 0) != onnx::TensorProto::FLOAT) return false;
+  const int mi = v.only_reader(g->node(ci).output(0), "Mul");
+  if (mi < 0) return false;
+  const std::string s = other_input(g->node(mi), g->node(ci).output(0));
+  const onnx::NodeProto* sm = s.empty() ? nullptr : v.producer(s, "Mul");
+  if (!sm) return false;
+  const std::string ws_name = other_input(*sm, dql->output(1));
+  if (ws_name.empty() || !v.init(ws_name, &ws) || ws.dtype != DType::kF32 || (numel(ws) != 1 && numel(ws) != n))
+    return false;
+  if (numel(ws) == 1 && ws.shape.size() > 1) return false;  // a [1, 1] scale would broadcast the output's rank
+  std::string out = g->node(mi).output(0), bias_name;
+  const int ai = v.only_reader(out, "Add");
+  if (ai >= 0) {
+    const std::string bn = other_input(g->node(ai), out);
+    if (!bn.empty() && v.init(bn, &bias) && bias.dtype == DType::kF32 && bias.shape.size() == 1 && bias.shape[0] == n) {
+      bias_name = bn;
+      out = g->node(ai).output(0);
+      drop->insert(ai);
+    }
+  }
+  // B packed for the microkernel, its column sums, zero points and scales per column.
+  const std::string base = mm.input(1) + "_packed" + std::to_string(i);
+  const bool b_signed = b.dtype == DType::kI8;
+  std::vector<uint8_t> panels(static_cast<size_t>((n + 15) / 16) * simd::qgemm_panel_bytes(simd::qgemm_k_padded(static_cast<size_t>(k))));
+  simd::qgemm_pack_b(b.bytes.data(), static_cast<size_t>(k), static_cast<size_t>(n), panels.data());
+  std::vector<int32_t> colsum(static_cast<size_t>(n), 0), zero(static_cast<size_t>(n), 0);
+  std::vector<float> scale(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const uint8_t byte = b.bytes[static_cast<size_t>(kk * n + j)];
+      colsum[static_cast<size_t>(j)] += b_signed ? static_cast<int8_t>(byte) : byte;
+    }
+    zero[static_cast<size_t>(j)] = has_bz ? int_elem(bz, j) : 0;
+    scale[static_cast<size_t>(j)] = reinterpret_cast<const float*>(ws.bytes.data())[numel(ws) == 1 ? 0 : j];
+  }
+  add_initializer(g, base + "_panels", onnx::TensorProto::UINT8, static_cast<int64_t>(panels.size()), panels.data(), panels.size());
+  add_initializer(g, base + "_colsum", onnx::TensorProto::INT32, n, colsum.data(), colsum.size() * 4);
+  add_initializer(g, base + "_zero", onnx::TensorProto::INT32, n, zero.data(), zero.size() * 4);
+  add_initializer(g, base + "_scale", onnx::TensorProto::FLOAT, n, scale.data(), scale.size() * 4);
+  onnx::NodeProto* f = g->mutable_node(i);
+  const std::string a = f->input(0), az = f->input(2), xs = dql->output(1);
+  f->set_op_type("PackedMatMulIntegerToFloat");
+  f->clear_input();
+  for (const std::string& in : {a, xs, az, base + "_panels", base + "_colsum", base + "_zero", base + "_scale"}) f->add_input(in);
+  if (!bias_name.empty()) f->add_input(bias_name);
+  f->set_output(0, out);
+  f->clear_attribute();
+  *f->add_attribute() = int_attr("k", k);
+  *f->add_attribute() = int_attr("n", n);
+  *f->add_attribute() = int_attr("b_signed", b_signed ? 1 : 0);
+  drop->insert(ci);
+  drop->insert(mi);
+  return true;
+}
+
 }  // namespace
+
+Result<size_t> fold_dynamic_matmuls(onnx::GraphProto* g, size_t* removed) {
+  size_t folded = 0;
+  std::set<int> drop;
+  {
+    QdqView v(g);
+    const int nodes = g->node_size();
+    for (int i = 0; i < nodes; ++i)
+      if (g->node(i).op_type() == "MatMulInteger" && fold_dynamic_one(v, g, i, &drop)) ++folded;
+  }
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it) g->mutable_node()->DeleteSubrange(*it, 1);
+  *removed = drop.size();
+  // The scale products (x_scale * B_scale) nothing reads any more.
+  std::map<std::string, int> uses;
+  count_uses(*g, &uses);
+  for (int i = g->node_size() - 1; i >= 0; --i)
+    if (g->node(i).op_type() == "Mul" && g->node(i).output_size() == 1 && uses[g->node(i).output(0)] == 0) {
+      g->mutable_node()->DeleteSubrange(i, 1);
+      ++*removed;
+    }
+  return folded;
+}
 
 Result<size_t> retype_u8_activations(onnx::GraphProto* g) {
   std::vector<std::string> graph_outputs;

@@ -25,8 +25,17 @@ uint8_t requantize_one(int64_t dot, size_t r, size_t j, const int32_t* rowsum, c
   return static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(f)) + e.zp);
 }
 
-void qgemm_plain(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
-                 const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+float to_float_one(int64_t dot, size_t r, size_t j, const int32_t* rowsum, const QgemmF32Epilogue& e) {
+  int64_t v = dot + e.bias[j];
+  if (e.wz) v -= static_cast<int64_t>(e.wz[j]) * rowsum[r];
+  const float f = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(v))) * e.scale[j];
+  return e.fbias ? f + e.fbias[j] : f;
+}
+
+// kF32: e is a QgemmF32Epilogue and y float, else a QgemmEpilogue and y bytes.
+template <bool kF32>
+void qgemm_plain_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                   const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
   for (size_t r = 0; r < mr; ++r)
     for (size_t j = 0; j < nc; ++j) {
       int64_t dot = 0;
@@ -34,7 +43,10 @@ void qgemm_plain(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32
         const uint8_t av = a[r * lda + k], bv = panel[qgemm_panel_index(k, j)];
         dot += a_unsigned ? int64_t{av} * static_cast<int8_t>(bv) : int64_t{static_cast<int8_t>(av)} * bv;
       }
-      y[r * ldy + j] = requantize_one(dot, r, j, rowsum, e);
+      if constexpr (kF32)
+        static_cast<float*>(y)[r * ldy + j] = to_float_one(dot, r, j, rowsum, *static_cast<const QgemmF32Epilogue*>(e));
+      else
+        static_cast<uint8_t*>(y)[r * ldy + j] = requantize_one(dot, r, j, rowsum, *static_cast<const QgemmEpilogue*>(e));
     }
 }
 
@@ -69,9 +81,33 @@ KILN_AVX2_INT inline __m256i requantize8(__m256i v, const QgemmEpilogue& e, size
   return _mm256_add_epi32(_mm256_cvtps_epi32(f), _mm256_set1_epi32(e.zp));
 }
 
-template <size_t MR, bool AU>
+// The float epilogue of 16 channels (two vectors of 8) of one row.
+KILN_AVX2_INT inline void store_f32_avx2(__m256i lo, __m256i hi, const QgemmF32Epilogue& e, int32_t rowsum, float* y,
+                                         size_t nc) {
+  __m256 out[2];
+  const __m256i v[2] = {lo, hi};
+  for (size_t h = 0; h < 2; ++h) {
+    __m256i t = _mm256_add_epi32(v[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.bias + 8 * h)));
+    if (e.wz)
+      t = _mm256_sub_epi32(t, _mm256_mullo_epi32(_mm256_set1_epi32(rowsum),
+                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.wz + 8 * h))));
+    out[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(t), _mm256_loadu_ps(e.scale + 8 * h));
+    if (e.fbias) out[h] = _mm256_add_ps(out[h], _mm256_loadu_ps(e.fbias + 8 * h));
+  }
+  if (nc == kQgemmNr) {
+    _mm256_storeu_ps(y, out[0]);
+    _mm256_storeu_ps(y + 8, out[1]);
+  } else {
+    alignas(32) float tmp[kQgemmNr];
+    _mm256_store_ps(tmp, out[0]);
+    _mm256_store_ps(tmp + 8, out[1]);
+    std::memcpy(y, tmp, nc * sizeof(float));
+  }
+}
+
+template <size_t MR, bool AU, bool kF32>
 KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
-                             const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc) {
+                             const void* ep, void* yp, size_t ldy, size_t nc) {
   // acc[r][q]: channels 4q..4q+3 of row r, two partial sums each (k pairs 0-1 and 2-3).
   __m256i acc[MR][4];
   for (size_t r = 0; r < MR; ++r)
@@ -93,6 +129,12 @@ KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int3
   for (size_t r = 0; r < MR; ++r) {
     const __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
     const __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
+    if constexpr (kF32) {
+      store_f32_avx2(lo, hi, *static_cast<const QgemmF32Epilogue*>(ep), rowsum[r], static_cast<float*>(yp) + r * ldy, nc);
+      continue;
+    }
+    const QgemmEpilogue& e = *static_cast<const QgemmEpilogue*>(ep);
+    uint8_t* y = static_cast<uint8_t*>(yp);
     const int32_t rs = e.wz ? rowsum[r] : 0;
     __m256i w16 = _mm256_permute4x64_epi64(
         _mm256_packs_epi32(requantize8(lo, e, 0, rs), requantize8(hi, e, 8, rs)), 0xD8);
@@ -108,21 +150,25 @@ KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int3
   }
 }
 
-template <bool AU>
+template <bool AU, bool kF32>
 KILN_AVX2_INT void qgemm_avx2_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
-                                const uint8_t* panel, const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc) {
+                                const uint8_t* panel, const void* e, void* y, size_t ldy, size_t nc) {
+  const size_t ysize = kF32 ? sizeof(float) : 1;
+  auto* yb = static_cast<unsigned char*>(y);
   size_t r = 0;
-  for (; r + 3 <= mr; r += 3) rows_avx2<3, AU>(kp, a + r * lda, lda, rowsum + r, panel, e, y + r * ldy, ldy, nc);
-  if (mr - r == 2) rows_avx2<2, AU>(kp, a + r * lda, lda, rowsum + r, panel, e, y + r * ldy, ldy, nc);
-  if (mr - r == 1) rows_avx2<1, AU>(kp, a + r * lda, lda, rowsum + r, panel, e, y + r * ldy, ldy, nc);
+  for (; r + 3 <= mr; r += 3)
+    rows_avx2<3, AU, kF32>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * ldy * ysize, ldy, nc);
+  if (mr - r == 2) rows_avx2<2, AU, kF32>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * ldy * ysize, ldy, nc);
+  if (mr - r == 1) rows_avx2<1, AU, kF32>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * ldy * ysize, ldy, nc);
 }
 
+template <bool kF32>
 void qgemm_avx2(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
-                const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+                const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
   if (a_unsigned)
-    qgemm_avx2_t<true>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+    qgemm_avx2_t<true, kF32>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
   else
-    qgemm_avx2_t<false>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+    qgemm_avx2_t<false, kF32>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
 }
 
 // 8 channels of npix pixels: widened x times int16 weights in int32, then requantized.
@@ -175,9 +221,9 @@ void qdw_avx2(size_t taps, const uint8_t* const* x, const size_t* step, size_t n
 // Named accumulators (GCC keeps arrays of vectors on the stack); rows past MR compile away.
 #define KILN_QROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-template <size_t MR, bool AU>
+template <size_t MR, bool AU, bool kF32>
 KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
-                         const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc) {
+                         const void* ep, void* yp, size_t ldy, size_t nc) {
 #define KILN_INIT(r) __m512i acc##r = _mm512_setzero_si512();
   KILN_QROWS(KILN_INIT)
 #undef KILN_INIT
@@ -193,12 +239,35 @@ KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t*
     KILN_QROWS(KILN_DOT)
 #undef KILN_DOT
   }
+  const __mmask16 mask = static_cast<__mmask16>((1u << nc) - 1);
+  if constexpr (kF32) {
+    const QgemmF32Epilogue& e = *static_cast<const QgemmF32Epilogue*>(ep);
+    float* y = static_cast<float*>(yp);
+    const __m512i bias = _mm512_loadu_si512(e.bias);
+    const __m512i wz = e.wz ? _mm512_loadu_si512(e.wz) : _mm512_setzero_si512();
+    const __m512 scale = _mm512_loadu_ps(e.scale);
+    const __m512 fbias = e.fbias ? _mm512_loadu_ps(e.fbias) : _mm512_setzero_ps();
+    // Explicit rounding: two f32 operations as the unfused graph does them, never one FMA.
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+#define KILN_STORE_F32(r)                                                                     \
+  if constexpr (MR > r) {                                                                     \
+    __m512i v = _mm512_add_epi32(acc##r, bias);                                               \
+    if (e.wz) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(rowsum[r]), wz));  \
+    __m512 f = _mm512_mul_round_ps(_mm512_cvtepi32_ps(v), scale, kRound);                     \
+    if (e.fbias) f = _mm512_add_round_ps(f, fbias, kRound);                                   \
+    _mm512_mask_storeu_ps(y + r * ldy, mask, f);                                              \
+  }
+    KILN_QROWS(KILN_STORE_F32)
+#undef KILN_STORE_F32
+    return;
+  } else {
+  const QgemmEpilogue& e = *static_cast<const QgemmEpilogue*>(ep);
+  uint8_t* y = static_cast<uint8_t*>(yp);
   const __m512i bias = _mm512_loadu_si512(e.bias);
   const __m512i wz = e.wz ? _mm512_loadu_si512(e.wz) : _mm512_setzero_si512();
   const __m512 ratio = _mm512_loadu_ps(e.ratio);
   const __m512 flo = _mm512_set1_ps(static_cast<float>(e.lo - e.zp)), fhi = _mm512_set1_ps(static_cast<float>(e.hi - e.zp));
   const __m512i zp = _mm512_set1_epi32(e.zp);
-  const __mmask16 mask = static_cast<__mmask16>((1u << nc) - 1);
 #define KILN_STORE(r)                                                                         \
   if constexpr (MR > r) {                                                                     \
     __m512i v = _mm512_add_epi32(acc##r, bias);                                               \
@@ -210,6 +279,7 @@ KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t*
   }
   KILN_QROWS(KILN_STORE)
 #undef KILN_STORE
+  }
 }
 #undef KILN_QROWS
 
@@ -250,18 +320,22 @@ void qdw_vnni(size_t taps, const uint8_t* const* x, const size_t* step, size_t n
     qdw_vnni_t<false>(taps, x, step, npix, c, w, e, y);
 }
 
-using RowsFn = void (*)(size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const QgemmEpilogue&, uint8_t*,
-                        size_t, size_t);
-// [a_unsigned][rows]
-constexpr RowsFn kVnni[2][kQgemmMr + 1] = {
-    {nullptr, rows_vnni<1, false>, rows_vnni<2, false>, rows_vnni<3, false>, rows_vnni<4, false>, rows_vnni<5, false>,
-     rows_vnni<6, false>, rows_vnni<7, false>, rows_vnni<8, false>},
-    {nullptr, rows_vnni<1, true>, rows_vnni<2, true>, rows_vnni<3, true>, rows_vnni<4, true>, rows_vnni<5, true>,
-     rows_vnni<6, true>, rows_vnni<7, true>, rows_vnni<8, true>}};
+using RowsFn = void (*)(size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const void*, void*, size_t,
+                        size_t);
+#define KILN_VNNI_ROWS(AU, F)                                                                                    \
+  {                                                                                                              \
+    nullptr, rows_vnni<1, AU, F>, rows_vnni<2, AU, F>, rows_vnni<3, AU, F>, rows_vnni<4, AU, F>,                 \
+        rows_vnni<5, AU, F>, rows_vnni<6, AU, F>, rows_vnni<7, AU, F>, rows_vnni<8, AU, F>                       \
+  }
+// [float output][a_unsigned][rows]
+constexpr RowsFn kVnni[2][2][kQgemmMr + 1] = {{KILN_VNNI_ROWS(false, false), KILN_VNNI_ROWS(true, false)},
+                                              {KILN_VNNI_ROWS(false, true), KILN_VNNI_ROWS(true, true)}};
+#undef KILN_VNNI_ROWS
 
+template <bool kF32>
 void qgemm_vnni(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
-                const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
-  kVnni[a_unsigned][mr](kp, a, lda, rowsum, panel, e, y, ldy, nc);
+                const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
+  kVnni[kF32][a_unsigned][mr](kp, a, lda, rowsum, panel, e, y, ldy, nc);
 }
 
 #pragma GCC diagnostic pop
@@ -270,8 +344,9 @@ void qgemm_vnni(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_
 
 // ---- the table (isa.h) -----------------------------------------------------------------------
 
-using QgemmFn = void (*)(size_t, size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const QgemmEpilogue&,
-                         uint8_t*, size_t, size_t, bool);
+// e and y: a QgemmEpilogue and bytes, or (the _f32 entries) a QgemmF32Epilogue and floats.
+using QgemmFn = void (*)(size_t, size_t, const uint8_t*, size_t, const int32_t*, const uint8_t*, const void*, void*,
+                         size_t, size_t, bool);
 
 using QdwFn = void (*)(size_t, const uint8_t* const*, const size_t*, size_t, bool, size_t, const int16_t*,
                        const QgemmEpilogue&, uint8_t*);
@@ -279,7 +354,7 @@ using QdwFn = void (*)(size_t, const uint8_t* const*, const size_t*, size_t, boo
 struct Impl {
   const char* name;
   bool (*available)();
-  QgemmFn run;
+  QgemmFn run, run_f32;
   QdwFn dw;
 };
 
@@ -291,10 +366,10 @@ const Impl kImpls[] = {
        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
      },
-     qgemm_vnni, qdw_vnni},
-    {"avx2", [] { return __builtin_cpu_supports("avx2") != 0; }, qgemm_avx2, qdw_avx2},
+     qgemm_vnni<false>, qgemm_vnni<true>, qdw_vnni},
+    {"avx2", [] { return __builtin_cpu_supports("avx2") != 0; }, qgemm_avx2<false>, qgemm_avx2<true>, qdw_avx2},
 #endif
-    {"plain", [] { return true; }, qgemm_plain, qdw_plain}};
+    {"plain", [] { return true; }, qgemm_plain_t<false>, qgemm_plain_t<true>, qdw_plain}};
 
 const Impl& chosen() {
   static const Impl* impl = [] {
@@ -310,12 +385,26 @@ const Impl& chosen() {
 void qgemm(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
            const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
   if (mr == 0 || nc == 0) return;
-  chosen().run(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc, a_unsigned);
+  chosen().run(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
+}
+
+void qgemm_f32(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+               const QgemmF32Epilogue& e, float* y, size_t ldy, size_t nc, bool a_unsigned) {
+  if (mr == 0 || nc == 0) return;
+  chosen().run_f32(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
 }
 
 void qdw_row(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
              const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
   if (npix > 0 && c > 0) chosen().dw(taps, x, step, npix, x_signed, c, w, e, y);
+}
+
+void qgemm_pack_b(const uint8_t* b, size_t k, size_t n, uint8_t* panels) {
+  const size_t kp = qgemm_k_padded(k), blocks = (n + kQgemmNr - 1) / kQgemmNr;
+  std::memset(panels, 0, blocks * qgemm_panel_bytes(kp));
+  for (size_t kk = 0; kk < k; ++kk)
+    for (size_t j = 0; j < n; ++j)
+      panels[(j / kQgemmNr) * qgemm_panel_bytes(kp) + qgemm_panel_index(kk, j % kQgemmNr)] = b[kk * n + j];
 }
 
 const char* qgemm_isa() { return chosen().name; }
@@ -334,7 +423,17 @@ bool qgemm_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t ld
               const uint8_t* panel, const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned) {
   for (const Impl& i : kImpls)
     if (std::strcmp(i.name, isa) == 0 && i.available()) {
-      if (mr > 0 && nc > 0) i.run(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc, a_unsigned);
+      if (mr > 0 && nc > 0) i.run(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
+      return true;
+    }
+  return false;
+}
+
+bool qgemm_f32_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
+                  const uint8_t* panel, const QgemmF32Epilogue& e, float* y, size_t ldy, size_t nc, bool a_unsigned) {
+  for (const Impl& i : kImpls)
+    if (std::strcmp(i.name, isa) == 0 && i.available()) {
+      if (mr > 0 && nc > 0) i.run_f32(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
       return true;
     }
   return false;

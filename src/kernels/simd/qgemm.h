@@ -30,6 +30,10 @@ inline size_t qgemm_panel_bytes(size_t kp) { return kp * kQgemmNr; }
 /// Where weight (k, channel j of the panel) goes inside its panel.
 inline size_t qgemm_panel_index(size_t k, size_t j) { return (k / 4) * 4 * kQgemmNr + j * 4 + k % 4; }
 
+/// Packs a [K, N] row-major 8-bit matrix (a MatMul's B) into ceil(N/16) panels of
+/// qgemm_panel_bytes(qgemm_k_padded(K)) bytes each, zero padded.
+void qgemm_pack_b(const uint8_t* b, size_t k, size_t n, uint8_t* panels);
+
 /// Per channel of the panel (16 entries each, padded): what turns the raw dot product into the
 /// requantized output. y[r][j] = clamp(round((dot + bias[j] - wz[j] * rowsum[r]) * ratio[j]) + zp).
 struct QgemmEpilogue {
@@ -45,6 +49,20 @@ struct QgemmEpilogue {
 void qgemm(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
            const QgemmEpilogue& e, uint8_t* y, size_t ldy, size_t nc, bool a_unsigned);
 
+/// The float epilogue of a MatMulInteger that export fused with its Cast, scale and bias
+/// (PackedMatMulIntegerToFloat): y[r][j] = float(dot + bias[j] - wz[j] * rowsum[r]) * scale[j],
+/// plus fbias[j] when set (two f32 operations, as the unfused graph rounds them).
+struct QgemmF32Epilogue {
+  const int32_t* bias = nullptr;
+  const int32_t* wz = nullptr;  ///< null when all are 0
+  const float* scale = nullptr;
+  const float* fbias = nullptr;  ///< null: no bias
+};
+
+/// qgemm with the float epilogue: writes the first nc floats of row r at y + r * ldy.
+void qgemm_f32(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+               const QgemmF32Epilogue& e, float* y, size_t ldy, size_t nc, bool a_unsigned);
+
 /// A depthwise convolution along npix output pixels of a row: for pixel p and each of C
 /// channels, acc[j] = bias[j] + sum over taps t of x[t][p * step[t] + j] *
 /// w[(j / 16) * taps * 16 + t * 16 + j % 16] (x read as int8 or uint8, w int16 with the weight
@@ -58,6 +76,10 @@ void qdw_row(size_t taps, const uint8_t* const* x, const size_t* step, size_t np
 const char* qgemm_isa();
 
 /// qgemm on implementation `isa`; false (nothing done) when this CPU or build lacks it.
+/// qgemm_f32 on implementation `isa`; false when this CPU or build lacks it.
+bool qgemm_f32_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
+                  const uint8_t* panel, const QgemmF32Epilogue& e, float* y, size_t ldy, size_t nc, bool a_unsigned);
+
 /// qdw_row on implementation `isa`; false when this CPU or build lacks it.
 bool qdw_row_on(const char* isa, size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed,
                 size_t c, const int16_t* w, const QgemmEpilogue& e, uint8_t* y);
