@@ -51,6 +51,7 @@ struct DelegateMeta {
   uint64_t flops = 0;                 ///< all instructions, at the bound
   uint64_t delegated_flops = 0;
   uint32_t layout_changes = 0;
+  uint64_t integer_flops = 0;      ///< instructions computing in integers (int8 kernels), at the bound
   uint64_t arena_bytes = 0;        ///< the arena when the delegate runs
   uint64_t lower_bound_bytes = 0;
 };

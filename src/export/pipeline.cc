@@ -161,6 +161,7 @@ Status delegate_method(const ExportOptions& opts, const std::vector<uint8_t>& co
   if (opts.delegate == "none") return ok_status();
   if (opts.delegate != "xnnpack") return invalid_argument("unknown --delegate '" + opts.delegate + "'; use xnnpack or none");
   KILN_TRY(partition_xnnpack(&m, constants));
+  m.delegate.integer_flops = static_cast<uint64_t>(integer);
   const format::DelegateDesc& d = m.delegate;
   size_t delegated = 0;
   for (const auto& r : d.regions) delegated += static_cast<size_t>(r.count);

@@ -76,6 +76,7 @@ struct DelegateDesc {
   uint64_t flops = 0;
   uint64_t delegated_flops = 0;
   uint32_t layout_changes = 0;
+  uint64_t integer_flops = 0;  ///< instructions computing in integers (int8 kernels), at the bound
 };
 
 /// See Bucket in schema/program.fbs; empty `of`: not a bucket.

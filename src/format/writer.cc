@@ -64,7 +64,8 @@ Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d)
                                    static_cast<uint32_t>(kSegmentAlignment), placement_start(b, d.placement),
                                    placement_below(b, d.placement), placement_order(b, d.placement));
   return fb::CreateDelegate(b, b.CreateString(d.backend), b.CreateVector(regions), plan, b.CreateVector(d.offsets),
-                            b.CreateVector(declined), d.flops, d.delegated_flops, d.layout_changes);
+                            b.CreateVector(declined), d.flops, d.delegated_flops, d.layout_changes,
+                            d.integer_flops);
 }
 
 Offset<fb::Method> write_method(FlatBufferBuilder& b, const MethodDesc& m) {

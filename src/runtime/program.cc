@@ -120,6 +120,7 @@ MethodMeta build_meta(const fb::Method* m, const format::ProgramFile& file) {
     dm.flops = d->flops();
     dm.delegated_flops = d->delegated_flops();
     dm.layout_changes = d->layout_changes();
+    dm.integer_flops = d->integer_flops();
     dm.arena_bytes = d->plan()->arena_bytes();
     dm.lower_bound_bytes = d->plan()->lower_bound_bytes();
     dm.declined_instructions = d->declined() ? d->declined()->size() : 0;

@@ -1,6 +1,7 @@
 #include "tooling/inspect.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -157,6 +158,21 @@ void instructions_text(const MethodReport& r, std::ostringstream& o) {
   }
 }
 
+// Quantized models: the share of FLOPs in integer instructions and each quantized value's
+// dtype, scale and zero point.
+void quantized_text(const MethodMeta& m, const MethodReport& r, std::ostringstream& o) {
+  if (r.quantized.empty()) return;
+  if (m.delegate.flops > 0 && m.delegate.integer_flops > 0) {  // older files lack the count
+    char share[32];
+    std::snprintf(share, sizeof(share), "%.1f%%",
+                  100.0 * static_cast<double>(m.delegate.integer_flops) / static_cast<double>(m.delegate.flops));
+    o << "  int8: " << share << " of FLOPs at the bound in integer instructions\n";
+  }
+  o << "  quantized values: " << r.quantized.size() << "\n";
+  for (const QuantizedValueReport& q : r.quantized)
+    o << "    '" << q.name << "' " << q.type << ": " << q.scale << ", " << q.zero_point << "\n";
+}
+
 }  // namespace
 
 std::string inspect_text(const Program& program, const std::string& path, bool instructions) {
@@ -178,6 +194,7 @@ std::string inspect_text(const Program& program, const std::string& path, bool i
     o.unsetf(std::ios::floatfield);
     o << "  constants: " << m.constant_bytes << " bytes\n";
     instructions_text(r, o);
+    quantized_text(m, r, o);
     o << delegate_text(program, m, r);
     if (instructions)
       for (size_t k = 0; k < r.instructions.size(); ++k)
@@ -227,6 +244,7 @@ nlohmann::json delegate_json(const Program& program, const MethodMeta& m, const 
               {"delegated_flops", d.delegated_flops},
               {"flop_coverage", d.flops ? static_cast<double>(d.delegated_flops) / static_cast<double>(d.flops) : 0.0},
               {"layout_changes", d.layout_changes},
+              {"integer_flops", d.integer_flops},
               {"arena_bytes", d.arena_bytes},
               {"lower_bound_bytes", d.lower_bound_bytes},
               {"packed_bytes", packed_bytes(program, m)},
@@ -244,6 +262,10 @@ void report_json(const MethodReport& r, nlohmann::json* jm) {
     else
       (*jm)["branches"].push_back(
           json{{"node", b.node}, {"then", {b.then_begin, b.then_end}}, {"else", {b.else_begin, b.else_end}}});
+  (*jm)["quantized_values"] = json::array();
+  for (const QuantizedValueReport& q : r.quantized)
+    (*jm)["quantized_values"].push_back(
+        json{{"name", q.name}, {"type", q.type}, {"scale", q.scale}, {"zero_point", q.zero_point}});
   (*jm)["instructions"] = json::array();
   for (const InstructionReport& in : r.instructions)
     (*jm)["instructions"].push_back(

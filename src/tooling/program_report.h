@@ -35,6 +35,13 @@ struct BranchReport {
   std::string trip;
 };
 
+/// A quantized value (an 8-bit operand of a quantized instruction) and its quantization:
+/// "scale 0.0235", "scale per channel: 32 values in [0.001, 0.02]", "scale computed at run time".
+struct QuantizedValueReport {
+  std::string name, type;  ///< type: "i8 [batch, 32, H, W]"
+  std::string scale, zero_point;
+};
+
 struct MethodReport {
   std::vector<InstructionReport> instructions;
   std::vector<BranchReport> branches;
@@ -42,6 +49,8 @@ struct MethodReport {
   size_t num_values = 0;
   /// Instructions the delegate declined: (instruction index, reason).
   std::vector<std::pair<size_t, std::string>> declined;
+  /// Each quantized value once, in instruction order.
+  std::vector<QuantizedValueReport> quantized;
 };
 
 /// The report of method `name`; kNotFound lists the methods there are.

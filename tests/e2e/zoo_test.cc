@@ -211,6 +211,27 @@ TEST_P(QuantizedZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
   ASSERT_NE(at, std::string::npos) << exp.output;
   const double share = std::atof(exp.output.c_str() + at + 8);
   EXPECT_GE(share, model["kind"] == "static" ? 90.0 : 1.0) << exp.output;
+  // kiln inspect reads the same share from the file, and lists each quantized value with its
+  // dtype, scale and zero point (constants for a static model; the activations' computed at
+  // run time for a dynamic one).
+  const CommandResult ins = run_command(bin("kiln") + " inspect " + kiln_path);
+  ASSERT_EQ(ins.exit_code, 0) << ins.output;
+  const size_t ia = ins.output.find("  int8: ");
+  ASSERT_NE(ia, std::string::npos) << ins.output;
+  EXPECT_NEAR(std::atof(ins.output.c_str() + ia + 8), share, 0.11) << ins.output;
+  const auto ij = nlohmann::json::parse(run_command(bin("kiln") + " inspect " + kiln_path + " --json").output, nullptr, false);
+  ASSERT_FALSE(ij.is_discarded());
+  const auto& qv = ij["methods"][0]["quantized_values"];
+  ASSERT_GT(qv.size(), 0u) << ins.output;
+  size_t constant_scales = 0, runtime_scales = 0;
+  for (const auto& q : qv) {
+    const std::string type = q["type"], scale = q["scale"];
+    EXPECT_TRUE(type.rfind("i8 ", 0) == 0 || type.rfind("u8 ", 0) == 0) << type;
+    constant_scales += scale.rfind("scale ", 0) == 0;
+    runtime_scales += scale == "scale computed at run time";
+  }
+  EXPECT_GT(constant_scales, 0u) << ins.output;
+  if (model["kind"] == "static") EXPECT_EQ(runtime_scales, 0u) << ins.output;
   std::printf("quantized zoo %-24s max |kiln - ort| / (1 + |ort|) %.2e (tolerance %.0e, reference: %s)\n", GetParam().c_str(),
               max_err, model["tolerance"].get<double>(), model["reference"].get<std::string>().c_str());
 }
