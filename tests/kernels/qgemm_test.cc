@@ -114,6 +114,44 @@ TEST(Qgemm, FloatEpilogueOnEveryIsaMatchesTheDefinition) {
   EXPECT_GE(ran, 48);  // the plain path always runs
 }
 
+TEST(Qgemm, TransposedInt32EpilogueOnEveryIsaMatchesTheDefinition) {
+  std::mt19937 rng(29);
+  int ran = 0;
+  for (const char* isa : {"plain", "avx2", "avx512vnni"})
+    for (bool au : {true, false})
+      for (size_t mr : {1, 4, 8})
+        for (size_t nc : {16, 3})
+          for (bool with_wz : {false, true}) {
+            const size_t kp = 148, ldy = 11;
+            std::vector<uint8_t> a(mr * kp), panel(qgemm_panel_bytes(kp));
+            for (uint8_t& v : a) v = static_cast<uint8_t>(rng());
+            for (uint8_t& v : panel) v = static_cast<uint8_t>(rng());
+            std::vector<int32_t> bias(16), wz(16), rowsum(mr);
+            for (size_t j = 0; j < 16; ++j) bias[j] = static_cast<int32_t>(rng() % 2000001) - 1000000, wz[j] = static_cast<int32_t>(rng() % 256);
+            for (int32_t& v : rowsum) v = static_cast<int32_t>(rng() % 40001) - 20000;
+            QgemmI32Epilogue e;
+            e.bias = bias.data(), e.wz = with_wz ? wz.data() : nullptr;
+            std::vector<int32_t> y(16 * ldy, -99);
+            if (!qgemm_i32t_on(isa, mr, kp, a.data(), kp, rowsum.data(), panel.data(), e, y.data(), ldy, nc, au)) continue;
+            ++ran;
+            for (size_t j = 0; j < 16; ++j)
+              for (size_t r = 0; r < ldy; ++r) {
+                if (j >= nc || r >= mr) {
+                  ASSERT_EQ(y[j * ldy + r], -99) << isa << ": wrote outside the block";
+                  continue;
+                }
+                int64_t dot = 0;
+                for (size_t k = 0; k < kp; ++k) {
+                  const uint8_t av = a[r * kp + k], bv = panel[qgemm_panel_index(k, j)];
+                  dot += au ? int64_t{av} * static_cast<int8_t>(bv) : int64_t{static_cast<int8_t>(av)} * bv;
+                }
+                ASSERT_EQ(y[j * ldy + r], dot + bias[j] - (with_wz ? int64_t{wz[j]} * rowsum[r] : 0))
+                    << isa << " au=" << au << " mr=" << mr << " at " << r << "," << j;
+              }
+          }
+  EXPECT_GE(ran, 24);
+}
+
 TEST(Qgemm, DepthwiseRowOnEveryIsaMatchesPlain) {
   std::mt19937 rng(17);
   int ran = 0;

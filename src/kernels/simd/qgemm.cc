@@ -32,8 +32,17 @@ float to_float_one(int64_t dot, size_t r, size_t j, const int32_t* rowsum, const
   return e.fbias ? f + e.fbias[j] : f;
 }
 
-// kF32: e is a QgemmF32Epilogue and y float, else a QgemmEpilogue and y bytes.
-template <bool kF32>
+// What an entry writes: bytes (QgemmEpilogue), floats (QgemmF32Epilogue) or int32 transposed
+// (QgemmI32Epilogue).
+enum Out : int { kBytes = 0, kF32 = 1, kI32T = 2 };
+
+int32_t to_i32_one(int64_t dot, size_t r, size_t j, const int32_t* rowsum, const QgemmI32Epilogue& e) {
+  int64_t v = dot + e.bias[j];
+  if (e.wz) v -= static_cast<int64_t>(e.wz[j]) * rowsum[r];
+  return static_cast<int32_t>(static_cast<uint32_t>(v));
+}
+
+template <int kOut>
 void qgemm_plain_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
                    const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
   for (size_t r = 0; r < mr; ++r)
@@ -43,8 +52,10 @@ void qgemm_plain_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int
         const uint8_t av = a[r * lda + k], bv = panel[qgemm_panel_index(k, j)];
         dot += a_unsigned ? int64_t{av} * static_cast<int8_t>(bv) : int64_t{static_cast<int8_t>(av)} * bv;
       }
-      if constexpr (kF32)
+      if constexpr (kOut == kF32)
         static_cast<float*>(y)[r * ldy + j] = to_float_one(dot, r, j, rowsum, *static_cast<const QgemmF32Epilogue*>(e));
+      else if constexpr (kOut == kI32T)
+        static_cast<int32_t*>(y)[j * ldy + r] = to_i32_one(dot, r, j, rowsum, *static_cast<const QgemmI32Epilogue*>(e));
       else
         static_cast<uint8_t*>(y)[r * ldy + j] = requantize_one(dot, r, j, rowsum, *static_cast<const QgemmEpilogue*>(e));
     }
@@ -105,7 +116,7 @@ KILN_AVX2_INT inline void store_f32_avx2(__m256i lo, __m256i hi, const QgemmF32E
   }
 }
 
-template <size_t MR, bool AU, bool kF32>
+template <size_t MR, bool AU, int kOut>
 KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
                              const void* ep, void* yp, size_t ldy, size_t nc) {
   // acc[r][q]: channels 4q..4q+3 of row r, two partial sums each (k pairs 0-1 and 2-3).
@@ -129,8 +140,23 @@ KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int3
   for (size_t r = 0; r < MR; ++r) {
     const __m256i lo = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][0], acc[r][1]), 0xD8);
     const __m256i hi = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[r][2], acc[r][3]), 0xD8);
-    if constexpr (kF32) {
+    if constexpr (kOut == kF32) {
       store_f32_avx2(lo, hi, *static_cast<const QgemmF32Epilogue*>(ep), rowsum[r], static_cast<float*>(yp) + r * ldy, nc);
+      continue;
+    }
+    if constexpr (kOut == kI32T) {  // column j of row r at y[j * ldy + r]
+      const QgemmI32Epilogue& e = *static_cast<const QgemmI32Epilogue*>(ep);
+      alignas(32) int32_t tmp[kQgemmNr];
+      const __m256i v[2] = {lo, hi};
+      for (size_t h = 0; h < 2; ++h) {
+        __m256i t = _mm256_add_epi32(v[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.bias + 8 * h)));
+        if (e.wz)
+          t = _mm256_sub_epi32(t, _mm256_mullo_epi32(_mm256_set1_epi32(rowsum[r]),
+                                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.wz + 8 * h))));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8 * h), t);
+      }
+      int32_t* y = static_cast<int32_t*>(yp) + r;
+      for (size_t j = 0; j < nc; ++j) y[j * ldy] = tmp[j];
       continue;
     }
     const QgemmEpilogue& e = *static_cast<const QgemmEpilogue*>(ep);
@@ -150,25 +176,26 @@ KILN_AVX2_INT void rows_avx2(size_t kp, const uint8_t* a, size_t lda, const int3
   }
 }
 
-template <bool AU, bool kF32>
+template <bool AU, int kOut>
 KILN_AVX2_INT void qgemm_avx2_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
                                 const uint8_t* panel, const void* e, void* y, size_t ldy, size_t nc) {
-  const size_t ysize = kF32 ? sizeof(float) : 1;
+  // Row r's first output: r * ldy elements in (bytes or floats), r elements in (int32 transposed).
+  const size_t ysize = kOut == kBytes ? 1 : 4, row = kOut == kI32T ? 1 : ldy;
   auto* yb = static_cast<unsigned char*>(y);
   size_t r = 0;
   for (; r + 3 <= mr; r += 3)
-    rows_avx2<3, AU, kF32>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * ldy * ysize, ldy, nc);
-  if (mr - r == 2) rows_avx2<2, AU, kF32>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * ldy * ysize, ldy, nc);
-  if (mr - r == 1) rows_avx2<1, AU, kF32>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * ldy * ysize, ldy, nc);
+    rows_avx2<3, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * row * ysize, ldy, nc);
+  if (mr - r == 2) rows_avx2<2, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * row * ysize, ldy, nc);
+  if (mr - r == 1) rows_avx2<1, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * row * ysize, ldy, nc);
 }
 
-template <bool kF32>
+template <int kOut>
 void qgemm_avx2(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
                 const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
   if (a_unsigned)
-    qgemm_avx2_t<true, kF32>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+    qgemm_avx2_t<true, kOut>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
   else
-    qgemm_avx2_t<false, kF32>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+    qgemm_avx2_t<false, kOut>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
 }
 
 // 8 channels of npix pixels: widened x times int16 weights in int32, then requantized.
@@ -221,7 +248,7 @@ void qdw_avx2(size_t taps, const uint8_t* const* x, const size_t* step, size_t n
 // Named accumulators (GCC keeps arrays of vectors on the stack); rows past MR compile away.
 #define KILN_QROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-template <size_t MR, bool AU, bool kF32>
+template <size_t MR, bool AU, int kOut>
 KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
                          const void* ep, void* yp, size_t ldy, size_t nc) {
 #define KILN_INIT(r) __m512i acc##r = _mm512_setzero_si512();
@@ -240,7 +267,24 @@ KILN_VNNI void rows_vnni(size_t kp, const uint8_t* a, size_t lda, const int32_t*
 #undef KILN_DOT
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << nc) - 1);
-  if constexpr (kF32) {
+  if constexpr (kOut == kI32T) {  // column j of row r at y[j * ldy + r]
+    const QgemmI32Epilogue& e = *static_cast<const QgemmI32Epilogue*>(ep);
+    const __m512i bias = _mm512_loadu_si512(e.bias);
+    const __m512i wz = e.wz ? _mm512_loadu_si512(e.wz) : _mm512_setzero_si512();
+    alignas(64) int32_t tmp[MR][kQgemmNr];
+#define KILN_STORE_I32(r)                                                                     \
+  if constexpr (MR > r) {                                                                     \
+    __m512i v = _mm512_add_epi32(acc##r, bias);                                               \
+    if (e.wz) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_set1_epi32(rowsum[r]), wz));  \
+    _mm512_store_si512(tmp[r], v);                                                            \
+  }
+    KILN_QROWS(KILN_STORE_I32)
+#undef KILN_STORE_I32
+    int32_t* y = static_cast<int32_t*>(yp);
+    for (size_t j = 0; j < nc; ++j)
+      for (size_t r = 0; r < MR; ++r) y[j * ldy + r] = tmp[r][j];
+    return;
+  } else if constexpr (kOut == kF32) {
     const QgemmF32Epilogue& e = *static_cast<const QgemmF32Epilogue*>(ep);
     float* y = static_cast<float*>(yp);
     const __m512i bias = _mm512_loadu_si512(e.bias);
@@ -327,15 +371,16 @@ using RowsFn = void (*)(size_t, const uint8_t*, size_t, const int32_t*, const ui
     nullptr, rows_vnni<1, AU, F>, rows_vnni<2, AU, F>, rows_vnni<3, AU, F>, rows_vnni<4, AU, F>,                 \
         rows_vnni<5, AU, F>, rows_vnni<6, AU, F>, rows_vnni<7, AU, F>, rows_vnni<8, AU, F>                       \
   }
-// [float output][a_unsigned][rows]
-constexpr RowsFn kVnni[2][2][kQgemmMr + 1] = {{KILN_VNNI_ROWS(false, false), KILN_VNNI_ROWS(true, false)},
-                                              {KILN_VNNI_ROWS(false, true), KILN_VNNI_ROWS(true, true)}};
+// [output kind][a_unsigned][rows]
+constexpr RowsFn kVnni[3][2][kQgemmMr + 1] = {{KILN_VNNI_ROWS(false, kBytes), KILN_VNNI_ROWS(true, kBytes)},
+                                              {KILN_VNNI_ROWS(false, kF32), KILN_VNNI_ROWS(true, kF32)},
+                                              {KILN_VNNI_ROWS(false, kI32T), KILN_VNNI_ROWS(true, kI32T)}};
 #undef KILN_VNNI_ROWS
 
-template <bool kF32>
+template <int kOut>
 void qgemm_vnni(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
                 const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
-  kVnni[kF32][a_unsigned][mr](kp, a, lda, rowsum, panel, e, y, ldy, nc);
+  kVnni[kOut][a_unsigned][mr](kp, a, lda, rowsum, panel, e, y, ldy, nc);
 }
 
 #pragma GCC diagnostic pop
@@ -354,7 +399,7 @@ using QdwFn = void (*)(size_t, const uint8_t* const*, const size_t*, size_t, boo
 struct Impl {
   const char* name;
   bool (*available)();
-  QgemmFn run, run_f32;
+  QgemmFn run, run_f32, run_i32t;
   QdwFn dw;
 };
 
@@ -366,10 +411,11 @@ const Impl kImpls[] = {
        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
      },
-     qgemm_vnni<false>, qgemm_vnni<true>, qdw_vnni},
-    {"avx2", [] { return __builtin_cpu_supports("avx2") != 0; }, qgemm_avx2<false>, qgemm_avx2<true>, qdw_avx2},
+     qgemm_vnni<kBytes>, qgemm_vnni<kF32>, qgemm_vnni<kI32T>, qdw_vnni},
+    {"avx2", [] { return __builtin_cpu_supports("avx2") != 0; }, qgemm_avx2<kBytes>, qgemm_avx2<kF32>,
+     qgemm_avx2<kI32T>, qdw_avx2},
 #endif
-    {"plain", [] { return true; }, qgemm_plain_t<false>, qgemm_plain_t<true>, qdw_plain}};
+    {"plain", [] { return true; }, qgemm_plain_t<kBytes>, qgemm_plain_t<kF32>, qgemm_plain_t<kI32T>, qdw_plain}};
 
 const Impl& chosen() {
   static const Impl* impl = [] {
@@ -424,6 +470,22 @@ bool qgemm_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t ld
   for (const Impl& i : kImpls)
     if (std::strcmp(i.name, isa) == 0 && i.available()) {
       if (mr > 0 && nc > 0) i.run(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
+      return true;
+    }
+  return false;
+}
+
+void qgemm_i32t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                const QgemmI32Epilogue& e, int32_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  if (mr == 0 || nc == 0) return;
+  chosen().run_i32t(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
+}
+
+bool qgemm_i32t_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
+                   const uint8_t* panel, const QgemmI32Epilogue& e, int32_t* y, size_t ldy, size_t nc, bool a_unsigned) {
+  for (const Impl& i : kImpls)
+    if (std::strcmp(i.name, isa) == 0 && i.available()) {
+      if (mr > 0 && nc > 0) i.run_i32t(mr, kp, a, lda, rowsum, panel, &e, y, ldy, nc, a_unsigned);
       return true;
     }
   return false;

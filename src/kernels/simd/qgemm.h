@@ -63,6 +63,17 @@ struct QgemmF32Epilogue {
 void qgemm_f32(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
                const QgemmF32Epilogue& e, float* y, size_t ldy, size_t nc, bool a_unsigned);
 
+/// The int32 epilogue, stored transposed (a channels-first result: ConvInteger, QLinearConv
+/// on the portable path): y[j * ldy + r] = dot + bias[j] - wz[j] * rowsum[r].
+struct QgemmI32Epilogue {
+  const int32_t* bias = nullptr;
+  const int32_t* wz = nullptr;  ///< null when all are 0
+};
+
+/// qgemm with the transposed int32 epilogue: column j of row r at y[j * ldy + r].
+void qgemm_i32t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                const QgemmI32Epilogue& e, int32_t* y, size_t ldy, size_t nc, bool a_unsigned);
+
 /// A depthwise convolution along npix output pixels of a row: for pixel p and each of C
 /// channels, acc[j] = bias[j] + sum over taps t of x[t][p * step[t] + j] *
 /// w[(j / 16) * taps * 16 + t * 16 + j % 16] (x read as int8 or uint8, w int16 with the weight
@@ -79,6 +90,10 @@ const char* qgemm_isa();
 /// qgemm_f32 on implementation `isa`; false when this CPU or build lacks it.
 bool qgemm_f32_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
                   const uint8_t* panel, const QgemmF32Epilogue& e, float* y, size_t ldy, size_t nc, bool a_unsigned);
+
+/// qgemm_i32t on implementation `isa`; false when this CPU or build lacks it.
+bool qgemm_i32t_on(const char* isa, size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum,
+                   const uint8_t* panel, const QgemmI32Epilogue& e, int32_t* y, size_t ldy, size_t nc, bool a_unsigned);
 
 /// qdw_row on implementation `isa`; false when this CPU or build lacks it.
 bool qdw_row_on(const char* isa, size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed,
