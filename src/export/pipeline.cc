@@ -154,7 +154,7 @@ Status delegate_method(const ExportOptions& opts, const std::vector<uint8_t>& co
     const double f = instruction_flops(m, i);
     all += f;
     if (op == "QLinearConv" || op == "ConvInteger" || op == "QLinearMatMul" || op == "MatMulInteger" ||
-        op == "PackedMatMulIntegerToFloat")
+        op == "PackedMatMulIntegerToFloat" || op == "PackedConvIntegerToFloat")
       integer += f;
   }
   report->int8_flop_share = integer > 0 && all > 0 ? integer / all : 0;

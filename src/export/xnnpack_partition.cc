@@ -409,6 +409,13 @@ double instruction_flops(const format::MethodDesc& m, size_t i) {
     for (size_t a = 1; a < w.size(); ++a) k *= static_cast<double>(std::max<int64_t>(1, range[w[a]].hi));
     return 2 * bound_numel(range, m.values[in.inputs[0]].shape) * k;
   }
+  if (in.op == "PackedConvIntegerToFloat") {  // K = group_in x kernel volume, from the attributes
+    const core::Attrs a = in.attrs.view();
+    double k = static_cast<double>(a.get_int("group_in", 1));
+    const int64_t* ks = a.ints("kernel_shape");
+    for (uint32_t d = 0; ks && d < a.ints_size("kernel_shape"); ++d) k *= static_cast<double>(ks[d]);
+    return 2 * out * k;
+  }
   if ((in.op == "MatMul" || in.op == "MatMulInteger" || in.op == "QLinearMatMul" ||
        in.op == "PackedMatMulIntegerToFloat") && in.inputs.size() >= 2)
     return 2 * out * hi(in.inputs[0], -1);

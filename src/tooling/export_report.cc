@@ -34,9 +34,10 @@ std::string format_report(const exporter::ExportReport& r) {
       << " held as int8 (zero point - 128, the same values) for int8 weights' kernels\n";
   }
   if (r.dynamic_matmuls_folded)
-    o << "  quantized: " << r.dynamic_matmuls_folded << " dynamically quantized MatMul"
+    o << "  quantized: " << r.dynamic_matmuls_folded << " dynamically quantized MatMul/Conv"
       << (r.dynamic_matmuls_folded == 1 ? "" : "s")
-      << " (MatMulInteger -> Cast -> Mul [-> Add]) folded into PackedMatMulIntegerToFloat, weights packed at export\n";
+      << " (MatMulInteger or ConvInteger -> Cast -> Mul [-> Add]) folded into PackedMatMulIntegerToFloat or "
+      << "PackedConvIntegerToFloat, weights packed at export\n";
   if (r.int8_flop_share > 0) {
     char share[32];
     std::snprintf(share, sizeof(share), "%.1f%%", 100 * r.int8_flop_share);

@@ -61,7 +61,7 @@ std::vector<QSlot> quantized_slots(const std::string& op) {
   if (op == "QLinearConv" || op == "QLinearMatMul") return {{0, 1, 2}, {3, 4, 5}, {-1, 6, 7}};
   if (op == "DynamicQuantizeLinear") return {{-1, -2, -2}};
   if (op == "MatMulInteger" || op == "ConvInteger") return {{0, -1, 2}, {1, -1, 3}};
-  if (op == "PackedMatMulIntegerToFloat") return {{0, -2, 2}, {3, 6, 5}};
+  if (op == "PackedMatMulIntegerToFloat" || op == "PackedConvIntegerToFloat") return {{0, -2, 2}, {3, 6, 5}};
   return {};
 }
 
@@ -137,7 +137,7 @@ std::vector<QuantizedValueReport> quantized_of(const fb::Method* m, const uint8_
       for (size_t k = 0; k < v->shape()->size(); ++k)
         shape += (k ? ", " : "") + core::format_expr(exprs.data(), exprs.size(), names, v->shape()->Get(k));
       r.type = std::string(dtype_name(static_cast<DType>(v->dtype()))) + " " + shape + "]";
-      if (op == "PackedMatMulIntegerToFloat" && s.value == 3) r.type += " (weights packed for the int8 GEMM)";
+      if (op.rfind("Packed", 0) == 0 && s.value == 3) r.type += " (weights packed for the int8 GEMM)";
       const std::vector<double> scale = s.scale >= 0 ? constant_values(m, constants, input(s.scale)) : std::vector<double>{};
       r.scale = s.scale == -1 ? "no scale (an integer result)"
                 : scale.empty() ? "scale computed at run time"

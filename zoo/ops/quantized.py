@@ -123,6 +123,26 @@ def _matmul(Op, node):
                       consts={"b": b, "bz": bz, "ws": ws, **({"bias": bias} if bias is not None else {})},
                       gen_scale={"x": 2.0}, opset=11,
                       notes="DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul [-> Add], folded by Kiln"))
+    # The same for a dense convolution (PackedConvIntegerToFloat): 2-D with uint8 weights and a
+    # bias reshaped to [M, 1, 1] as ONNX Runtime writes it; 1-D with 7-bit int8 weights, strided.
+    I64 = TensorProto.INT64
+    for name, x_shape, w, wz, attrs, bias in [
+            ("dynamic_conv_u8", ["N", 3, "H", "W"], _weights((6, 3, 3, 3), np.uint8, 11), np.array(131, np.uint8),
+             {"pads": [1, 1, 1, 1]}, np.linspace(-0.5, 0.5, 6).astype(np.float32)),
+            ("dynamic_conv_1d_i8", ["N", 4, "W"], _weights((8, 4, 5), np.int8, 12, bits=7), np.array(0, np.int8),
+             {"pads": [2, 2], "strides": [2]}, None)]:
+        nodes = [node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]), node("Mul", ["xs", "ws"], ["s"]),
+                 node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], **attrs), node("Cast", ["acc"], ["c"], to=F),
+                 node("Mul", ["c", "s"], ["y" if bias is None else "m"])]
+        consts = {"w": w, "wz": wz, "ws": _f(0.015)}
+        if bias is not None:
+            nodes += [node("Reshape", ["bias", "bshape"], ["b3"]), node("Add", ["m", "b3"], ["y"])]
+            consts.update({"bias": bias, "bshape": np.array([6, 1, 1], np.int64)})
+        dims = {"N": (0, 2), "H": (1, 9), "W": (1, 9)} if len(x_shape) == 4 else {"N": (0, 2), "W": (1, 17)}
+        cases = ([{"N": 0, "H": 3, "W": 3}, {"N": 1, "H": 1, "W": 1}, {"N": 2, "H": 5, "W": 9}, {"N": 2, "H": 9, "W": 9}]
+                 if len(x_shape) == 4 else [{"N": 0, "W": 3}, {"N": 1, "W": 1}, {"N": 2, "W": 17}])
+        ops.append(Op(name, nodes, [("x", F, x_shape)], [("y", F)], dims, cases, consts=consts, gen_scale={"x": 2.0},
+                      opset=11, notes="DynamicQuantizeLinear -> ConvInteger -> Cast -> Mul [-> Add(Reshape(bias))], folded"))
     ops.append(Op("dynamic_quantize_linear",
                   [node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])],
                   [("x", F, ["N", "L"])], [("y", U8), ("ys", F), ("yz", U8)], {"N": (1, 4), "L": (1, 16)},

@@ -279,72 +279,180 @@ std::string other_input(const onnx::NodeProto& n, const std::string& v) {
   return "";
 }
 
-/// Folds the chain from MatMulInteger node i (fold_dynamic_matmuls); appends what it replaced
-/// to *drop. False (nothing changed) when it does not fit.
-bool fold_dynamic_one(const QdqView& v, onnx::GraphProto* g, int i, std::set<int>* drop) {
+/// The float side of a dynamically quantized MatMul/Conv: Cast -> Mul(., x_scale * w_scale)
+/// [-> Add(., bias)], with the scales and bias per output channel (n of them).
+struct DynChain {
+  const onnx::NodeProto* dql = nullptr;
+  std::vector<float> scale, bias;  ///< bias empty: none
+  std::string out;                 ///< the value the fused op writes
+  std::vector<int> replaced;       ///< Cast, Mul, Add
+};
+
+/// A per-channel operand's values: one value, or n laid out so that broadcasting puts them
+/// on the output's channel axis (`channel_of(shape)` says whether a shape of n values does).
+template <typename ChannelShape>
+bool per_channel(const HostTensor& t, int64_t n, int max_rank, ChannelShape&& channel_of, std::vector<float>* out) {
+  if (t.dtype != DType::kF32 || static_cast<int>(t.shape.size()) > max_rank) return false;
+  const float* f = reinterpret_cast<const float*>(t.bytes.data());
+  if (numel(t) == 1) {
+    out->assign(static_cast<size_t>(n), f[0]);
+    return true;
+  }
+  if (numel(t) != n || !channel_of(t.shape)) return false;
+  out->assign(f, f + n);
+  return true;
+}
+
+/// A bias: an initializer, or a Reshape of an initializer by an initializer shape.
+bool bias_tensor(const QdqView& v, const std::string& name, HostTensor* t) {
+  if (v.init(name, t)) return true;
+  const onnx::NodeProto* r = v.producer(name, "Reshape");
+  HostTensor shape;
+  if (!r || r->input_size() < 2 || !v.init(r->input(0), t) || !v.init(r->input(1), &shape) || shape.dtype != DType::kI64)
+    return false;
+  const int64_t* d = reinterpret_cast<const int64_t*>(shape.bytes.data());
+  std::vector<int64_t> dims(d, d + numel(shape));
+  int64_t count = 1;
+  for (int64_t x : dims) count *= x;
+  if (count != numel(*t)) return false;  // 0 and -1 entries: not this simple case
+  t->shape = dims;
+  return true;
+}
+
+template <typename ChannelShape>
+bool match_dynamic_chain(const QdqView& v, const onnx::GraphProto& g, const onnx::NodeProto& op, int64_t n, int max_rank,
+                         ChannelShape&& channel_of, DynChain* c) {
+  if (op.input_size() < 3 || op.output_size() != 1 || op.input(2).empty()) return false;
+  c->dql = v.producer(op.input(0), "DynamicQuantizeLinear");
+  if (!c->dql || c->dql->output_size() < 3 || c->dql->output(0) != op.input(0) || c->dql->output(2) != op.input(2))
+    return false;
+  const int ci = v.only_reader(op.output(0), "Cast");
+  if (ci < 0 || attr_int(g.node(ci), "to", 0) != onnx::TensorProto::FLOAT) return false;
+  const int mi = v.only_reader(g.node(ci).output(0), "Mul");
+  if (mi < 0) return false;
+  const std::string sp = other_input(g.node(mi), g.node(ci).output(0));
+  const onnx::NodeProto* sm = sp.empty() ? nullptr : v.producer(sp, "Mul");
+  HostTensor ws;
+  const std::string ws_name = sm ? other_input(*sm, c->dql->output(1)) : "";
+  if (ws_name.empty() || !v.init(ws_name, &ws) || !per_channel(ws, n, max_rank, channel_of, &c->scale)) return false;
+  c->out = g.node(mi).output(0);
+  c->replaced = {ci, mi};
+  const int ai = v.only_reader(c->out, "Add");
+  HostTensor bias;
+  const std::string bn = ai >= 0 ? other_input(g.node(ai), c->out) : "";
+  if (!bn.empty() && bias_tensor(v, bn, &bias) && numel(bias) == n && per_channel(bias, n, max_rank, channel_of, &c->bias)) {
+    c->out = g.node(ai).output(0);
+    c->replaced.push_back(ai);
+  }
+  return true;
+}
+
+/// Weights w ([n][k] when `rows_are_channels`, else [k][n]) packed for the quantized GEMM, and
+/// the new node's inputs after x, x_scale, x_zero_point: panels, column sums, zero points and
+/// scales per channel, bias.
+std::vector<std::string> packed_weights(onnx::GraphProto* g, const std::string& base, const HostTensor& w, bool rows_are_channels,
+                                        int64_t k, int64_t n, const HostTensor* wz, const DynChain& c) {
+  const bool w_signed = w.dtype == DType::kI8;
+  std::vector<uint8_t> kn(static_cast<size_t>(k * n));  // [k][n]
+  std::vector<int32_t> colsum(static_cast<size_t>(n), 0), zero(static_cast<size_t>(n), 0);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const uint8_t byte = w.bytes[static_cast<size_t>(rows_are_channels ? j * k + kk : kk * n + j)];
+      kn[static_cast<size_t>(kk * n + j)] = byte;
+      colsum[static_cast<size_t>(j)] += w_signed ? static_cast<int8_t>(byte) : byte;
+    }
+    zero[static_cast<size_t>(j)] = wz ? int_elem(*wz, j) : 0;
+  }
+  std::vector<uint8_t> panels(static_cast<size_t>((n + 15) / 16) * simd::qgemm_panel_bytes(simd::qgemm_k_padded(static_cast<size_t>(k))));
+  simd::qgemm_pack_b(kn.data(), static_cast<size_t>(k), static_cast<size_t>(n), panels.data());
+  add_initializer(g, base + "_panels", onnx::TensorProto::UINT8, static_cast<int64_t>(panels.size()), panels.data(), panels.size());
+  add_initializer(g, base + "_colsum", onnx::TensorProto::INT32, n, colsum.data(), colsum.size() * 4);
+  add_initializer(g, base + "_zero", onnx::TensorProto::INT32, n, zero.data(), zero.size() * 4);
+  add_initializer(g, base + "_scale", onnx::TensorProto::FLOAT, n, c.scale.data(), c.scale.size() * 4);
+  std::vector<std::string> ins = {base + "_panels", base + "_colsum", base + "_zero", base + "_scale"};
+  if (!c.bias.empty()) {
+    add_initializer(g, base + "_bias", onnx::TensorProto::FLOAT, n, c.bias.data(), c.bias.size() * 4);
+    ins.push_back(base + "_bias");
+  }
+  return ins;
+}
+
+/// Node i becomes `op` reading x, x_scale, x_zero_point and `weights`, writing the chain's end.
+void rewrite_dynamic(onnx::GraphProto* g, int i, const char* op, const DynChain& c, const std::vector<std::string>& weights,
+                     std::set<int>* drop) {
+  onnx::NodeProto* f = g->mutable_node(i);
+  const std::string x = f->input(0), xz = f->input(2);
+  f->set_op_type(op);
+  f->clear_input();
+  for (const std::string& in : {x, c.dql->output(1), xz}) f->add_input(in);
+  for (const std::string& in : weights) f->add_input(in);
+  f->set_output(0, c.out);
+  for (int r : c.replaced) drop->insert(r);
+}
+
+/// MatMulInteger node i (a [K, N] weight) -> PackedMatMulIntegerToFloat; false when it does not fit.
+bool fold_dynamic_matmul(const QdqView& v, onnx::GraphProto* g, int i, std::set<int>* drop) {
   const onnx::NodeProto& mm = g->node(i);
-  if (mm.input_size() < 3 || mm.output_size() != 1 || mm.input(2).empty()) return false;
-  const onnx::NodeProto* dql = v.producer(mm.input(0), "DynamicQuantizeLinear");
-  if (!dql || dql->output_size() < 3 || dql->output(0) != mm.input(0) || dql->output(2) != mm.input(2)) return false;
-  HostTensor b, bz, ws, bias;
-  if (!v.init(mm.input(1), &b) || b.shape.size() != 2 || (b.dtype != DType::kI8 && b.dtype != DType::kU8)) return false;
+  HostTensor b, bz;
+  if (mm.input_size() < 2 || !v.init(mm.input(1), &b) || b.shape.size() != 2 || (b.dtype != DType::kI8 && b.dtype != DType::kU8))
+    return false;
   const int64_t k = b.shape[0], n = b.shape[1];
   if (k < 1 || k > 8192 || n < 1) return false;
   const bool has_bz = mm.input_size() > 3 && !mm.input(3).empty();
   if (has_bz && (!v.init(mm.input(3), &bz) || bz.dtype != b.dtype || (numel(bz) != 1 && numel(bz) != n))) return false;
-  const int ci = v.only_reader(mm.output(0), "Cast");
-  if (ci < 0 || attr_int(g->node(ci), "to", 0) != onnx::TensorProto::FLOAT) return false;
-  const int mi = v.only_reader(g->node(ci).output(0), "Mul");
-  if (mi < 0) return false;
-  const std::string s = other_input(g->node(mi), g->node(ci).output(0));
-  const onnx::NodeProto* sm = s.empty() ? nullptr : v.producer(s, "Mul");
-  if (!sm) return false;
-  const std::string ws_name = other_input(*sm, dql->output(1));
-  if (ws_name.empty() || !v.init(ws_name, &ws) || ws.dtype != DType::kF32 || (numel(ws) != 1 && numel(ws) != n))
-    return false;
-  if (numel(ws) == 1 && ws.shape.size() > 1) return false;  // a [1, 1] scale would broadcast the output's rank
-  std::string out = g->node(mi).output(0), bias_name;
-  const int ai = v.only_reader(out, "Add");
-  if (ai >= 0) {
-    const std::string bn = other_input(g->node(ai), out);
-    if (!bn.empty() && v.init(bn, &bias) && bias.dtype == DType::kF32 && bias.shape.size() == 1 && bias.shape[0] == n) {
-      bias_name = bn;
-      out = g->node(ai).output(0);
-      drop->insert(ai);
-    }
-  }
-  // B packed for the microkernel, its column sums, zero points and scales per column.
-  const std::string base = mm.input(1) + "_packed" + std::to_string(i);
-  const bool b_signed = b.dtype == DType::kI8;
-  std::vector<uint8_t> panels(static_cast<size_t>((n + 15) / 16) * simd::qgemm_panel_bytes(simd::qgemm_k_padded(static_cast<size_t>(k))));
-  simd::qgemm_pack_b(b.bytes.data(), static_cast<size_t>(k), static_cast<size_t>(n), panels.data());
-  std::vector<int32_t> colsum(static_cast<size_t>(n), 0), zero(static_cast<size_t>(n), 0);
-  std::vector<float> scale(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const uint8_t byte = b.bytes[static_cast<size_t>(kk * n + j)];
-      colsum[static_cast<size_t>(j)] += b_signed ? static_cast<int8_t>(byte) : byte;
-    }
-    zero[static_cast<size_t>(j)] = has_bz ? int_elem(bz, j) : 0;
-    scale[static_cast<size_t>(j)] = reinterpret_cast<const float*>(ws.bytes.data())[numel(ws) == 1 ? 0 : j];
-  }
-  add_initializer(g, base + "_panels", onnx::TensorProto::UINT8, static_cast<int64_t>(panels.size()), panels.data(), panels.size());
-  add_initializer(g, base + "_colsum", onnx::TensorProto::INT32, n, colsum.data(), colsum.size() * 4);
-  add_initializer(g, base + "_zero", onnx::TensorProto::INT32, n, zero.data(), zero.size() * 4);
-  add_initializer(g, base + "_scale", onnx::TensorProto::FLOAT, n, scale.data(), scale.size() * 4);
+  DynChain c;
+  // Per column: [N] only (a [1, N] scale could raise a 1-D product's rank).
+  if (!match_dynamic_chain(v, *g, mm, n, 1, [](const std::vector<int64_t>&) { return true; }, &c)) return false;
+  const std::vector<std::string> w = packed_weights(g, mm.input(1) + "_packed" + std::to_string(i), b, false, k, n,
+                                                    has_bz ? &bz : nullptr, c);
+  rewrite_dynamic(g, i, "PackedMatMulIntegerToFloat", c, w, drop);
   onnx::NodeProto* f = g->mutable_node(i);
-  const std::string a = f->input(0), az = f->input(2), xs = dql->output(1);
-  f->set_op_type("PackedMatMulIntegerToFloat");
-  f->clear_input();
-  for (const std::string& in : {a, xs, az, base + "_panels", base + "_colsum", base + "_zero", base + "_scale"}) f->add_input(in);
-  if (!bias_name.empty()) f->add_input(bias_name);
-  f->set_output(0, out);
   f->clear_attribute();
   *f->add_attribute() = int_attr("k", k);
   *f->add_attribute() = int_attr("n", n);
-  *f->add_attribute() = int_attr("b_signed", b_signed ? 1 : 0);
-  drop->insert(ci);
-  drop->insert(mi);
+  *f->add_attribute() = int_attr("b_signed", b.dtype == DType::kI8 ? 1 : 0);
+  return true;
+}
+
+/// A dense ConvInteger node i (group 1, explicit pads) -> PackedConvIntegerToFloat.
+bool fold_dynamic_conv(const QdqView& v, onnx::GraphProto* g, int i, std::set<int>* drop) {
+  const onnx::NodeProto& cv = g->node(i);
+  HostTensor w, wz;
+  if (cv.input_size() < 2 || !v.init(cv.input(1), &w) || w.shape.size() < 3 || w.shape.size() > 5 ||
+      (w.dtype != DType::kI8 && w.dtype != DType::kU8) || attr_int(cv, "group", 1) != 1)
+    return false;
+  for (const auto& a : cv.attribute())
+    if (a.name() == "auto_pad" && a.s() != "NOTSET") return false;
+  const int rank = static_cast<int>(w.shape.size());
+  const int64_t n = w.shape[0];
+  int64_t k = 1;
+  for (int a = 1; a < rank; ++a) k *= w.shape[static_cast<size_t>(a)];
+  if (n < 1 || k < 1 || k > 8192) return false;
+  const bool has_wz = cv.input_size() > 3 && !cv.input(3).empty();
+  if (has_wz && (!v.init(cv.input(3), &wz) || wz.dtype != w.dtype || (numel(wz) != 1 && numel(wz) != n))) return false;
+  DynChain c;
+  // Per channel: n values on axis 1 of the [N, M, ...] output (trailing axes 1).
+  auto channel_axis = [rank](const std::vector<int64_t>& s) {
+    const int at = 1 - (rank - static_cast<int>(s.size()));
+    for (int a = 0; a < static_cast<int>(s.size()); ++a)
+      if (a != at && s[static_cast<size_t>(a)] != 1) return false;
+    return at >= 0;
+  };
+  if (!match_dynamic_chain(v, *g, cv, n, rank, channel_axis, &c)) return false;
+  const std::vector<std::string> ins = packed_weights(g, cv.input(1) + "_packed" + std::to_string(i), w, true, k, n,
+                                                      has_wz ? &wz : nullptr, c);
+  rewrite_dynamic(g, i, "PackedConvIntegerToFloat", c, ins, drop);
+  onnx::NodeProto* f = g->mutable_node(i);
+  for (int a = f->attribute_size() - 1; a >= 0; --a)
+    if (f->attribute(a).name() == "kernel_shape" || f->attribute(a).name() == "auto_pad") f->mutable_attribute()->DeleteSubrange(a, 1);
+  onnx::AttributeProto ks;
+  ks.set_name("kernel_shape");
+  ks.set_type(onnx::AttributeProto::INTS);
+  for (int a = 2; a < rank; ++a) ks.add_ints(w.shape[static_cast<size_t>(a)]);
+  *f->add_attribute() = ks;
+  *f->add_attribute() = int_attr("out_channels", n);
+  *f->add_attribute() = int_attr("group_in", w.shape[1]);
+  *f->add_attribute() = int_attr("b_signed", w.dtype == DType::kI8 ? 1 : 0);
   return true;
 }
 
@@ -357,18 +465,26 @@ Result<size_t> fold_dynamic_matmuls(onnx::GraphProto* g, size_t* removed) {
     QdqView v(g);
     const int nodes = g->node_size();
     for (int i = 0; i < nodes; ++i)
-      if (g->node(i).op_type() == "MatMulInteger" && fold_dynamic_one(v, g, i, &drop)) ++folded;
+      if ((g->node(i).op_type() == "MatMulInteger" && fold_dynamic_matmul(v, g, i, &drop)) ||
+          (g->node(i).op_type() == "ConvInteger" && fold_dynamic_conv(v, g, i, &drop)))
+        ++folded;
   }
   for (auto it = drop.rbegin(); it != drop.rend(); ++it) g->mutable_node()->DeleteSubrange(*it, 1);
   *removed = drop.size();
-  // The scale products (x_scale * B_scale) nothing reads any more.
-  std::map<std::string, int> uses;
-  count_uses(*g, &uses);
-  for (int i = g->node_size() - 1; i >= 0; --i)
-    if (g->node(i).op_type() == "Mul" && g->node(i).output_size() == 1 && uses[g->node(i).output(0)] == 0) {
-      g->mutable_node()->DeleteSubrange(i, 1);
-      ++*removed;
+  // The scale products (x_scale * w_scale) and bias reshapes nothing reads any more.
+  for (bool again = true; again;) {
+    again = false;
+    std::map<std::string, int> uses;
+    count_uses(*g, &uses);
+    for (int i = g->node_size() - 1; i >= 0; --i) {
+      const std::string& op = g->node(i).op_type();
+      if ((op == "Mul" || op == "Reshape") && g->node(i).output_size() == 1 && uses[g->node(i).output(0)] == 0) {
+        g->mutable_node()->DeleteSubrange(i, 1);
+        ++*removed;
+        again = true;
+      }
     }
+  }
   return folded;
 }
 

@@ -26,13 +26,14 @@ Result<size_t> fold_qdq(onnx::GraphProto* graph, size_t* folded_ops);
 /// Returns how many values changed.
 Result<size_t> retype_u8_activations(onnx::GraphProto* graph);
 
-/// Dynamic quantization's MatMuls, as ONNX Runtime's dynamic quantizer writes them,
-///   DynamicQuantizeLinear(x) -> MatMulInteger(x_q, B, x_zp, B_zp) -> Cast(float)
-///   -> Mul(., Mul(x_scale, B_scale)) [-> Add(., bias)],
-/// with B, B_zp, B_scale and bias initializers, become one PackedMatMulIntegerToFloat
-/// (kernels/portable/packed_matmul.cc) whose B is packed here for the quantized GEMM
-/// microkernel: the same f32 roundings, one pass instead of four. Returns how many MatMuls
-/// were folded; *removed counts the nodes that disappeared.
+/// Dynamic quantization's MatMuls and dense convolutions, as ONNX Runtime's dynamic quantizer
+/// writes them,
+///   DynamicQuantizeLinear(x) -> MatMulInteger|ConvInteger(x_q, W, x_zp, W_zp) -> Cast(float)
+///   -> Mul(., Mul(x_scale, W_scale)) [-> Add(., bias or Reshape(bias))],
+/// with W, W_zp, W_scale and bias initializers, become one PackedMatMulIntegerToFloat or
+/// PackedConvIntegerToFloat (kernels/portable/packed_integer_to_float.cc) whose W is packed here for the
+/// quantized GEMM microkernel: the same f32 roundings, one pass instead of four. Returns how
+/// many were folded; *removed counts the nodes that disappeared.
 Result<size_t> fold_dynamic_matmuls(onnx::GraphProto* graph, size_t* removed);
 
 }  // namespace kiln::exporter

@@ -7,9 +7,12 @@
 namespace kiln::kernels {
 
 Status conv_operands_shape(ShapeCtx& c, size_t xi, size_t wi, size_t bi, std::vector<ExprId>* y) {
+  return conv_operands_shape_of(c, xi, c.in(wi).shape, bi, y);
+}
+
+Status conv_operands_shape_of(ShapeCtx& c, size_t xi, const std::vector<ExprId>& w, size_t bi, std::vector<ExprId>* y) {
   core::ExprPool& p = c.pool;
   const std::vector<ExprId>& x = c.in(xi).shape;
-  const std::vector<ExprId>& w = c.in(wi).shape;
   if (x.size() < 3 || x.size() > 2 + kMaxSpatial)
     return c.error("supports 1-D, 2-D and 3-D convolution (input rank 3, 4 or 5), got input " + p.shape_to_string(x));
   if (w.size() != x.size())

@@ -14,6 +14,9 @@ namespace kiln::kernels {
 /// The output shape of a convolution of input #xi by weight #wi with optional bias #bi (a
 /// 1-D tensor of the output channels); checks group, kernel_shape and the window attributes.
 Status conv_operands_shape(ShapeCtx& c, size_t xi, size_t wi, size_t bi, std::vector<ExprId>* y);
+/// The same with the weight's shape given (an op whose weights are packed: the shape comes from
+/// its attributes).
+Status conv_operands_shape_of(ShapeCtx& c, size_t xi, const std::vector<ExprId>& w, size_t bi, std::vector<ExprId>* y);
 
 /// Conv and ConvTranspose: group and the window attributes, read once.
 struct ConvPrep {

@@ -21,6 +21,7 @@
 #include "kernels/kernel.h"
 #include "kernels/portable/conv.h"
 #include "kernels/portable/matmul.h"
+#include "kernels/portable/qconv.h"
 #include "kernels/portable/quant.h"
 #include "kernels/simd/int8_gemm.h"
 #include "kernels/simd/qgemm.h"
@@ -130,7 +131,6 @@ namespace {
 template <typename A, typename Zp>
 void pack_a(const A* a, Zp&& zp, size_t m, size_t k, int16_t* out);
 
-constexpr int64_t kConvTile = 256;  // output positions per GEMM tile (a multiple of kInt8GemmCols)
 
 /// Scratch of a grouped convolution of input #x by weight #w (constant sizes except the
 /// output's): packed weights, one packed tile of columns, one int32 tile per output channel
@@ -153,6 +153,7 @@ struct ConvScratch {
   int16_t* a = nullptr;  // Mg x 2*k_pairs
   int16_t* b = nullptr;  // one tile of columns, packed
   int32_t* c = nullptr;  // Mg x kConvTile, or one output plane (depthwise)
+  size_t room = 0;       // bytes before c (a and b)
   bool fits = false;
 
   ConvScratch(const RunCtx& ctx, size_t mg, size_t k, size_t plane) {
@@ -163,6 +164,7 @@ struct ConvScratch {
     auto* base = static_cast<unsigned char*>(ctx.scratch);
     fits = base != nullptr && ctx.scratch_bytes >= a_bytes + b_bytes + c_bytes;
     if (!fits) return;
+    room = a_bytes + b_bytes;
     a = reinterpret_cast<int16_t*>(base);
     b = reinterpret_cast<int16_t*>(base + a_bytes);
     c = reinterpret_cast<int32_t*>(base + a_bytes + b_bytes);
@@ -226,178 +228,48 @@ void pack_columns(const X* x, int32_t xz, const ConvPlanes& cp, int64_t n, int64
   }
 }
 
-// The quantized GEMM path (simd/qgemm.h): output positions are the rows (gathered 8 at a
-// time, a padded tap reading x's zero point), a group's output channels the columns (its
-// weights packed into panels per call), int32 results stored transposed into the tile.
-constexpr size_t kQgemmMaxK = 8192;
-
-struct QConvJob {
-  const ConvPlanes* cp;
-  const uint8_t* xg;  // batch n's input group, as bytes
-  uint8_t x_zero, a_xor;
-  bool x_signed, a_unsigned, want_rowsum;
-  size_t k, kp, mg;
-  const uint8_t* panels;
-  const int32_t* bias;
-  const int32_t* wz;  // null when all 0
-  int32_t* c;         // mg x kConvTile
-  int64_t p0, cols;
-};
-
-// Row of output position p: its window over the group's channels, (channel, kd, kh, kw)
-// order as the weights hold it.
-void gather_position(const QConvJob& j, int64_t p, uint8_t* row, int32_t* rowsum) {
-  const ConvPlanes& cp = *j.cp;
-  const ConvDims& d = cp.g;
-  const Window& win = cp.win;
-  const int64_t od = p / cp.out_plane, oh = p % cp.out_plane / d.out[kSlotW], ow = p % d.out[kSlotW];
-  int32_t sum = 0;
-  size_t at = 0;
-  for (int64_t ci = 0; ci < cp.group_ch; ++ci) {
-    const uint8_t* xc = j.xg + ci * cp.in_vol;
-    for (int64_t kd = 0; kd < d.k[kSlotD]; ++kd) {
-      const int64_t id = od * win.stride[kSlotD] + kd * win.dilation[kSlotD] - win.pad_begin[kSlotD];
-      for (int64_t kh = 0; kh < d.k[kSlotH]; ++kh) {
-        const int64_t ih = oh * win.stride[kSlotH] + kh * win.dilation[kSlotH] - win.pad_begin[kSlotH];
-        const bool inside = id >= 0 && id < d.in[kSlotD] && ih >= 0 && ih < d.in[kSlotH];
-        const uint8_t* xr = xc + (id * d.in[kSlotH] + ih) * d.in[kSlotW];
-        for (int64_t kw = 0; kw < d.k[kSlotW]; ++kw) {
-          const int64_t iw = ow * win.stride[kSlotW] + kw * win.dilation[kSlotW] - win.pad_begin[kSlotW];
-          const uint8_t v = inside && iw >= 0 && iw < d.in[kSlotW] ? xr[iw] : j.x_zero;
-          row[at++] = static_cast<uint8_t>(v ^ j.a_xor);
-          sum += j.x_signed ? static_cast<int8_t>(v) : v;
-        }
-      }
-    }
-  }
-  std::memset(row + j.k, 0, j.kp - j.k);
-  *rowsum = j.want_rowsum ? sum : 0;
-}
-
-// Rows of mr positions starting at p whose windows all lie inside the input, gathered tap by
-// tap (the tap's offset from each window's origin is the same for every position); false
-// (nothing written) when a window reaches into the padding.
-bool gather_interior(const QConvJob& j, int64_t p, size_t mr, uint8_t* a, int32_t* rowsum) {
-  const ConvPlanes& cp = *j.cp;
-  const ConvDims& d = cp.g;
-  const Window& win = cp.win;
-  const uint8_t* base[simd::kQgemmMr];
-  for (size_t r = 0; r < mr; ++r, ++p) {
-    const int64_t od = p / cp.out_plane, oh = p % cp.out_plane / d.out[kSlotW], ow = p % d.out[kSlotW];
-    const int64_t id0 = od * win.stride[kSlotD] - win.pad_begin[kSlotD], ih0 = oh * win.stride[kSlotH] - win.pad_begin[kSlotH];
-    const int64_t iw0 = ow * win.stride[kSlotW] - win.pad_begin[kSlotW];
-    if (id0 < 0 || id0 + (d.k[kSlotD] - 1) * win.dilation[kSlotD] >= d.in[kSlotD] || ih0 < 0 ||
-        ih0 + (d.k[kSlotH] - 1) * win.dilation[kSlotH] >= d.in[kSlotH] || iw0 < 0 ||
-        iw0 + (d.k[kSlotW] - 1) * win.dilation[kSlotW] >= d.in[kSlotW])
-      return false;
-    base[r] = j.xg + (id0 * d.in[kSlotH] + ih0) * d.in[kSlotW] + iw0;
-  }
-  size_t kk = 0;
-  for (int64_t ci = 0; ci < cp.group_ch; ++ci)
-    for (int64_t kd = 0; kd < d.k[kSlotD]; ++kd)
-      for (int64_t kh = 0; kh < d.k[kSlotH]; ++kh) {
-        const int64_t row = ci * cp.in_vol + (kd * win.dilation[kSlotD] * d.in[kSlotH] + kh * win.dilation[kSlotH]) * d.in[kSlotW];
-        for (int64_t kw = 0; kw < d.k[kSlotW]; ++kw, ++kk) {
-          const int64_t off = row + kw * win.dilation[kSlotW];
-          for (size_t r = 0; r < mr; ++r) a[r * j.kp + kk] = static_cast<uint8_t>(base[r][off] ^ j.a_xor);
-        }
-      }
-  for (size_t r = 0; r < mr; ++r) {
-    uint8_t* row = a + r * j.kp;
-    std::memset(row + j.k, 0, j.kp - j.k);
-    int32_t sum = 0;
-    if (j.want_rowsum && j.x_signed)
-      for (size_t i = 0; i < j.k; ++i) sum += static_cast<int8_t>(row[i] ^ j.a_xor);
-    else if (j.want_rowsum)
-      for (size_t i = 0; i < j.k; ++i) sum += static_cast<uint8_t>(row[i] ^ j.a_xor);
-    rowsum[r] = sum;
-  }
-  return true;
-}
-
-// Positions [p0 + 8 * first, p0 + 8 * last) of the tile, every panel.
-void qconv_rows(const QConvJob& j, size_t first, size_t last) {
-  alignas(64) uint8_t a[simd::kQgemmMr * kQgemmMaxK];
-  int32_t rowsum[simd::kQgemmMr];
-  const size_t blocks = (j.mg + simd::kQgemmNr - 1) / simd::kQgemmNr, panel = simd::qgemm_panel_bytes(j.kp);
-  for (size_t sub = first; sub < last; ++sub) {
-    const int64_t r0 = static_cast<int64_t>(sub * simd::kQgemmMr);
-    const size_t mr = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(simd::kQgemmMr), j.cols - r0));
-    if (!gather_interior(j, j.p0 + r0, mr, a, rowsum))
-      for (size_t r = 0; r < mr; ++r) gather_position(j, j.p0 + r0 + static_cast<int64_t>(r), a + r * j.kp, rowsum + r);
-    for (size_t b = 0; b < blocks; ++b) {
-      simd::QgemmI32Epilogue e;
-      e.bias = j.bias + b * simd::kQgemmNr;
-      e.wz = j.wz ? j.wz + b * simd::kQgemmNr : nullptr;
-      simd::qgemm_i32t(mr, j.kp, a, j.kp, rowsum, j.panels + b * panel, e, j.c + b * simd::kQgemmNr * kConvTile + r0,
-                       kConvTile, std::min(simd::kQgemmNr, j.mg - b * simd::kQgemmNr), j.a_unsigned);
-    }
-  }
-}
-
-// Group g's weights (mg x k, a row per output channel) into panels and column constants, the
-// microkernel's operand signedness and flip as in delegates/xnnpack/int8_conv.cc.
+// Group g's weights (mg x k, a row per output channel) packed into quantized GEMM panels, their
+// column sums and zero points.
 template <typename W>
-void pack_qconv_weights(const RunCtx& c, const W* w, uint32_t wzi, int64_t g, int32_t xz, QConvJob* j, uint8_t* panels,
-                        int32_t* bias, int32_t* wz) {
-  constexpr bool w_signed = std::is_same_v<W, int8_t>;
-  const bool flip = j->x_signed == w_signed;
-  const int64_t shift = !flip ? 0 : j->x_signed ? 128 : -128;
-  j->a_xor = flip ? 0x80 : 0;
-  j->a_unsigned = w_signed;
-  const size_t blocks = (j->mg + simd::kQgemmNr - 1) / simd::kQgemmNr, np = blocks * simd::kQgemmNr;
-  std::memset(panels, 0, blocks * simd::qgemm_panel_bytes(j->kp));
-  bool any_wz = false;
-  for (size_t m = 0; m < np; ++m) {
-    if (m >= j->mg) {
-      bias[m] = wz[m] = 0;
-      continue;
-    }
-    const W* wm = w + (static_cast<size_t>(g) * j->mg + m) * j->k;
-    uint8_t* pm = panels + (m / simd::kQgemmNr) * simd::qgemm_panel_bytes(j->kp);
+void pack_qconv_weights(const RunCtx& c, const W* w, uint32_t wzi, int64_t g, size_t mg, size_t k, uint8_t* panels,
+                        int32_t* colsum, int32_t* wz) {
+  const size_t kp = simd::qgemm_k_padded(k), blocks = (mg + simd::kQgemmNr - 1) / simd::kQgemmNr;
+  std::memset(panels, 0, blocks * simd::qgemm_panel_bytes(kp));
+  for (size_t m = 0; m < mg; ++m) {
+    const W* wm = w + (static_cast<size_t>(g) * mg + m) * k;
+    uint8_t* pm = panels + (m / simd::kQgemmNr) * simd::qgemm_panel_bytes(kp);
     int64_t wsum = 0;
-    for (size_t kk = 0; kk < j->k; ++kk) {
+    for (size_t kk = 0; kk < k; ++kk) {
       pm[simd::qgemm_panel_index(kk, m % simd::kQgemmNr)] = static_cast<uint8_t>(wm[kk]);
       wsum += wm[kk];
     }
-    wz[m] = zero_point_at(c, wzi, g * static_cast<int64_t>(j->mg) + static_cast<int64_t>(m));
-    any_wz = any_wz || wz[m] != 0;
-    bias[m] = static_cast<int32_t>(static_cast<uint32_t>(-(shift + xz) * wsum + static_cast<int64_t>(j->k) * xz * wz[m]));
+    colsum[m] = static_cast<int32_t>(wsum);
+    wz[m] = zero_point_at(c, wzi, g * static_cast<int64_t>(mg) + static_cast<int64_t>(m));
   }
-  j->wz = any_wz ? wz : nullptr;
-  j->want_rowsum = any_wz;
 }
 
-// Group g of batch n on the quantized GEMM: tiles of kConvTile positions, 8-position rows
-// split over the pool, each tile's channels handed to `emit`.
+// Group g of batch n on the quantized GEMM (qconv.h), weights packed for this call into the
+// int16 GEMM's room in scratch (2 * (mg + kConvTile + 16) * (k + 1) bytes: the panels take
+// (mg + 15) * (k + 3) at most, the column constants 16 * (mg + 15)).
 template <typename X, typename W, typename Scratch, typename Emit>
 void int_conv_qgemm(const RunCtx& c, const ConvPlanes& cp, const X* x, int32_t xz, const W* w, uint32_t wzi, int64_t n,
                     int64_t g, const Scratch& s, Emit&& emit) {
-  QConvJob j{};
-  j.cp = &cp;
-  j.xg = reinterpret_cast<const uint8_t*>(x + (n * cp.g.in_ch + g * cp.group_ch) * cp.in_vol);
-  j.x_zero = static_cast<uint8_t>(xz);
-  j.x_signed = std::is_same_v<X, int8_t>;
-  j.k = static_cast<size_t>(cp.group_ch * cp.k_vol);
-  j.kp = simd::qgemm_k_padded(j.k);
-  j.mg = static_cast<size_t>(cp.out_per_group);
-  const size_t np = (j.mg + simd::kQgemmNr - 1) / simd::kQgemmNr * simd::kQgemmNr;
-  // The int16 GEMM's packed operands' room (2 * (mg + kConvTile + 16) * (k + 1) bytes) holds
-  // the panels ((mg + 15) * (k + 3) bytes at most) and then the column constants (8 * (mg + 15)).
+  const size_t mg = static_cast<size_t>(cp.out_per_group), k = static_cast<size_t>(cp.group_ch * cp.k_vol);
+  const size_t np = (mg + simd::kQgemmNr - 1) / simd::kQgemmNr * simd::kQgemmNr;
   auto* panels = reinterpret_cast<uint8_t*>(s.a);
-  auto* bias = reinterpret_cast<int32_t*>(panels + (np / simd::kQgemmNr) * simd::qgemm_panel_bytes(j.kp));
-  pack_qconv_weights(c, w, wzi, g, xz, &j, panels, bias, bias + np);
-  j.panels = panels;
-  j.bias = bias;
-  j.c = s.c;
-  for (int64_t p0 = 0; p0 < cp.out_vol; p0 += kConvTile) {
-    j.p0 = p0;
-    j.cols = std::min<int64_t>(kConvTile, cp.out_vol - p0);
-    const size_t subs = (static_cast<size_t>(j.cols) + simd::kQgemmMr - 1) / simd::kQgemmMr;
-    parallel_for(c, subs, std::max<size_t>(1, 4096 / std::max<size_t>(1, j.k * j.mg / 8)),
-                 [&](size_t b, size_t e) { qconv_rows(j, b, e); });
-    for (size_t m = 0; m < j.mg; ++m) emit(n, g * cp.out_per_group + static_cast<int64_t>(m), j.c + m * kConvTile, p0, j.cols);
-  }
+  auto* colsum = reinterpret_cast<int32_t*>(panels + (np / simd::kQgemmNr) * simd::qgemm_panel_bytes(simd::qgemm_k_padded(k)));
+  int32_t* wz = colsum + np;
+  int32_t* bias = wz + np;
+  int32_t* wz_used = bias + np;
+  pack_qconv_weights(c, w, wzi, g, mg, k, panels, colsum, wz);
+  QConvOperands op;
+  op.xg = reinterpret_cast<const uint8_t*>(x + (n * cp.g.in_ch + g * cp.group_ch) * cp.in_vol);
+  op.panels = panels;
+  qconv_constants(std::is_same_v<X, int8_t>, std::is_same_v<W, int8_t>, xz, k, colsum, wz, mg, bias, wz_used, &op);
+  auto run = [&](int64_t m, const int32_t* acc, int64_t p0, int64_t count) { emit(n, g * cp.out_per_group + m, acc, p0, count); };
+  qconv_group(c, cp, op, s.c, [](void* ctx, int64_t m, const int32_t* acc, int64_t p0, int64_t count) {
+    (*static_cast<decltype(run)*>(ctx))(m, acc, p0, count);
+  }, &run);
 }
 
 /// Every output plane (n, m) of an integer convolution as int32, handed to
@@ -414,7 +286,9 @@ KernelStatus int_conv(const RunCtx& c, const ConvPlanes& cp, const X* x, int32_t
         emit(n, g, s.c, 0, cp.out_vol);
         continue;
       }
-      if (simd::qgemm_k_padded(static_cast<size_t>(k)) <= kQgemmMaxK) {
+      const size_t np = (static_cast<size_t>(mg) + simd::kQgemmNr - 1) / simd::kQgemmNr * simd::kQgemmNr;
+      const size_t kp = simd::qgemm_k_padded(static_cast<size_t>(k));
+      if (kp <= kQgemmMaxK && np * kp + 16 * np <= s.room) {  // int_conv_qgemm's panels and constants
         int_conv_qgemm(c, cp, x, xz, w, wzi, n, g, s, emit);
         continue;
       }

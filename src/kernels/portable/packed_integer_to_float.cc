@@ -1,5 +1,5 @@
 // PackedMatMulIntegerToFloat (Kiln-internal, made by export's fold of a dynamically quantized
-// MatMul, export/onnx/dynamic_matmul_fold.h): what ONNX Runtime's dynamic quantizer writes as
+// MatMul, export/onnx/qdq_fold.h's fold_dynamic_matmuls): what ONNX Runtime's dynamic quantizer writes as
 // MatMulInteger(a, B, a_zero_point, B_zero_point) -> Cast(float) -> Mul(a_scale * B_scale)
 // [-> Add(bias)], in one instruction with B packed at export:
 //   y = float((a - az) @ (B - bz)) * (a_scale * B_scale) [+ bias]
@@ -10,6 +10,12 @@
 // attribute b_signed says); B's column sums i32 [N]; B's zero points i32 [N]; B's scales f32
 // [N]; bias f32 [N] (optional). Attributes k, n, b_signed. Output f32 [..., N].
 //
+// PackedConvIntegerToFloat is the same for a dense convolution (ConvInteger, group 1): inputs
+// x [N, C, ...] i8/u8, x_scale, x_zero_point, W as panels (qconv.h: K = C * kernel volume,
+// rows in (channel, kd, kh, kw) order), W's column sums, zero points and scales per output
+// channel [M], bias [M] (optional); attributes out_channels, group_in (= C), kernel_shape and
+// the window attributes, b_signed. Output f32 [N, M, ...].
+//
 // Rows of a are gathered 8 at a time (top bit flipped where the microkernel's operand
 // signedness asks for it) unless they can be read in place; the flip's shift and the zero
 // points' cross terms go into a per-call column constant (scratch).
@@ -18,6 +24,8 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "kernels/portable/conv.h"
+#include "kernels/portable/qconv.h"
 #include "kernels/portable/quant.h"
 #include "kernels/simd/qgemm.h"
 #include "core/status.h"
@@ -27,6 +35,7 @@ namespace kiln::kernels {
 namespace {
 
 constexpr int64_t kMaxK = 8192;  // a tile's 8 rows are gathered on the stack
+constexpr size_t kNoInputIndex = static_cast<size_t>(-1);
 
 size_t padded16(size_t n) { return (n + simd::kQgemmNr - 1) / simd::kQgemmNr * simd::kQgemmNr; }
 
@@ -153,6 +162,93 @@ KernelStatus packed_matmul_integer_to_float_run(const RunCtx& c) {
   j.chunks = (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk;
   const size_t grain = std::max<size_t>(1, (1 << 15) / std::max<size_t>(1, simd::kQgemmMr * k * j.blocks_per_chunk * 16));
   parallel_for(c, j.tiles * j.chunks, grain, [&](size_t b, size_t e) { run_tasks(j, b, e); });
+  return KernelStatus::kOk;
+}
+
+namespace {
+
+// The weight's shape [M, C, kernel...] from the attributes (the packed op has no weight tensor).
+bool packed_conv_weight_dims(const core::Attrs& a, int rank, int64_t* dims) {
+  const int64_t* ks = a.ints("kernel_shape");
+  if (!ks || static_cast<int>(a.ints_size("kernel_shape")) != rank - 2) return false;
+  dims[0] = a.get_int("out_channels", 0);
+  dims[1] = a.get_int("group_in", 0);
+  for (int k = 0; k < rank - 2; ++k) dims[2 + k] = ks[k];
+  return dims[0] > 0 && dims[1] > 0;
+}
+
+size_t packed_conv_scratch(int64_t m) {
+  return static_cast<size_t>(m) * kConvTile * 4 + 8 * padded16(static_cast<size_t>(m)) + 64;
+}
+
+}  // namespace
+
+Status packed_conv_integer_to_float_shape(ShapeCtx& c) {
+  KILN_TRY(c.expect_inputs(7, 8));
+  const DType xt = c.in(0).dtype;
+  if (xt != DType::kI8 && xt != DType::kU8) return c.error("input #0 has dtype " + std::string(dtype_name(xt)) + ", expected i8 or u8");
+  KILN_TRY(c.expect_dtype(1, DType::kF32));
+  if (c.has_input(2) && c.in(2).dtype != xt) return c.error("x's zero point (input #2) must have x's dtype");
+  KILN_TRY(c.expect_dtype(3, DType::kU8));
+  KILN_TRY(c.expect_dtype(4, DType::kI32));
+  KILN_TRY(c.expect_dtype(5, DType::kI32));
+  KILN_TRY(c.expect_dtype(6, DType::kF32));
+  if (c.has_input(7)) KILN_TRY(c.expect_dtype(7, DType::kF32));
+  if (c.attrs.get_int("group", 1) != 1) return c.error("only group 1 (a dense convolution) is packed");
+  const int rank = static_cast<int>(c.in(0).shape.size());
+  int64_t dims[kMaxRank];
+  if (rank < 3 || rank > kMaxRank || !packed_conv_weight_dims(c.attrs, rank, dims))
+    return c.error("attributes out_channels, group_in and kernel_shape (one per spatial axis of x) are required");
+  int64_t k = dims[1];
+  for (int a = 2; a < rank; ++a) k *= dims[a];
+  if (simd::qgemm_k_padded(static_cast<size_t>(k)) > kQgemmMaxK) return c.error("K = " + std::to_string(k) + " is above 8192");
+  std::vector<ExprId> w;
+  for (int a = 0; a < rank; ++a) w.push_back(c.pool.constant(dims[a]));
+  std::vector<ExprId> out;
+  KILN_TRY(conv_operands_shape_of(c, 0, w, kNoInputIndex, &out));
+  c.out(0).dtype = DType::kF32;
+  c.out(0).shape = std::move(out);
+  c.scratch_bytes = c.pool.constant(static_cast<int64_t>(packed_conv_scratch(dims[0])));
+  return ok_status();
+}
+
+KernelStatus packed_conv_integer_to_float_run(const RunCtx& c) {
+  const TensorView& xv = c.in(0);
+  TensorView wv;
+  wv.rank = xv.rank;
+  if (!packed_conv_weight_dims(c.attrs, xv.rank, wv.dims)) return KernelStatus::kInvalidValue;
+  const ConvPlanes cp(xv, wv, c.out(0), c.op_data->as<ConvPrep>());
+  const size_t m = static_cast<size_t>(cp.g.out_ch), np = padded16(m), k = static_cast<size_t>(cp.group_ch * cp.k_vol);
+  if (cp.out_vol == 0 || cp.g.batch == 0) return KernelStatus::kOk;
+  if (c.scratch == nullptr || c.scratch_bytes < packed_conv_scratch(cp.g.out_ch)) return KernelStatus::kInvalidValue;
+  auto* tile = static_cast<int32_t*>(c.scratch);
+  int32_t* bias = tile + m * kConvTile;
+  int32_t* wz = bias + np;
+  QConvOperands op;
+  op.panels = c.in(3).as<uint8_t>();
+  qconv_constants(xv.dtype == DType::kI8, c.attrs.get_int("b_signed", 1) != 0, zero_point_at(c, 2), k,
+                  c.in(4).as<int32_t>(), c.in(5).as<int32_t>(), m, bias, wz, &op);
+  struct Out {
+    float* y;
+    const float* ws;
+    const float* fbias;
+    float xs;
+    int64_t plane;
+  } out{nullptr, c.in(6).as<float>(), c.has_input(7) ? c.in(7).as<float>() : nullptr, scale_at(c, 1), cp.out_vol};
+  for (int64_t n = 0; n < cp.g.batch; ++n) {
+    op.xg = static_cast<const uint8_t*>(xv.data) + n * cp.g.in_ch * cp.in_vol;
+    out.y = c.out(0).as<float>() + n * cp.g.out_ch * cp.out_vol;
+    // y = float(acc) * (x_scale * w_scale) [+ bias]: two f32 roundings, as the unfused ops.
+    qconv_group(c, cp, op, tile, [](void* ctx, int64_t ch, const int32_t* acc, int64_t p0, int64_t count) {
+      const Out& o = *static_cast<const Out*>(ctx);
+      const float s = o.xs * o.ws[ch];
+      float* y = o.y + ch * o.plane + p0;
+      if (o.fbias)
+        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(acc[i]) * s + o.fbias[ch];
+      else
+        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(acc[i]) * s;
+    }, &out);
+  }
   return KernelStatus::kOk;
 }
 
