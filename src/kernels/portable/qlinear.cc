@@ -554,14 +554,30 @@ KernelStatus dynamic_quantize_linear_run(const RunCtx& c) {
   const TensorView& xv = c.in(0);
   const float* x = xv.as<float>();
   const size_t n = static_cast<size_t>(xv.numel());
+  // The range in up to kParts chunks over the pool, then merged (min and max are exact in any
+  // order); a NaN or infinity anywhere fails the run.
+  constexpr size_t kParts = 16, kGrain = 1 << 14;
+  const size_t parts = std::min(kParts, std::max<size_t>(1, n / kGrain)), per = (n + parts - 1) / parts;
+  float lo_part[kParts], hi_part[kParts];
+  bool finite[kParts];
+  parallel_for(c, parts, 1, [&](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) {
+      const size_t at = t * per, len = at < n ? std::min(per, n - at) : 0;
+      lo_part[t] = hi_part[t] = 0.f;
+      finite[t] = len == 0 || simd::finite_min_max(x + at, len, &lo_part[t], &hi_part[t]);
+    }
+  });
   float lo = 0.f, hi = 0.f;  // the range always holds 0
-  if (n > 0 && !simd::finite_min_max(x, n, &lo, &hi)) return KernelStatus::kInvalidValue;
-  lo = std::min(lo, 0.f);
-  hi = std::max(hi, 0.f);
+  for (size_t t = 0; t < parts; ++t) {
+    if (!finite[t]) return KernelStatus::kInvalidValue;
+    lo = std::min(lo, lo_part[t]);
+    hi = std::max(hi, hi_part[t]);
+  }
   const float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
   const float z0 = -lo / scale;
   const int32_t zp = static_cast<int32_t>(std::nearbyint(z0 < 0.f ? 0.f : z0 > 255.f ? 255.f : z0));
-  simd::quantize_u8(x, n, scale, zp, 0, 255, c.out(0).as<uint8_t>());
+  uint8_t* y = c.out(0).as<uint8_t>();
+  parallel_for(c, n, kGrain, [&](size_t b, size_t e) { simd::quantize_u8(x + b, e - b, scale, zp, 0, 255, y + b); });
   if (c.num_outputs > 1 && c.outputs[1]) c.out(1).as<float>()[0] = scale;
   if (c.num_outputs > 2 && c.outputs[2]) c.out(2).as<uint8_t>()[0] = static_cast<uint8_t>(zp);
   return KernelStatus::kOk;
