@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stripped sizes of the runtime-only profile: the five static libraries an app links and the
 # embedding example (examples/embed, built by the install test) as the minimal app.
-# Usage: bash scripts/runtime_size.sh [BUILD_DIR]   (a -DKILN_TOOLCHAIN=OFF build, tests run)
+# Usage: bash scripts/runtime_size.sh [BUILD_DIR]   (a -DKILN_TOOLCHAIN=OFF build, tests run;
+#        STRIP=aarch64-linux-gnu-strip for a cross build)
 set -euo pipefail
 BUILD_DIR="${1:-build-runtime}"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
@@ -9,7 +10,7 @@ total=0
 printf '| file | stripped bytes |\n|---|---|\n'
 for lib in core kernels format delegates runtime; do
   cp "$BUILD_DIR/libkiln_$lib.a" "$TMP/"
-  strip --strip-unneeded "$TMP/libkiln_$lib.a"
+  "${STRIP:-strip}" --strip-unneeded "$TMP/libkiln_$lib.a"
   n=$(stat -c %s "$TMP/libkiln_$lib.a"); total=$((total + n))
   printf '| libkiln_%s.a | %d |\n' "$lib" "$n"
 done

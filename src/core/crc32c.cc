@@ -36,6 +36,7 @@ uint32_t crc_table(const uint8_t* p, size_t n, uint32_t c) {
   return c;
 }
 
+#if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc_hw(const uint8_t* p, size_t n, uint32_t c) {
   uint64_t c64 = c;
   for (; n >= 8; n -= 8, p += 8) {
@@ -48,10 +49,17 @@ __attribute__((target("sse4.2"))) uint32_t crc_hw(const uint8_t* p, size_t n, ui
   return c32;
 }
 
+bool has_crc_hw() { return __builtin_cpu_supports("sse4.2"); }
+#else
+// Other architectures: the table (the same values).
+uint32_t crc_hw(const uint8_t* p, size_t n, uint32_t c) { return crc_table(p, n, c); }
+bool has_crc_hw() { return false; }
+#endif
+
 }  // namespace
 
 uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
-  static const bool hw = __builtin_cpu_supports("sse4.2");
+  static const bool hw = has_crc_hw();
   const auto* p = static_cast<const uint8_t*>(data);
   const uint32_t c = ~crc;
   return ~(hw ? crc_hw(p, n, c) : crc_table(p, n, c));

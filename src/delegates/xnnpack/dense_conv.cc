@@ -1,11 +1,15 @@
 #include "delegates/xnnpack/dense_conv.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <pthreadpool.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "kernels/simd/isa.h"
 
 namespace kiln::delegates::xnnpack {
 
@@ -16,6 +20,38 @@ constexpr size_t kMr = 6;        // output pixels per microkernel call
 constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
 
+using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, size_t, const float*,
+                             float* const*, size_t, float, float);
+
+// The same contract in plain C++ (any CPU; the compiler vectorizes the column loop): what
+// batched MatMuls run where AVX2 is missing (convolutions go to XNNPACK there).
+template <size_t MR, bool kMaskedB>
+void microkernel_plain(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, const float* panel,
+                       size_t ldb, const float* bias, float* const* y, size_t nc, float lo, float hi) {
+  float acc[MR][kNr];
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t j = 0; j < kNr; ++j) acc[r][j] = bias[j];
+  const size_t cols = kMaskedB ? nc : kNr;  // a masked panel is read no further than its columns
+  for (size_t t = 0; t < taps; ++t) {
+    const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * ldb;
+    for (size_t k = 0; k < c; ++k, w += ldb)
+      for (size_t r = 0; r < MR; ++r) {
+        const float v = a[t * MR + r][k];
+        for (size_t j = 0; j < cols; ++j) acc[r][j] += v * w[j];
+      }
+  }
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t j = 0; j < nc; ++j) y[r][j] = std::isnan(acc[r][j]) ? acc[r][j] : std::min(hi, std::max(lo, acc[r][j]));
+}
+
+// [masked B][rows]
+constexpr Microkernel kPlainKernels[2][kMr + 1] = {
+    {nullptr, microkernel_plain<1, false>, microkernel_plain<2, false>, microkernel_plain<3, false>,
+     microkernel_plain<4, false>, microkernel_plain<5, false>, microkernel_plain<6, false>},
+    {nullptr, microkernel_plain<1, true>, microkernel_plain<2, true>, microkernel_plain<3, true>,
+     microkernel_plain<4, true>, microkernel_plain<5, true>, microkernel_plain<6, true>}};
+
+#if defined(__x86_64__)
 // acc[r] (16 output channels of pixel r) += sum over taps and channels of a[tap][r][k] *
 // panel[tap*c + k][0..16); then bias, clamp, store the first `nc` channels. 2*MR
 // accumulators + 2 weight vectors + 1 broadcast stay in the 16 ymm registers.
@@ -80,14 +116,35 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
 }
 #undef KILN_ROWS
 
-using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, size_t, const float*,
-                             float* const*, size_t, float, float);
 // [masked B][rows]
-constexpr Microkernel kKernels[2][kMr + 1] = {
+constexpr Microkernel kAvx2Kernels[2][kMr + 1] = {
     {nullptr, microkernel<1, false>, microkernel<2, false>, microkernel<3, false>, microkernel<4, false>,
      microkernel<5, false>, microkernel<6, false>},
     {nullptr, microkernel<1, true>, microkernel<2, true>, microkernel<3, true>, microkernel<4, true>,
      microkernel<5, true>, microkernel<6, true>}};
+
+template <size_t C>
+void direct_row(void* ctx, size_t row);  // the direct path of one input channel (below)
+#endif  // __x86_64__
+
+// The table (kernels/simd/isa.h), best first; the last runs anywhere. `direct`: the
+// one-input-channel path, where the row has one.
+struct Impl {
+  const char* name;
+  bool (*available)();
+  const Microkernel (*kernels)[kMr + 1];
+  void (*direct)(void*, size_t);
+};
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, direct_row<1>},
+#endif
+    {"plain", [] { return true; }, kPlainKernels, nullptr}};
+
+const Impl& chosen() {
+  static const Impl* impl = simd::pick_isa(kImpls);
+  return *impl;
+}
 
 struct Job {
   const DenseConvWeights* w;
@@ -184,10 +241,10 @@ void run_task(void* ctx, size_t group, size_t chunk) {
       const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
       if (rows[tile - first])
-        kKernels[0][mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], panel, kNr, bias, y, nc, g.out_min,
+        chosen().kernels[0][mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], panel, kNr, bias, y, nc, g.out_min,
                         g.out_max);
       else
-        kKernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], panel, kNr, bias, y, nc,
+        chosen().kernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], panel, kNr, bias, y, nc,
                         g.out_min, g.out_max);
     }
   }
@@ -195,10 +252,7 @@ void run_task(void* ctx, size_t group, size_t chunk) {
 
 }  // namespace
 
-bool dense_conv_available() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
+bool dense_conv_available() { return chosen().direct != nullptr; }
 
 void pack_dense_conv(const float* w, const float* bias, size_t m, size_t c, size_t kh, size_t kw, bool transposed_fc,
                      DenseConvWeights* out) {
@@ -237,6 +291,7 @@ struct DirectJob {
   float* y;
 };
 
+#if defined(__x86_64__)
 template <size_t NP, bool kChecked, size_t C>
 __attribute__((target("avx2,fma"))) inline void direct_pixels(const DirectJob& j, size_t n, size_t oh, size_t ow0,
                                                                size_t b, float* out_row) {
@@ -305,15 +360,16 @@ void direct_row(void* ctx, size_t row) {
       }
     }
 }
+#endif  // __x86_64__
 
 }  // namespace
 
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool) {
   Job j{&w, &g, x, y, g.batch * g.out_h * g.out_w, 0, 0};
   if (j.pixels == 0 || w.out_channels == 0) return;
-  if (w.in_channels == kDirectMaxChannels && w.kernel_h * w.kernel_w > 1) {
+  if (chosen().direct && w.in_channels == kDirectMaxChannels && w.kernel_h * w.kernel_w > 1) {
     DirectJob d{&w, &g, x, y};
-    pthreadpool_parallelize_1d(pool, direct_row<1>, &d, g.batch * g.out_h, 0);
+    pthreadpool_parallelize_1d(pool, chosen().direct, &d, g.batch * g.out_h, 0);
     return;
   }
   j.tiles = (j.pixels + kMr - 1) / kMr;
@@ -380,7 +436,7 @@ void matmul_task(void* ctx, size_t t, size_t group) {
     for (size_t tile = group * kTilesPerTask; tile < std::min(j.tiles, (group + 1) * kTilesPerTask); ++tile) {
       const size_t r0 = tile * kMr, mr = std::min(kMr, g.m - r0);
       for (size_t r = 0; r < mr; ++r) rows[r] = a + (r0 + r) * g.k, out[r] = y + (r0 + r) * g.n + j0;
-      kKernels[nc < kNr][mr](1, nullptr, g.k, rows, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
+      chosen().kernels[nc < kNr][mr](1, nullptr, g.k, rows, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
     }
   }
 }

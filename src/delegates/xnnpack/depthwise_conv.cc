@@ -1,9 +1,14 @@
 #include "delegates/xnnpack/depthwise_conv.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <pthreadpool.h>
 
 #include <algorithm>
+#include <cmath>
+
+#include "kernels/simd/isa.h"
 
 namespace kiln::delegates::xnnpack {
 
@@ -19,6 +24,25 @@ struct Job {
   float* y;
 };
 
+// One output pixel, every channel: taps[t] points at the pixel's tap t (C values, or the zero
+// row), weights [channel block of 8][taps][8], y the pixel's C outputs.
+using PixelFn = void (*)(const float* const* taps, size_t n_taps, size_t c, const DepthwiseWeights& w, float* y,
+                         float lo, float hi);
+
+void pixel_plain(const float* const* taps, size_t n_taps, size_t c, const DepthwiseWeights& w, float* y, float lo,
+                 float hi) {
+  for (size_t ch = 0; ch < c; ++ch) {
+    const float* wb = w.w.data() + ch / kLanes * kLanes * n_taps + ch % kLanes;
+    float a0 = w.bias[ch], a1 = 0.f;  // even and odd taps, as the vector code sums them
+    size_t t = 0;
+    for (; t + 1 < n_taps; t += 2) a0 += taps[t][ch] * wb[t * kLanes], a1 += taps[t + 1][ch] * wb[(t + 1) * kLanes];
+    if (t < n_taps) a0 += taps[t][ch] * wb[t * kLanes];
+    const float v = a0 + a1;
+    y[ch] = std::isnan(v) ? v : std::min(hi, std::max(lo, v));
+  }
+}
+
+#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) __m256i tail_mask(size_t n) {
   alignas(32) static const int32_t bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + kLanes - n));
@@ -52,16 +76,37 @@ __attribute__((target("avx2,fma"))) inline void pixel_block(const float* const* 
   else _mm256_storeu_ps(y + cb, v);
 }
 
+__attribute__((target("avx2,fma"))) void pixel_avx2(const float* const* taps, size_t n_taps, size_t c,
+                                                   const DepthwiseWeights& w, float* y, float lo_s, float hi_s) {
+  const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
+  const __m256i mask = tail_mask(c % kLanes ? c % kLanes : kLanes);
+  const size_t full = c / kLanes * kLanes;
+  for (size_t cb = 0; cb < full; cb += kLanes)
+    pixel_block<false>(taps, n_taps, cb, w.w.data() + cb * n_taps, w.bias.data() + cb, y, lo, hi, mask);
+  if (full < c) pixel_block<true>(taps, n_taps, full, w.w.data() + full * n_taps, w.bias.data() + full, y, lo, hi, mask);
+}
+#endif  // __x86_64__
+
+// The table (kernels/simd/isa.h): best first, the last runs anywhere.
+struct Impl {
+  const char* name;
+  bool (*available)();
+  PixelFn pixel;
+};
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", simd::cpu_has_avx2, pixel_avx2},
+#endif
+    {"plain", [] { return true; }, pixel_plain}};
+
 // One output row (n, oh) of every channel, pixel by pixel.
-__attribute__((target("avx2,fma"))) void row(void* ctx, size_t index) {
+void row(void* ctx, size_t index) {
+  static const Impl* impl = simd::pick_isa(kImpls);
   const Job& j = *static_cast<const Job*>(ctx);
   const DepthwiseWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t c = w.channels, n = index / g.out_h, oh = index % g.out_h, n_taps = w.kernel_h * w.kernel_w;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
-  const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
-  const __m256i mask = tail_mask(c % kLanes ? c % kLanes : kLanes);
-  const size_t full = c / kLanes * kLanes;
   const float* taps[kMaxTaps];
   for (size_t ow = 0; ow < g.out_w; ++ow) {
     for (size_t kh = 0; kh < w.kernel_h; ++kh) {
@@ -74,11 +119,7 @@ __attribute__((target("avx2,fma"))) void row(void* ctx, size_t index) {
                    : w.zero.data();
       }
     }
-    float* y = j.y + (index * g.out_w + ow) * c;
-    for (size_t cb = 0; cb < full; cb += kLanes)
-      pixel_block<false>(taps, n_taps, cb, w.w.data() + cb * n_taps, w.bias.data() + cb, y, lo, hi, mask);
-    if (full < c)
-      pixel_block<true>(taps, n_taps, full, w.w.data() + full * n_taps, w.bias.data() + full, y, lo, hi, mask);
+    impl->pixel(taps, n_taps, c, w, j.y + (index * g.out_w + ow) * c, g.out_min, g.out_max);
   }
 }
 

@@ -1,11 +1,13 @@
 #include "delegates/xnnpack/layout.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <pthreadpool.h>
 
 #include <algorithm>
 
-#include "delegates/xnnpack/dense_conv.h"
+#include "kernels/simd/isa.h"
 
 namespace kiln::delegates::xnnpack {
 
@@ -22,6 +24,7 @@ void transpose_scalar(const float* src, float* dst, size_t rows, size_t cols, si
     for (size_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
 }
 
+#if defined(__x86_64__)
 // An 8x8 block: rows of src (stride ss) become columns of dst (stride ds).
 __attribute__((target("avx2"))) inline void transpose8x8(const float* src, size_t ss, float* dst, size_t ds) {
   const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss), r2 = _mm256_loadu_ps(src + 2 * ss),
@@ -51,6 +54,21 @@ __attribute__((target("avx2"))) void transpose_avx2(const float* src, float* dst
     for (; c + 8 <= c1; c += 8) transpose8x8(src + r0 * cols + c, cols, dst + c * rows + r0, rows);
   transpose_scalar(src, dst, rows, cols, r0, r1, c, c1);
 }
+#endif  // __x86_64__
+
+using TransposeFn = void (*)(const float*, float*, size_t, size_t, size_t, size_t, size_t, size_t);
+
+// The table (kernels/simd/isa.h): best first, the last runs anywhere.
+struct Impl {
+  const char* name;
+  bool (*available)();
+  TransposeFn transpose;
+};
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", simd::cpu_has_avx2, transpose_avx2},
+#endif
+    {"plain", [] { return true; }, transpose_scalar}};
 
 struct Job {
   const float* src;
@@ -65,8 +83,8 @@ void run_task(void* ctx, size_t i, size_t cb) {
   const size_t r0 = rb * kRows, r1 = std::min(j.rows, r0 + kRows), c0 = cb * kCols, c1 = std::min(j.cols, c0 + kCols);
   const float* src = j.src + batch * plane;
   float* dst = j.dst + batch * plane;
-  if (dense_conv_available()) transpose_avx2(src, dst, j.rows, j.cols, r0, r1, c0, c1);
-  else transpose_scalar(src, dst, j.rows, j.cols, r0, r1, c0, c1);
+  static const Impl* impl = simd::pick_isa(kImpls);
+  impl->transpose(src, dst, j.rows, j.cols, r0, r1, c0, c1);
 }
 
 void transpose_batched(const float* src, float* dst, size_t n, size_t rows, size_t cols, pthreadpool_t pool) {

@@ -1,9 +1,11 @@
 #include "kernels/simd/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/simd/avx2_math.h"
+#include "kernels/simd/isa.h"
 #include "kernels/simd/vmath.h"
 
 namespace kiln::simd {
@@ -40,6 +42,40 @@ void scores_scalar(const AttentionSlice& a, size_t i, const float* kt, size_t ld
     for (size_t j = 0; j < t; ++j) s[j] += q[e] * kt[e * ld + j];
   for (size_t j = 0; j < t; ++j) s[j] *= a.scale;
 }
+
+float exp_sum_scalar(float* s, size_t t, float m) {
+  float sum = 0.f;
+  for (size_t j = 0; j < t; ++j) sum += (s[j] = exp_scalar(s[j] - m));
+  return sum;
+}
+
+void accumulate_scalar(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
+  for (size_t e = 0; e < a.dv; ++e) {
+    float acc = o[e] * corr;
+    for (size_t j = 0; j < t; ++j) acc += p[j] * a.v[(j0 + j) * a.dv + e];
+    o[e] = acc;
+  }
+}
+
+// The four steps of a key tile, per ISA: scores of one query row, their max, exp and sum in
+// place, and the output row's update.
+struct PlainOps {
+  static void scores(const AttentionSlice& a, size_t i, const float* kt, size_t ld, size_t t, float* s) {
+    scores_scalar(a, i, kt, ld, t, s);
+  }
+  static float tile_max(const float* s, size_t t) {
+    float m = -INFINITY;
+    for (size_t j = 0; j < t; ++j) m = std::max(m, s[j]);
+    return m;
+  }
+  static float exp_sum(float* s, size_t t, float m) { return exp_sum_scalar(s, t, m); }
+  static void accumulate(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
+    accumulate_scalar(a, j0, t, p, corr, o);
+  }
+};
+
+#if defined(__x86_64__)
+// ---- AVX2 + FMA ------------------------------------------------------------------------------
 
 // NB keys at once (NB/8 accumulators, independent FMA chains over d).
 template <size_t NB>
@@ -87,12 +123,6 @@ KILN_AVX2 float exp_sum_avx2(float* s, size_t t, float m) {
     acc = _mm256_add_ps(acc, e);
   }
   return hsum(acc);
-}
-
-float exp_sum_scalar(float* s, size_t t, float m) {
-  float sum = 0.f;
-  for (size_t j = 0; j < t; ++j) sum += (s[j] = exp_scalar(s[j] - m));
-  return sum;
 }
 
 // o[0, 8 NB) = o * corr + sum over j < t of p[j] * v_j[0, 8 NB): NB vectors of output columns,
@@ -149,13 +179,18 @@ KILN_AVX2 float tile_max_avx2(const float* s, size_t t) {
   return hmax(m);
 }
 
-void accumulate_scalar(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
-  for (size_t e = 0; e < a.dv; ++e) {
-    float acc = o[e] * corr;
-    for (size_t j = 0; j < t; ++j) acc += p[j] * a.v[(j0 + j) * a.dv + e];
-    o[e] = acc;
+struct Avx2Ops {
+  static void scores(const AttentionSlice& a, size_t i, const float* kt, size_t ld, size_t t, float* s) {
+    scores_avx2(a, i, kt, ld, t, s);
   }
-}
+  static float tile_max(const float* s, size_t t) { return tile_max_avx2(s, t); }
+  static float exp_sum(float* s, size_t t, float m) { return exp_sum_avx2(s, t, m); }
+  static void accumulate(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
+    accumulate_avx2(a, j0, t, p, corr, o);
+  }
+};
+
+#endif  // __x86_64__
 
 // Query rows are taken in blocks of kRowBlock, key tiles in the outer loop, so a tile of K
 // (transposed into `kt` when K is stored by rows) is read once per block; each row keeps its
@@ -163,7 +198,7 @@ void accumulate_scalar(const AttentionSlice& a, size_t j0, size_t t, const float
 constexpr size_t kRowBlock = 16;
 constexpr size_t kMaxTileD = 128;  // K stored by rows with a larger D is read key by key
 
-template <bool kAvx2>
+template <typename Ops>
 void rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
   float s[kAttentionTile];
   float m[kRowBlock], l[kRowBlock];
@@ -190,7 +225,7 @@ void rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
       for (size_t r = 0; r < rn; ++r) {
         const size_t i = r0 + r;
         if (a.k_transposed || a.d <= kMaxTileD) {
-          kAvx2 ? scores_avx2(a, i, kt, ld, t, s) : scores_scalar(a, i, kt, ld, t, s);
+          Ops::scores(a, i, kt, ld, t, s);
         } else {
           for (size_t j = 0; j < t; ++j) {
             float acc = 0.f;
@@ -199,19 +234,13 @@ void rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
           }
         }
         post_ops(a, i, j0, t, s);
-        float tile_max = -INFINITY;
-        if (kAvx2) {
-          tile_max = tile_max_avx2(s, t);
-        } else {
-          for (size_t j = 0; j < t; ++j) tile_max = std::max(tile_max, s[j]);
-        }
-        const float m_new = std::max(m[r], tile_max);
+        const float m_new = std::max(m[r], Ops::tile_max(s, t));
         if (m_new == -INFINITY) continue;  // every score so far is -inf: nothing to add yet
         const float corr = m[r] == -INFINITY ? 0.f : exp_scalar(m[r] - m_new);
-        const float sum = kAvx2 ? exp_sum_avx2(s, t, m_new) : exp_sum_scalar(s, t, m_new);
+        const float sum = Ops::exp_sum(s, t, m_new);
         l[r] = l[r] * corr + sum;
         float* o = a.out + i * a.dv;
-        kAvx2 ? accumulate_avx2(a, j0, t, s, corr, o) : accumulate_scalar(a, j0, t, s, corr, o);
+        Ops::accumulate(a, j0, t, s, corr, o);
         m[r] = m_new;
       }
     }
@@ -223,11 +252,27 @@ void rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
   }
 }
 
+// ---- the table (isa.h) -----------------------------------------------------------------------
+
+struct Impl {
+  const char* name;
+  bool (*available)();
+  void (*rows)(const AttentionSlice&, size_t, size_t);
+};
+
+// Best first; the last runs anywhere.
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", cpu_has_avx2, rows<Avx2Ops>},
+#endif
+    {"plain", [] { return true; }, rows<PlainOps>}};
+
 }  // namespace
 
 void attention_rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
   if (a.dv == 0) return;
-  (has_avx2() ? rows<true> : rows<false>)(a, row_begin, row_end);
+  static const Impl* impl = pick_isa(kImpls);
+  impl->rows(a, row_begin, row_end);
 }
 
 }  // namespace kiln::simd

@@ -1,8 +1,11 @@
 #pragma once
 // Internal to kernels/simd: the AVX2+FMA building blocks (and their scalar twins) of
-// vmath.cc and attention.cc. Functions marked KILN_AVX2 may only run after has_avx2().
+// vmath.cc and attention.cc. Functions marked KILN_AVX2 (x86-64 only) may only run after
+// cpu_has_avx2().
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +13,6 @@
 
 namespace kiln::simd::detail {
 
-#define KILN_AVX2 __attribute__((target("avx2,fma")))
 
 // erf: numerator (odd, x * p(x^2)) and denominator (q(x^2)) coefficients, highest power first.
 constexpr float kErfP[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.10102402082508e-06f,
@@ -62,6 +64,9 @@ inline float exp_scalar(float v) {
   for (size_t k = 1; k < 6; ++k) y = y * r + kExpP[k];
   return std::ldexp(y * r * r + r + 1.f, static_cast<int>(fx));
 }
+
+#if defined(__x86_64__)
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
 
 KILN_AVX2 inline __m256 erf256(__m256 a) {
   const __m256 v = _mm256_max_ps(_mm256_set1_ps(-4.f), _mm256_min_ps(_mm256_set1_ps(4.f), a));
@@ -117,5 +122,7 @@ KILN_AVX2 inline float hsum(__m256 v) {
   m = _mm_add_ps(m, _mm_movehl_ps(m, m));
   return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
 }
+
+#endif  // __x86_64__
 
 }  // namespace kiln::simd::detail

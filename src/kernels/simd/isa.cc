@@ -17,6 +17,25 @@ int rank_of(const char* name) {
 
 }  // namespace
 
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512vnni() {
+#if defined(__x86_64__)
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return ok;
+#else
+  return false;
+#endif
+}
+
 bool isa_allowed(const char* name) {
   const char* cap = std::getenv("KILN_MAX_ISA");
   if (cap == nullptr) return true;

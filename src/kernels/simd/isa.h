@@ -5,9 +5,37 @@
 // benchmarks run every path the CPU has: "plain" (portable C++ only), "avx2", "avx512vnni";
 // an unknown value caps nothing.
 
+#include <cstddef>
+
 namespace kiln::simd {
 
 /// True when KILN_MAX_ISA allows implementation `name` (one of the names above).
 bool isa_allowed(const char* name);
+
+/// The running CPU's features, checked once; false on other architectures, where the x86
+/// rows of the tables are not even compiled.
+bool cpu_has_avx2();        ///< AVX2 and FMA
+bool cpu_has_avx512vnni();  ///< AVX-512 F, BW, VL and VNNI
+
+/// A family's implementation: the first row of `impls` (best first, each with `name` and
+/// `available()`) that the CPU has and KILN_MAX_ISA allows; the last row runs anywhere.
+template <typename Impl, size_t N>
+const Impl* pick_isa(const Impl (&impls)[N]) {
+  for (const Impl& i : impls)
+    if (i.available() && isa_allowed(i.name)) return &i;
+  return &impls[N - 1];
+}
+
+/// The row named `name` when the CPU has it (tests run every row against the plain one).
+template <typename Impl, size_t N>
+const Impl* find_isa(const Impl (&impls)[N], const char* name) {
+  for (const Impl& i : impls) {
+    const char* a = i.name;
+    const char* b = name;
+    while (*a && *a == *b) ++a, ++b;
+    if (*a == *b && i.available()) return &i;
+  }
+  return nullptr;
+}
 
 }  // namespace kiln::simd

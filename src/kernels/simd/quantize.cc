@@ -1,8 +1,9 @@
 #include "kernels/simd/quantize.h"
 
 #include <cmath>
+#include <type_traits>
 
-#include "kernels/simd/vmath.h"
+#include "kernels/simd/isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -197,76 +198,85 @@ bool min_max_scalar(const float* x, size_t n, float* lo, float* hi) {
   return true;
 }
 
+// The scalar rows' entries where the tail has its own form.
+bool min_max_plain(const float* x, size_t n, float* lo, float* hi) { return min_max_scalar(x, n, lo, hi); }
+#if defined(__x86_64__)
+// The AVX2 kernels typed as the table's entries.
+bool min_max_x86(const float* x, size_t n, float* lo, float* hi) {
+  return n >= 8 ? min_max_avx2(x, n, lo, hi) : min_max_scalar(x, n, lo, hi);
+}
+template <typename T>
+void requantize_x86(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, T* y) {
+  requantize_avx2<std::is_signed_v<T>>(acc, n, bias, ratio, zp, lo, hi, y);
+}
+template <typename T>
+void dequantize_x86(const T* x, size_t n, float scale, int32_t zp, float* y) {
+  dequantize_avx2<std::is_signed_v<T>>(x, n, scale, zp, y);
+}
+template <typename T>
+void widen_x86(const T* x, size_t n, int32_t zp, int16_t* out) {
+  widen_avx2<std::is_signed_v<T>>(x, n, zp, out);
+}
+template <typename T>
+void quantize_x86(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, T* y) {
+  quantize_avx2<std::is_signed_v<T>>(x, n, scale, zp, lo, hi, y);
+}
+#endif
+
+// ---- the table (isa.h) -----------------------------------------------------------------------
+
+struct Impl {
+  const char* name;
+  bool (*available)();
+  void (*requantize_u8)(const int32_t*, size_t, int32_t, float, int32_t, int32_t, int32_t, uint8_t*);
+  void (*requantize_i8)(const int32_t*, size_t, int32_t, float, int32_t, int32_t, int32_t, int8_t*);
+  void (*dequantize_u8)(const uint8_t*, size_t, float, int32_t, float*);
+  void (*dequantize_i8)(const int8_t*, size_t, float, int32_t, float*);
+  void (*widen_u8)(const uint8_t*, size_t, int32_t, int16_t*);
+  void (*widen_i8)(const int8_t*, size_t, int32_t, int16_t*);
+  void (*interleave)(const int16_t*, const int16_t*, size_t, int16_t*, size_t);
+  bool (*min_max)(const float*, size_t, float*, float*);
+  void (*quantize_u8)(const float*, size_t, float, int32_t, int32_t, int32_t, uint8_t*);
+  void (*quantize_i8)(const float*, size_t, float, int32_t, int32_t, int32_t, int8_t*);
+};
+
+// Best first; the last runs anywhere.
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", cpu_has_avx2, requantize_x86<uint8_t>, requantize_x86<int8_t>, dequantize_x86<uint8_t>,
+     dequantize_x86<int8_t>, widen_x86<uint8_t>, widen_x86<int8_t>, interleave_avx2, min_max_x86, quantize_x86<uint8_t>,
+     quantize_x86<int8_t>},
+#endif
+    {"plain", [] { return true; }, requantize_scalar<uint8_t>, requantize_scalar<int8_t>, dequantize_scalar<uint8_t>,
+     dequantize_scalar<int8_t>, widen_scalar<uint8_t>, widen_scalar<int8_t>, interleave_scalar, min_max_plain,
+     quantize_scalar<uint8_t>, quantize_scalar<int8_t>}};
+
+const Impl& chosen() {
+  static const Impl* impl = pick_isa(kImpls);
+  return *impl;
+}
+
 }  // namespace
 
 void requantize_u8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, uint8_t* y) {
-#if defined(__x86_64__)
-  if (has_avx2()) return requantize_avx2<false>(acc, n, bias, ratio, zp, lo, hi, y);
-#endif
-  requantize_scalar(acc, n, bias, ratio, zp, lo, hi, y);
+  chosen().requantize_u8(acc, n, bias, ratio, zp, lo, hi, y);
 }
-
 void requantize_i8(const int32_t* acc, size_t n, int32_t bias, float ratio, int32_t zp, int32_t lo, int32_t hi, int8_t* y) {
-#if defined(__x86_64__)
-  if (has_avx2()) return requantize_avx2<true>(acc, n, bias, ratio, zp, lo, hi, y);
-#endif
-  requantize_scalar(acc, n, bias, ratio, zp, lo, hi, y);
+  chosen().requantize_i8(acc, n, bias, ratio, zp, lo, hi, y);
 }
-
-void dequantize_u8(const uint8_t* x, size_t n, float scale, int32_t zp, float* y) {
-#if defined(__x86_64__)
-  if (has_avx2()) return dequantize_avx2<false>(x, n, scale, zp, y);
-#endif
-  dequantize_scalar(x, n, scale, zp, y);
-}
-
-void dequantize_i8(const int8_t* x, size_t n, float scale, int32_t zp, float* y) {
-#if defined(__x86_64__)
-  if (has_avx2()) return dequantize_avx2<true>(x, n, scale, zp, y);
-#endif
-  dequantize_scalar(x, n, scale, zp, y);
-}
-
-void widen_u8(const uint8_t* x, size_t n, int32_t zp, int16_t* out) {
-#if defined(__x86_64__)
-  if (has_avx2()) return widen_avx2<false>(x, n, zp, out);
-#endif
-  widen_scalar(x, n, zp, out);
-}
-
-void widen_i8(const int8_t* x, size_t n, int32_t zp, int16_t* out) {
-#if defined(__x86_64__)
-  if (has_avx2()) return widen_avx2<true>(x, n, zp, out);
-#endif
-  widen_scalar(x, n, zp, out);
-}
-
+void dequantize_u8(const uint8_t* x, size_t n, float scale, int32_t zp, float* y) { chosen().dequantize_u8(x, n, scale, zp, y); }
+void dequantize_i8(const int8_t* x, size_t n, float scale, int32_t zp, float* y) { chosen().dequantize_i8(x, n, scale, zp, y); }
+void widen_u8(const uint8_t* x, size_t n, int32_t zp, int16_t* out) { chosen().widen_u8(x, n, zp, out); }
+void widen_i8(const int8_t* x, size_t n, int32_t zp, int16_t* out) { chosen().widen_i8(x, n, zp, out); }
 void interleave_pairs(const int16_t* row0, const int16_t* row1, size_t n, int16_t* out, size_t block_stride) {
-#if defined(__x86_64__)
-  if (has_avx2()) return interleave_avx2(row0, row1, n, out, block_stride);
-#endif
-  interleave_scalar(row0, row1, n, out, block_stride);
+  chosen().interleave(row0, row1, n, out, block_stride);
 }
-
-bool finite_min_max(const float* x, size_t n, float* lo, float* hi) {
-#if defined(__x86_64__)
-  if (has_avx2() && n >= 8) return min_max_avx2(x, n, lo, hi);
-#endif
-  return min_max_scalar(x, n, lo, hi);
-}
-
+bool finite_min_max(const float* x, size_t n, float* lo, float* hi) { return chosen().min_max(x, n, lo, hi); }
 void quantize_u8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, uint8_t* y) {
-#if defined(__x86_64__)
-  if (has_avx2()) return quantize_avx2<false>(x, n, scale, zp, lo, hi, y);
-#endif
-  quantize_scalar(x, n, scale, zp, lo, hi, y);
+  chosen().quantize_u8(x, n, scale, zp, lo, hi, y);
 }
-
 void quantize_i8(const float* x, size_t n, float scale, int32_t zp, int32_t lo, int32_t hi, int8_t* y) {
-#if defined(__x86_64__)
-  if (has_avx2()) return quantize_avx2<true>(x, n, scale, zp, lo, hi, y);
-#endif
-  quantize_scalar(x, n, scale, zp, lo, hi, y);
+  chosen().quantize_i8(x, n, scale, zp, lo, hi, y);
 }
 
 }  // namespace kiln::simd

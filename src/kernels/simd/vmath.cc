@@ -1,17 +1,51 @@
 #include "kernels/simd/vmath.h"
 
 #include "kernels/simd/avx2_math.h"
-
-#include <immintrin.h>
+#include "kernels/simd/isa.h"
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace kiln::simd {
 
 namespace {
 
 using namespace detail;  // NOLINT: the building blocks of this file
+
+float gate_scalar(float v, bool hard, float alpha, float beta) {
+  return v * (hard ? clamp_nan(alpha * v + beta, 0.f, 1.f) : sigmoid_scalar(v));
+}
+
+void layer_norm_row_scalar(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
+  float sum = 0.f, sq = 0.f;
+  for (size_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  for (size_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.f / std::sqrt(sq / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * gamma[i] + (beta ? beta[i] : 0.f);
+}
+
+// GELU: x/2 (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for erf.
+constexpr float kRsqrt2 = 0.70710678118654752f, kTanhGeluA = 0.7978845608028654f, kTanhGeluB = 0.044715f;
+
+float gelu_scalar(float x, bool tanh_form) {
+  const float inner = tanh_form ? tanh_scalar(kTanhGeluA * (x + kTanhGeluB * x * x * x)) : erf_scalar(x * kRsqrt2);
+  return 0.5f * x * (1.f + inner);
+}
+
+// The sum in 8 interleaved partial sums, as the vector code adds them (a sequential f32 sum of
+// a long row drifts by ~1e-6).
+void softmax_row_scalar(const float* x, float* y, size_t n) {
+  float m = -INFINITY, part[8] = {};
+  for (size_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  for (size_t i = 0; i < n; ++i) part[i % 8] += (y[i] = m == -INFINITY ? NAN : exp_scalar(x[i] - m));
+  const float sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+  for (size_t i = 0; i < n; ++i) y[i] *= 1.f / sum;
+}
+
+#if defined(__x86_64__)
+// ---- AVX2 + FMA ------------------------------------------------------------------------------
 
 // y[i] = f(x[i]) with f256 on blocks of 8 and f1 on the tail.
 template <typename F256, typename F1>
@@ -24,10 +58,6 @@ KILN_AVX2 inline void map_avx2(const float* x, float* y, size_t n, F256 f256, F1
 KILN_AVX2 void erf_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, erf256, erf_scalar); }
 KILN_AVX2 void tanh_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, tanh256, tanh_scalar); }
 KILN_AVX2 void sigmoid_avx2(const float* x, float* y, size_t n) { map_avx2(x, y, n, sigmoid256, sigmoid_scalar); }
-
-float gate_scalar(float v, bool hard, float alpha, float beta) {
-  return v * (hard ? clamp_nan(alpha * v + beta, 0.f, 1.f) : sigmoid_scalar(v));
-}
 
 KILN_AVX2 void gate_avx2(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta), zero = _mm256_setzero_ps(),
@@ -101,23 +131,6 @@ KILN_AVX2 void layer_norm_row_avx2(const float* x, float* y, size_t n, const flo
   }
 }
 
-void layer_norm_row_scalar(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
-  float sum = 0.f, sq = 0.f;
-  for (size_t i = 0; i < n; ++i) sum += x[i];
-  const float mean = sum / static_cast<float>(n);
-  for (size_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
-  const float rstd = 1.f / std::sqrt(sq / static_cast<float>(n) + eps);
-  for (size_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * gamma[i] + (beta ? beta[i] : 0.f);
-}
-
-// GELU: x/2 (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3)) for erf.
-constexpr float kRsqrt2 = 0.70710678118654752f, kTanhGeluA = 0.7978845608028654f, kTanhGeluB = 0.044715f;
-
-float gelu_scalar(float x, bool tanh_form) {
-  const float inner = tanh_form ? tanh_scalar(kTanhGeluA * (x + kTanhGeluB * x * x * x)) : erf_scalar(x * kRsqrt2);
-  return 0.5f * x * (1.f + inner);
-}
-
 KILN_AVX2 void gelu_avx2(const float* x, float* y, size_t n, bool tanh_form) {
   const __m256 half = _mm256_set1_ps(0.5f), a = _mm256_set1_ps(kTanhGeluA), b = _mm256_set1_ps(kTanhGeluB),
                r2 = _mm256_set1_ps(kRsqrt2);
@@ -135,13 +148,6 @@ KILN_AVX2 void gelu_avx2(const float* x, float* y, size_t n, bool tanh_form) {
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(hv, inner, hv));
   }
   for (; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
-}
-
-void softmax_row_scalar(const float* x, float* y, size_t n) {
-  float m = -INFINITY, sum = 0.f;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  for (size_t i = 0; i < n; ++i) sum += (y[i] = m == -INFINITY ? NAN : exp_scalar(x[i] - m));
-  for (size_t i = 0; i < n; ++i) y[i] *= 1.f / sum;
 }
 
 // Columns in blocks of 32 (four accumulators held in registers across k), then 8, then one.
@@ -176,54 +182,80 @@ KILN_AVX2 void add_vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t c
   }
 }
 
-}  // namespace
+#endif  // __x86_64__
 
-bool has_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
-
-void erf(const float* x, float* y, size_t n) {
-  if (has_avx2()) return erf_avx2(x, y, n);
+// Each function on every element, the scalar twins of the AVX2 code (the same formulas).
+void erf_plain(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = erf_scalar(x[i]);
 }
-
-void tanh(const float* x, float* y, size_t n) {
-  if (has_avx2()) return tanh_avx2(x, y, n);
+void tanh_plain(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = tanh_scalar(x[i]);
 }
-
-void sigmoid(const float* x, float* y, size_t n) {
-  if (has_avx2()) return sigmoid_avx2(x, y, n);
+void sigmoid_plain(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = sigmoid_scalar(x[i]);
 }
-
-void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
-  if (has_avx2()) return gate_avx2(x, y, n, hard, alpha, beta);
+void gate_plain(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
   for (size_t i = 0; i < n; ++i) y[i] = gate_scalar(x[i], hard, alpha, beta);
 }
-
-void softmax_row(const float* x, float* y, size_t n) {
-  (has_avx2() ? softmax_row_avx2 : softmax_row_scalar)(x, y, n);
-}
-
-void gelu(const float* x, float* y, size_t n, bool tanh_form) {
-  if (has_avx2()) return gelu_avx2(x, y, n, tanh_form);
+void gelu_plain(const float* x, float* y, size_t n, bool tanh_form) {
   for (size_t i = 0; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
 }
-
-void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
-  if (n == 0) return;
-  (has_avx2() ? layer_norm_row_avx2 : layer_norm_row_scalar)(x, y, n, gamma, beta, eps);
-}
-
-void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
-  if (has_avx2()) return add_vecmat_avx2(mt, ld, rows, cols, v, out);
+void add_vecmat_plain(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
   for (size_t k = 0; k < cols; ++k) {
     const float vk = v[k];
     const float* row = mt + k * ld;
     for (size_t j = 0; j < rows; ++j) out[j] += vk * row[j];
   }
+}
+
+// ---- the table (isa.h) -----------------------------------------------------------------------
+
+struct Impl {
+  const char* name;
+  bool (*available)();
+  void (*erf)(const float*, float*, size_t);
+  void (*tanh)(const float*, float*, size_t);
+  void (*sigmoid)(const float*, float*, size_t);
+  void (*gate)(const float*, float*, size_t, bool, float, float);
+  void (*softmax_row)(const float*, float*, size_t);
+  void (*gelu)(const float*, float*, size_t, bool);
+  void (*layer_norm_row)(const float*, float*, size_t, const float*, const float*, float);
+  void (*add_vecmat)(const float*, size_t, size_t, size_t, const float*, float*);
+};
+
+// Best first; the last runs anywhere.
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", cpu_has_avx2, erf_avx2, tanh_avx2, sigmoid_avx2, gate_avx2, softmax_row_avx2, gelu_avx2,
+     layer_norm_row_avx2, add_vecmat_avx2},
+#endif
+    {"plain", [] { return true; }, erf_plain, tanh_plain, sigmoid_plain, gate_plain, softmax_row_scalar, gelu_plain,
+     layer_norm_row_scalar, add_vecmat_plain}};
+
+const Impl& chosen() {
+  static const Impl* impl = pick_isa(kImpls);
+  return *impl;
+}
+
+}  // namespace
+
+bool has_avx2() { return std::string(chosen().name) == "avx2"; }
+const char* vmath_isa() { return chosen().name; }
+
+void erf(const float* x, float* y, size_t n) { chosen().erf(x, y, n); }
+void tanh(const float* x, float* y, size_t n) { chosen().tanh(x, y, n); }
+void sigmoid(const float* x, float* y, size_t n) { chosen().sigmoid(x, y, n); }
+void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta) { chosen().gate(x, y, n, hard, alpha, beta); }
+void softmax_row(const float* x, float* y, size_t n) { chosen().softmax_row(x, y, n); }
+void gelu(const float* x, float* y, size_t n, bool tanh_form) { chosen().gelu(x, y, n, tanh_form); }
+
+void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
+  if (n == 0) return;
+  chosen().layer_norm_row(x, y, n, gamma, beta, eps);
+}
+
+void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
+  chosen().add_vecmat(mt, ld, rows, cols, v, out);
 }
 
 }  // namespace kiln::simd
