@@ -28,8 +28,12 @@ export KILN_ARM64_SYSROOT="$SYSROOT"
 CMAKE=cmake; if [ -x /usr/bin/cmake ]; then CMAKE=/usr/bin/cmake; fi
 $CMAKE -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DKILN_TOOLCHAIN=OFF >/dev/null
 $CMAKE --build "$BUILD_DIR"
-# Every test but those whose data is too large for emulation (they run natively on x86 in
-# the main suite): see EXCLUDE's reasons.
-EXCLUDE="DynamicQuantizeLinear.LargeTensors|Gru.SymbolicShapesAndBelowBound"
-ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure --timeout 600 -E "$EXCLUDE"
+# The named subset: every test but those that start threads. Under Debian 12's qemu-user 7.2
+# (qemu-aarch64), a program's first pthread_create never returns (seen with a 5-line program:
+# glibc 2.36 for arm64, no clone syscall reaches qemu's strace), so every pool of more than one
+# thread hangs there; these run natively in the x86 suite. What they test on one thread runs.
+EXCLUDE="^(ThreadPool\.|PthreadpoolApi\.|XnnpackPool\.|DynamicQuantizeLinear\.LargeTensors|Gru\.SymbolicShapesAndBelowBound"
+EXCLUDE+="|DenseConv\.MatchesAReference|DepthwiseConv\.|BatchMatMul\.|Int8Conv\.MatchesTheDefinition|Int8Depthwise\."
+EXCLUDE+="|Layout\.ChannelsLastAndBack|FastErf\.|Gate\.SwishAndHardSwish|SoftmaxRows\.)"
+ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure --timeout 300 -E "$EXCLUDE"
 STRIP=aarch64-linux-gnu-strip bash scripts/runtime_size.sh "$BUILD_DIR"
