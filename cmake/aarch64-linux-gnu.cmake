@@ -20,6 +20,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
-# Tests run under emulation: ctest prefixes each test command with this.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu;-E;
-    LD_LIBRARY_PATH=$ENV{KILN_ARM64_SYSROOT}/usr/lib/aarch64-linux-gnu)
+# Tests run under emulation: ctest prefixes each test command with this. The loader and libc
+# are the multiarch libc6:arm64 (prefix /), not the cross toolchain's copy in
+# /usr/aarch64-linux-gnu: that older build's ld.so with the multiarch libc.so.6 (which the
+# library cache finds) hangs in the first pthread_create.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/;-E;LD_LIBRARY_PATH=$ENV{KILN_ARM64_SYSROOT}/usr/lib/aarch64-linux-gnu)
