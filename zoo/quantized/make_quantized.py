@@ -34,12 +34,15 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.dirname(HERE)
 
-# name: (float zoo model, "static" or "dynamic", weight type, tolerance |kiln - ort| / (1 + |ort|))
+# name: (float zoo model, "static" or "dynamic", weight type, tolerance |kiln - ort| / (1 + |ort|)).
+# Dynamic quantization rounds activations at run time: a float difference of one ulp upstream
+# (another ISA's LayerNorm or GELU: plain C++, arm64) can move one DynamicQuantizeLinear value by
+# one quantum, which moved bert_tiny's output by 1.1e-3 (KILN_MAX_ISA=plain against AVX-512).
 MODELS = {
     "mobilenet_v2_qdq_u8": ("mobilenet_v2", "static", QuantType.QUInt8, 2e-2),
     "mobilenet_v2_qdq_s8": ("mobilenet_v2", "static", QuantType.QInt8, 6e-2),
     "resnet_small_qdq_s8": ("resnet_small", "static", QuantType.QInt8, 6e-2),
-    "bert_tiny_dyn_u8": ("bert_tiny", "dynamic", QuantType.QUInt8, 1e-3),
+    "bert_tiny_dyn_u8": ("bert_tiny", "dynamic", QuantType.QUInt8, 3e-3),
     "gpt_kv_step_dyn_u8": ("gpt_kv_step", "dynamic", QuantType.QUInt8, 1e-3),
     "gru_seq_dyn_u8": ("gru_seq", "dynamic", QuantType.QUInt8, 1e-3),
     "conformer_tiny_dyn_u8": ("conformer_tiny", "dynamic", QuantType.QUInt8, 3e-2),
