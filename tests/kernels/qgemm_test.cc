@@ -16,7 +16,7 @@ namespace {
 TEST(Qgemm, EveryIsaMatchesTheDefinition) {
   std::mt19937 rng(11);
   int ran = 0, skipped = 0;
-  for (const char* isa : {"plain", "avx2", "avx512vnni"}) {
+  for (const char* isa : {"plain", "avx2", "avx512vnni", "neon", "neondot"}) {
     for (bool au : {true, false})
       for (size_t mr : {1, 2, 3, 4, 7, 8})
         for (size_t kp : {4, 8, 36, 1200})
@@ -72,7 +72,7 @@ TEST(Qgemm, EveryIsaMatchesTheDefinition) {
 TEST(Qgemm, FloatEpilogueOnEveryIsaMatchesTheDefinition) {
   std::mt19937 rng(23);
   int ran = 0;
-  for (const char* isa : {"plain", "avx2", "avx512vnni"})
+  for (const char* isa : {"plain", "avx2", "avx512vnni", "neon", "neondot"})
     for (bool au : {true, false})
       for (size_t mr : {1, 3, 8})
         for (size_t kp : {4, 68})
@@ -117,7 +117,7 @@ TEST(Qgemm, FloatEpilogueOnEveryIsaMatchesTheDefinition) {
 TEST(Qgemm, TransposedInt32EpilogueOnEveryIsaMatchesTheDefinition) {
   std::mt19937 rng(29);
   int ran = 0;
-  for (const char* isa : {"plain", "avx2", "avx512vnni"})
+  for (const char* isa : {"plain", "avx2", "avx512vnni", "neon", "neondot"})
     for (bool au : {true, false})
       for (size_t mr : {1, 4, 8})
         for (size_t nc : {16, 3})
@@ -182,14 +182,14 @@ TEST(Qgemm, DepthwiseRowOnEveryIsaMatchesPlain) {
           ASSERT_EQ(static_cast<int32_t>(xs ? static_cast<int8_t>(want[j]) : want[j]),
                     kernels::requantize(static_cast<int32_t>(acc), ratio[j], e.zp, e.lo, e.hi));
         }
-        for (const char* isa : {"avx2", "avx512vnni"}) {
+        for (const char* isa : {"avx2", "avx512vnni", "neon", "neondot"}) {
           std::vector<uint8_t> y(c + 1, 0xEE);
           if (!qdw_row_on(isa, taps, x.data(), step.data(), 1, xs, c, w.data(), e, y.data())) continue;
           ++ran;
           ASSERT_EQ(y, want) << isa << " c=" << c << " taps=" << taps << " xs=" << xs;
         }
       }
-  if (ran == 0) GTEST_LOG_(INFO) << "this CPU has neither AVX2 nor AVX-512: only the plain path was checked";
+  if (ran == 0) GTEST_LOG_(INFO) << "this CPU has no vector row (AVX2, AVX-512, NEON): only the plain path was checked";
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // The one rule every ISA table of Kiln's kernel families follows: implementations are listed
 // best first, each with a name and a check of the running CPU, and the first available one
 // that the cap allows is used. The environment variable KILN_MAX_ISA caps it, so tests and
-// benchmarks run every path the CPU has: "plain" (portable C++ only), "avx2", "avx512vnni";
-// an unknown value caps nothing.
+// benchmarks run every path the CPU has: "plain" (portable C++ only), then per architecture
+// x86-64 "avx2" < "avx512vnni" and arm64 "neon" < "neondot" (each cap also names the other
+// architecture's row of the same rank); an unknown value caps nothing.
 
 #include <cstddef>
 
@@ -16,6 +17,7 @@ bool isa_allowed(const char* name);
 /// rows of the tables are not even compiled.
 bool cpu_has_avx2();        ///< AVX2 and FMA
 bool cpu_has_avx512vnni();  ///< AVX-512 F, BW, VL and VNNI
+bool cpu_has_neon_dotprod();  ///< arm64 with the ARMv8.2 dot product (sdot/udot; HWCAP_ASIMDDP)
 
 /// A family's implementation: the first row of `impls` (best first, each with `name` and
 /// `available()`) that the CPU has and KILN_MAX_ISA allows; the last row runs anywhere.

@@ -5,6 +5,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -387,6 +390,213 @@ void qgemm_vnni(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_
 
 #endif  // __x86_64__
 
+
+#if defined(__aarch64__)
+// ---- arm64 NEON ------------------------------------------------------------------------------
+// neondot (ARMv8.2 dot product, sdot: most phone cores since 2017): 16 channels x up to 4 rows
+// of int32x4 accumulators per call. sdot multiplies int8 by int8, so the uint8 operand is read
+// shifted (x ^ 0x80 = x - 128) and 128 times the other operand's sum is added back, exactly:
+// with A unsigned, 128 * the panel's column sums; with B unsigned, 128 * the row's sum.
+
+#define KILN_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+
+// Requantizes 4 channels (j0..j0+3) of v (bias and zero-point terms still to add) to int32.
+inline int32x4_t requantize4_neon(int32x4_t v, const QgemmEpilogue& e, size_t j0, int32_t rowsum) {
+  v = vaddq_s32(v, vld1q_s32(e.bias + j0));
+  if (e.wz) v = vsubq_s32(v, vmulq_n_s32(vld1q_s32(e.wz + j0), rowsum));
+  float32x4_t f = vmulq_f32(vcvtq_f32_s32(v), vld1q_f32(e.ratio + j0));
+  f = vminq_f32(vmaxq_f32(f, vdupq_n_f32(static_cast<float>(e.lo - e.zp))), vdupq_n_f32(static_cast<float>(e.hi - e.zp)));
+  return vaddq_s32(vcvtnq_s32_f32(f), vdupq_n_s32(e.zp));  // round half to even, as nearbyint
+}
+
+// The three epilogues of one row's 16 channels (v[q]: channels 4q..4q+3, exact dot products).
+template <int kOut>
+inline void store_row_neon(const int32x4_t (&v)[4], size_t r, const int32_t* rowsum, const void* ep, void* yp,
+                           size_t ldy, size_t nc) {
+  if constexpr (kOut == kBytes) {
+    const QgemmEpilogue& e = *static_cast<const QgemmEpilogue*>(ep);
+    const int32_t rs = e.wz ? rowsum[r] : 0;
+    const int16x8_t lo = vcombine_s16(vmovn_s32(requantize4_neon(v[0], e, 0, rs)), vmovn_s32(requantize4_neon(v[1], e, 4, rs)));
+    const int16x8_t hi = vcombine_s16(vmovn_s32(requantize4_neon(v[2], e, 8, rs)), vmovn_s32(requantize4_neon(v[3], e, 12, rs)));
+    const uint8x16_t bytes = vreinterpretq_u8_s8(vcombine_s8(vmovn_s16(lo), vmovn_s16(hi)));  // each value's low byte
+    uint8_t* y = static_cast<uint8_t*>(yp) + r * ldy;
+    if (nc == kQgemmNr) {
+      vst1q_u8(y, bytes);
+    } else {
+      uint8_t tmp[kQgemmNr];
+      vst1q_u8(tmp, bytes);
+      std::memcpy(y, tmp, nc);
+    }
+    return;
+  }
+  int32_t ti[kQgemmNr];
+  float tf[kQgemmNr];
+  for (size_t q = 0; q < 4; ++q) {
+    const int32_t* bias = kOut == kF32 ? static_cast<const QgemmF32Epilogue*>(ep)->bias : static_cast<const QgemmI32Epilogue*>(ep)->bias;
+    const int32_t* wz = kOut == kF32 ? static_cast<const QgemmF32Epilogue*>(ep)->wz : static_cast<const QgemmI32Epilogue*>(ep)->wz;
+    int32x4_t t = vaddq_s32(v[q], vld1q_s32(bias + 4 * q));
+    if (wz) t = vsubq_s32(t, vmulq_n_s32(vld1q_s32(wz + 4 * q), rowsum[r]));
+    if constexpr (kOut == kF32) {
+      const QgemmF32Epilogue& e = *static_cast<const QgemmF32Epilogue*>(ep);
+      float32x4_t f = vmulq_f32(vcvtq_f32_s32(t), vld1q_f32(e.scale + 4 * q));
+      asm("" : "+w"(f));  // two roundings, as the unfused graph: never contracted into one fmla
+      if (e.fbias) f = vaddq_f32(f, vld1q_f32(e.fbias + 4 * q));
+      vst1q_f32(tf + 4 * q, f);
+    } else {
+      vst1q_s32(ti + 4 * q, t);
+    }
+  }
+  if constexpr (kOut == kF32) {
+    std::memcpy(static_cast<float*>(yp) + r * ldy, tf, nc * sizeof(float));
+  } else {  // column j of row r at y[j * ldy + r]
+    int32_t* y = static_cast<int32_t*>(yp) + r;
+    for (size_t j = 0; j < nc; ++j) y[j * ldy] = ti[j];
+  }
+}
+
+template <size_t MR, bool AU, int kOut>
+KILN_DOTPROD void rows_neondot(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                               const void* ep, void* yp, size_t ldy, size_t nc) {
+  int32x4_t acc[MR][4], fix[MR];  // fix: what undoes the shift (per channel or per row)
+  int32x4_t colsum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+  for (size_t r = 0; r < MR; ++r) {
+    fix[r] = vdupq_n_s32(0);
+    for (size_t q = 0; q < 4; ++q) acc[r][q] = vdupq_n_s32(0);
+  }
+  const int8x16_t ones = vdupq_n_s8(1);
+  const uint8x16_t flip = vdupq_n_u8(0x80);
+  for (size_t g = 0; g < kp / 4; ++g) {
+    int8x16_t b[4];
+    for (size_t q = 0; q < 4; ++q) {
+      const uint8x16_t raw = vld1q_u8(panel + g * 64 + q * 16);
+      b[q] = vreinterpretq_s8_u8(AU ? raw : veorq_u8(raw, flip));
+      if constexpr (AU) colsum[q] = vdotq_s32(colsum[q], b[q], ones);
+    }
+    for (size_t r = 0; r < MR; ++r) {
+      uint32_t quad;
+      std::memcpy(&quad, a + r * lda + g * 4, sizeof(quad));
+      uint8x16_t raw = vreinterpretq_u8_u32(vdupq_n_u32(quad));
+      const int8x16_t av = vreinterpretq_s8_u8(AU ? veorq_u8(raw, flip) : raw);
+      if constexpr (!AU) fix[r] = vdotq_s32(fix[r], av, ones);  // the row's sum, in every lane
+      for (size_t q = 0; q < 4; ++q) acc[r][q] = vdotq_s32(acc[r][q], b[q], av);
+    }
+  }
+  for (size_t r = 0; r < MR; ++r) {
+    int32x4_t v[4];
+    for (size_t q = 0; q < 4; ++q) v[q] = vaddq_s32(acc[r][q], vshlq_n_s32(AU ? colsum[q] : fix[r], 7));
+    store_row_neon<kOut>(v, r, rowsum, ep, yp, ldy, nc);
+  }
+}
+
+// neon (baseline, any arm64 CPU): vld4 de-interleaves a group's 4 k of 16 channels; each k,
+// widened to int16, is multiplied by the row's activation into int32 (vmlal: exact).
+template <size_t MR, bool AU, int kOut>
+void rows_neon(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel, const void* ep,
+               void* yp, size_t ldy, size_t nc) {
+  int32x4_t acc[MR][4];
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t q = 0; q < 4; ++q) acc[r][q] = vdupq_n_s32(0);
+  for (size_t g = 0; g < kp / 4; ++g) {
+    const uint8x16x4_t bb = vld4q_u8(panel + g * 64);  // bb.val[k][j]: weight (k, channel j)
+    int16x8_t bl[4], bh[4];
+    for (size_t k = 0; k < 4; ++k) {
+      bl[k] = AU ? vmovl_s8(vget_low_s8(vreinterpretq_s8_u8(bb.val[k]))) : vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(bb.val[k])));
+      bh[k] = AU ? vmovl_s8(vget_high_s8(vreinterpretq_s8_u8(bb.val[k]))) : vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(bb.val[k])));
+    }
+    for (size_t r = 0; r < MR; ++r) {
+      const uint8_t* ar = a + r * lda + g * 4;
+      for (size_t k = 0; k < 4; ++k) {
+        const int16_t av = AU ? int16_t{ar[k]} : int16_t{static_cast<int8_t>(ar[k])};
+        acc[r][0] = vmlal_n_s16(acc[r][0], vget_low_s16(bl[k]), av);
+        acc[r][1] = vmlal_n_s16(acc[r][1], vget_high_s16(bl[k]), av);
+        acc[r][2] = vmlal_n_s16(acc[r][2], vget_low_s16(bh[k]), av);
+        acc[r][3] = vmlal_n_s16(acc[r][3], vget_high_s16(bh[k]), av);
+      }
+    }
+  }
+  for (size_t r = 0; r < MR; ++r) store_row_neon<kOut>(acc[r], r, rowsum, ep, yp, ldy, nc);
+}
+
+template <bool kDot, size_t MR, bool AU, int kOut>
+void rows_arm64(size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel, const void* ep,
+                void* yp, size_t ldy, size_t nc) {
+  if constexpr (kDot)
+    rows_neondot<MR, AU, kOut>(kp, a, lda, rowsum, panel, ep, yp, ldy, nc);
+  else
+    rows_neon<MR, AU, kOut>(kp, a, lda, rowsum, panel, ep, yp, ldy, nc);
+}
+
+template <bool kDot, bool AU, int kOut>
+void qgemm_arm64_t(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                   const void* e, void* y, size_t ldy, size_t nc) {
+  // Row r's first output: r * ldy elements in (bytes or floats), r elements in (int32 transposed).
+  const size_t ysize = kOut == kBytes ? 1 : 4, row = kOut == kI32T ? 1 : ldy;
+  auto* yb = static_cast<unsigned char*>(y);
+  size_t r = 0;
+  for (; r + 4 <= mr; r += 4)
+    rows_arm64<kDot, 4, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, yb + r * row * ysize, ldy, nc);
+  auto* y0 = yb + r * row * ysize;
+  if (mr - r == 3) rows_arm64<kDot, 3, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, y0, ldy, nc);
+  if (mr - r == 2) rows_arm64<kDot, 2, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, y0, ldy, nc);
+  if (mr - r == 1) rows_arm64<kDot, 1, AU, kOut>(kp, a + r * lda, lda, rowsum + r, panel, e, y0, ldy, nc);
+}
+
+template <bool kDot, int kOut>
+void qgemm_arm64(size_t mr, size_t kp, const uint8_t* a, size_t lda, const int32_t* rowsum, const uint8_t* panel,
+                 const void* e, void* y, size_t ldy, size_t nc, bool a_unsigned) {
+  if (a_unsigned)
+    qgemm_arm64_t<kDot, true, kOut>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+  else
+    qgemm_arm64_t<kDot, false, kOut>(mr, kp, a, lda, rowsum, panel, e, y, ldy, nc);
+}
+
+// Depthwise (baseline NEON, any arm64): 16 channels of npix pixels, x widened to int16 times the
+// int16 weights into int32 (vmlal), then requantized.
+template <bool XS>
+void qdw_neon_t(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, size_t c, const int16_t* w,
+                const QgemmEpilogue& e, uint8_t* y) {
+  for (size_t j0 = 0; j0 < c; j0 += kQgemmNr) {
+    const size_t n = c - j0 < kQgemmNr ? c - j0 : kQgemmNr;
+    const int16_t* wb = w + j0 * taps;
+    for (size_t p = 0; p < npix; ++p) {
+      int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      for (size_t t = 0; t < taps; ++t) {
+        uint8_t buf[kQgemmNr] = {};
+        const uint8_t* src = x[t] + p * step[t] + j0;
+        if (n < kQgemmNr) src = static_cast<const uint8_t*>(std::memcpy(buf, src, n));
+        const uint8x16_t raw = vld1q_u8(src);
+        const int16x8_t xl = XS ? vmovl_s8(vget_low_s8(vreinterpretq_s8_u8(raw))) : vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(raw)));
+        const int16x8_t xh = XS ? vmovl_s8(vget_high_s8(vreinterpretq_s8_u8(raw))) : vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(raw)));
+        const int16x8_t wl = vld1q_s16(wb + t * kQgemmNr), wh = vld1q_s16(wb + t * kQgemmNr + 8);
+        acc[0] = vmlal_s16(acc[0], vget_low_s16(xl), vget_low_s16(wl));
+        acc[1] = vmlal_s16(acc[1], vget_high_s16(xl), vget_high_s16(wl));
+        acc[2] = vmlal_s16(acc[2], vget_low_s16(xh), vget_low_s16(wh));
+        acc[3] = vmlal_s16(acc[3], vget_high_s16(xh), vget_high_s16(wh));
+      }
+      uint8_t out[kQgemmNr];
+      QgemmEpilogue shifted = e;  // requantize4_neon reads bias/ratio at j0 + 4q
+      shifted.bias = e.bias + j0, shifted.ratio = e.ratio + j0, shifted.wz = nullptr;
+      for (size_t q = 0; q < 4; ++q) {
+        const int32x4_t v = requantize4_neon(acc[q], shifted, 4 * q, 0);
+        int32_t lanes[4];
+        vst1q_s32(lanes, v);
+        for (size_t i = 0; i < 4; ++i) out[4 * q + i] = static_cast<uint8_t>(lanes[i]);
+      }
+      std::memcpy(y + p * c + j0, out, n);
+    }
+  }
+}
+
+void qdw_neon(size_t taps, const uint8_t* const* x, const size_t* step, size_t npix, bool x_signed, size_t c,
+              const int16_t* w, const QgemmEpilogue& e, uint8_t* y) {
+  if (x_signed)
+    qdw_neon_t<true>(taps, x, step, npix, c, w, e, y);
+  else
+    qdw_neon_t<false>(taps, x, step, npix, c, w, e, y);
+}
+
+#endif  // __aarch64__
+
 // ---- the table (isa.h) -----------------------------------------------------------------------
 
 // e and y: a QgemmEpilogue and bytes, or (the _f32 entries) a QgemmF32Epilogue and floats.
@@ -414,6 +624,12 @@ const Impl kImpls[] = {
      qgemm_vnni<kBytes>, qgemm_vnni<kF32>, qgemm_vnni<kI32T>, qdw_vnni},
     {"avx2", [] { return __builtin_cpu_supports("avx2") != 0; }, qgemm_avx2<kBytes>, qgemm_avx2<kF32>,
      qgemm_avx2<kI32T>, qdw_avx2},
+#endif
+#if defined(__aarch64__)
+    {"neondot", cpu_has_neon_dotprod, qgemm_arm64<true, kBytes>, qgemm_arm64<true, kF32>, qgemm_arm64<true, kI32T>,
+     qdw_neon},
+    {"neon", [] { return true; }, qgemm_arm64<false, kBytes>, qgemm_arm64<false, kF32>, qgemm_arm64<false, kI32T>,
+     qdw_neon},
 #endif
     {"plain", [] { return true; }, qgemm_plain_t<kBytes>, qgemm_plain_t<kF32>, qgemm_plain_t<kI32T>, qdw_plain}};
 
