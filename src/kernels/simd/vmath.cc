@@ -2,6 +2,7 @@
 
 #include "kernels/simd/avx2_math.h"
 #include "kernels/simd/isa.h"
+#include "kernels/simd/neon_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -184,6 +185,134 @@ KILN_AVX2 void add_vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t c
 
 #endif  // __x86_64__
 
+#if defined(__aarch64__)
+// ---- arm64 NEON (with FMA: every arm64 CPU) ---------------------------------------------------
+
+// y[i] = f(x[i]) with f4 on blocks of 4 and f1 on the tail.
+template <typename F4, typename F1>
+inline void map_neon(const float* x, float* y, size_t n, F4 f4, F1 f1) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, f4(vld1q_f32(x + i)));
+  for (; i < n; ++i) y[i] = f1(x[i]);
+}
+
+void erf_neon(const float* x, float* y, size_t n) { map_neon(x, y, n, erf4, erf_scalar); }
+void tanh_neon(const float* x, float* y, size_t n) { map_neon(x, y, n, tanh4, tanh_scalar); }
+void sigmoid_neon(const float* x, float* y, size_t n) { map_neon(x, y, n, sigmoid4, sigmoid_scalar); }
+
+void gate_neon(const float* x, float* y, size_t n, bool hard, float alpha, float beta) {
+  const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
+  map_neon(x, y, n,
+           [&](float32x4_t v) {
+             return vmulq_f32(v, hard ? vminq_f32(vdupq_n_f32(1.f), vmaxq_f32(vdupq_n_f32(0.f), vfmaq_f32(vb, va, v)))
+                                      : sigmoid4(v));
+           },
+           [&](float v) { return gate_scalar(v, hard, alpha, beta); });
+}
+
+void gelu_neon(const float* x, float* y, size_t n, bool tanh_form) {
+  const float32x4_t half = vdupq_n_f32(0.5f);
+  map_neon(x, y, n,
+           [&](float32x4_t v) {
+             const float32x4_t inner =
+                 tanh_form ? tanh4(vmulq_f32(vdupq_n_f32(kTanhGeluA),
+                                             vfmaq_f32(v, vdupq_n_f32(kTanhGeluB), vmulq_f32(vmulq_f32(v, v), v))))
+                           : erf4(vmulq_f32(v, vdupq_n_f32(kRsqrt2)));
+             const float32x4_t hv = vmulq_f32(half, v);
+             return vfmaq_f32(hv, hv, inner);
+           },
+           [&](float v) { return gelu_scalar(v, tanh_form); });
+}
+
+// The sum in 8 interleaved partial sums (two vectors of 4), as the plain row and AVX2 add them.
+void softmax_row_neon(const float* x, float* y, size_t n) {
+  const size_t body = n & ~size_t{7};
+  float32x4_t m4 = vdupq_n_f32(-INFINITY);
+  for (size_t i = 0; i < body; i += 4) m4 = vmaxq_f32(m4, vld1q_f32(x + i));
+  float m = vmaxvq_f32(m4);
+  for (size_t i = body; i < n; ++i) m = std::max(m, x[i]);
+  if (!(m > -INFINITY)) {  // every entry -inf (or a NaN): NaN, as the portable Softmax
+    for (size_t i = 0; i < n; ++i) y[i] = NAN;
+    return;
+  }
+  const float32x4_t vm = vdupq_n_f32(m);
+  float32x4_t s0 = vdupq_n_f32(0.f), s1 = vdupq_n_f32(0.f);
+  for (size_t i = 0; i < body; i += 8) {
+    const float32x4_t e0 = exp4(vsubq_f32(vld1q_f32(x + i), vm)), e1 = exp4(vsubq_f32(vld1q_f32(x + i + 4), vm));
+    vst1q_f32(y + i, e0);
+    vst1q_f32(y + i + 4, e1);
+    s0 = vaddq_f32(s0, e0), s1 = vaddq_f32(s1, e1);
+  }
+  float part[8];
+  vst1q_f32(part, s0);
+  vst1q_f32(part + 4, s1);
+  for (size_t i = body; i < n; ++i) part[i % 8] += (y[i] = exp_scalar(x[i] - m));
+  const float sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+  const float32x4_t inv = vdupq_n_f32(1.f / sum);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), inv));
+  for (; i < n; ++i) y[i] *= 1.f / sum;
+}
+
+// LayerNorm of one row: two passes for the moments, as the AVX2 row, four lanes at a time.
+void layer_norm_row_neon(const float* x, float* y, size_t n, const float* gamma, const float* beta, float eps) {
+  const size_t body = n & ~size_t{3};
+  float32x4_t vs = vdupq_n_f32(0.f);
+  for (size_t i = 0; i < body; i += 4) vs = vaddq_f32(vs, vld1q_f32(x + i));
+  float sum = vaddvq_f32(vs);
+  for (size_t i = body; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  const float32x4_t vmean = vdupq_n_f32(mean);
+  float32x4_t vq = vdupq_n_f32(0.f);
+  for (size_t i = 0; i < body; i += 4) {
+    const float32x4_t d = vsubq_f32(vld1q_f32(x + i), vmean);
+    vq = vfmaq_f32(vq, d, d);
+  }
+  float sq = vaddvq_f32(vq);
+  for (size_t i = body; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.f / std::sqrt(sq / static_cast<float>(n) + eps);
+  const float32x4_t vr = vdupq_n_f32(rstd);
+  for (size_t i = 0; i < body; i += 4) {
+    const float32x4_t v = vmulq_f32(vsubq_f32(vld1q_f32(x + i), vmean), vr);
+    vst1q_f32(y + i, vfmaq_f32(beta ? vld1q_f32(beta + i) : vdupq_n_f32(0.f), v, vld1q_f32(gamma + i)));
+  }
+  for (size_t i = body; i < n; ++i) y[i] = (x[i] - mean) * rstd * gamma[i] + (beta ? beta[i] : 0.f);
+}
+
+// Columns in blocks of 16 (four accumulators held in registers across k), then 4, then one.
+void add_vecmat_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
+  size_t j = 0;
+  for (; j + 16 <= rows; j += 16) {
+    float32x4_t a0 = vld1q_f32(out + j), a1 = vld1q_f32(out + j + 4), a2 = vld1q_f32(out + j + 8),
+                a3 = vld1q_f32(out + j + 12);
+    const float* m = mt + j;
+    for (size_t k = 0; k < cols; ++k, m += ld) {
+      const float vk = v[k];
+      a0 = vfmaq_n_f32(a0, vld1q_f32(m), vk);
+      a1 = vfmaq_n_f32(a1, vld1q_f32(m + 4), vk);
+      a2 = vfmaq_n_f32(a2, vld1q_f32(m + 8), vk);
+      a3 = vfmaq_n_f32(a3, vld1q_f32(m + 12), vk);
+    }
+    vst1q_f32(out + j, a0);
+    vst1q_f32(out + j + 4, a1);
+    vst1q_f32(out + j + 8, a2);
+    vst1q_f32(out + j + 12, a3);
+  }
+  for (; j + 4 <= rows; j += 4) {
+    float32x4_t a = vld1q_f32(out + j);
+    const float* m = mt + j;
+    for (size_t k = 0; k < cols; ++k, m += ld) a = vfmaq_n_f32(a, vld1q_f32(m), v[k]);
+    vst1q_f32(out + j, a);
+  }
+  for (; j < rows; ++j) {
+    float a = out[j];
+    for (size_t k = 0; k < cols; ++k) a += v[k] * mt[k * ld + j];
+    out[j] = a;
+  }
+}
+
+#endif  // __aarch64__
+
 // Each function on every element, the scalar twins of the AVX2 code (the same formulas).
 void erf_plain(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = erf_scalar(x[i]);
@@ -228,6 +357,10 @@ const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx2", cpu_has_avx2, erf_avx2, tanh_avx2, sigmoid_avx2, gate_avx2, softmax_row_avx2, gelu_avx2,
      layer_norm_row_avx2, add_vecmat_avx2},
+#endif
+#if defined(__aarch64__)
+    {"neon", [] { return true; }, erf_neon, tanh_neon, sigmoid_neon, gate_neon, softmax_row_neon, gelu_neon,
+     layer_norm_row_neon, add_vecmat_neon},
 #endif
     {"plain", [] { return true; }, erf_plain, tanh_plain, sigmoid_plain, gate_plain, softmax_row_scalar, gelu_plain,
      layer_norm_row_scalar, add_vecmat_plain}};

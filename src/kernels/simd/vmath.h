@@ -1,15 +1,15 @@
 #pragma once
 // Vectorized f32 math over arrays, shared by the portable kernels and the XNNPACK delegate
 // (which splits the same calls over its thread pool). One ISA table (isa.h): AVX2+FMA on
-// x86-64 CPUs that have it, else the same formulas in plain C++ (what other architectures
-// compile and vectorize), so results agree to the stated bounds on every CPU.
+// x86-64 CPUs that have it, NEON (with FMA) on arm64, else the same formulas in plain C++
+// (what other architectures compile), so results agree to the stated bounds on every CPU.
 //
 // Approximations and their error bounds (checked by tests/kernels/vmath_test.cc against
 // double-precision libm over dense grids):
 // - erf: odd rational of degree 13/8 on [-4, 4] (outside, erf is +-1 in f32), as Eigen and
 //   XLA evaluate it; max abs error 4e-7.
-// - tanh: Eigen's rational on [-7.9, 7.9] (clamped outside); max abs error 3e-7 with FMA,
-//   4e-7 evaluated without (the plain row on x86-64).
+// - tanh: Eigen's rational on [-7.9, 7.9] (clamped outside); max abs error 3e-7 with FMA
+//   (avx2, neon), 4e-7 evaluated without (the plain row on x86-64).
 // - sigmoid(x) = (1 + tanh(x/2)) / 2; max abs error 2e-7.
 // - exp: Cephes' expf (2^n * polynomial on |r| <= ln2/2), inputs clamped to [-87.3, 88.4];
 //   max relative error 2e-7; below -87.3 (exp(-inf) too) it is 0.
@@ -21,7 +21,7 @@ namespace kiln::simd {
 
 /// True when the table's AVX2 row runs (the CPU has AVX2 and FMA, KILN_MAX_ISA allows it).
 bool has_avx2();
-/// The row the functions below run: "avx2" or "plain".
+/// The row the functions below run: "avx2", "neon" or "plain".
 const char* vmath_isa();
 
 void erf(const float* x, float* y, size_t n);
