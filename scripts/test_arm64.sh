@@ -41,7 +41,7 @@ ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure --timeout 300
 QEMU=(qemu-aarch64 -L / -E LD_LIBRARY_PATH="$SYSROOT/usr/lib/aarch64-linux-gnu")
 # The kernel tests again with every table capped to its plain C++ row (what a CPU of another
 # architecture runs); the rows that tests pick by name (qgemm's neon, neondot) ran above.
-KILN_MAX_ISA=plain "${QEMU[@]}" "$BUILD_DIR/kiln_kernel_tests" --gtest_brief=1
+for t in kiln_kernel_tests kiln_delegate_tests; do KILN_MAX_ISA=plain "${QEMU[@]}" "$BUILD_DIR/$t" --gtest_brief=1; done
 
 HOST_BUILD="${KILN_HOST_BUILD:-build}"
 if [ ! -x "$HOST_BUILD/kiln" ]; then bash scripts/setup.sh "$HOST_BUILD"; fi

@@ -3,6 +3,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 #include <pthreadpool.h>
 
 #include <algorithm>
@@ -127,6 +130,50 @@ template <size_t C>
 void direct_row(void* ctx, size_t row);  // the direct path of one input channel (below)
 #endif  // __x86_64__
 
+#if defined(__aarch64__)
+// The same contract in NEON: 16 channels of MR pixels in 4*MR float32x4 accumulators (24 + 4
+// weight vectors fit arm64's 32 registers). What batched MatMuls run on arm64; convolutions
+// stay on XNNPACK's NEON kernels there (no direct path in this row).
+template <size_t MR, bool kMaskedB>
+void microkernel_neon(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, const float* panel,
+                      size_t ldb, const float* bias, float* const* y, size_t nc, float lo, float hi) {
+  float32x4_t acc[MR][4];
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t q = 0; q < 4; ++q) acc[r][q] = vld1q_f32(bias + 4 * q);
+  float wbuf[kNr] = {};
+  for (size_t t = 0; t < taps; ++t) {
+    const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * ldb;
+    for (size_t k = 0; k < c; ++k, w += ldb) {
+      const float* wk = w;
+      if constexpr (kMaskedB) wk = static_cast<const float*>(std::memcpy(wbuf, w, nc * sizeof(float)));  // never past nc
+      const float32x4_t w0 = vld1q_f32(wk), w1 = vld1q_f32(wk + 4), w2 = vld1q_f32(wk + 8), w3 = vld1q_f32(wk + 12);
+      for (size_t r = 0; r < MR; ++r) {
+        const float v = a[t * MR + r][k];
+        acc[r][0] = vfmaq_n_f32(acc[r][0], w0, v);
+        acc[r][1] = vfmaq_n_f32(acc[r][1], w1, v);
+        acc[r][2] = vfmaq_n_f32(acc[r][2], w2, v);
+        acc[r][3] = vfmaq_n_f32(acc[r][3], w3, v);
+      }
+    }
+  }
+  // vmaxq/vminq return NaN when either operand is NaN: a NaN accumulator stays NaN.
+  const float32x4_t vlo = vdupq_n_f32(lo), vhi = vdupq_n_f32(hi);
+  for (size_t r = 0; r < MR; ++r) {
+    float tmp[kNr];
+    float* out = nc == kNr ? y[r] : tmp;
+    for (size_t q = 0; q < 4; ++q) vst1q_f32(out + 4 * q, vminq_f32(vhi, vmaxq_f32(vlo, acc[r][q])));
+    if (nc != kNr) std::memcpy(y[r], tmp, nc * sizeof(float));
+  }
+}
+
+// [masked B][rows]
+constexpr Microkernel kNeonKernels[2][kMr + 1] = {
+    {nullptr, microkernel_neon<1, false>, microkernel_neon<2, false>, microkernel_neon<3, false>,
+     microkernel_neon<4, false>, microkernel_neon<5, false>, microkernel_neon<6, false>},
+    {nullptr, microkernel_neon<1, true>, microkernel_neon<2, true>, microkernel_neon<3, true>,
+     microkernel_neon<4, true>, microkernel_neon<5, true>, microkernel_neon<6, true>}};
+#endif  // __aarch64__
+
 // The table (kernels/simd/isa.h), best first; the last runs anywhere. `direct`: the
 // one-input-channel path, where the row has one.
 struct Impl {
@@ -138,6 +185,9 @@ struct Impl {
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx2", simd::cpu_has_avx2, kAvx2Kernels, direct_row<1>},
+#endif
+#if defined(__aarch64__)
+    {"neon", [] { return true; }, kNeonKernels, nullptr},
 #endif
     {"plain", [] { return true; }, kPlainKernels, nullptr}};
 

@@ -3,6 +3,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 #include <pthreadpool.h>
 
 #include <algorithm>
@@ -56,6 +59,30 @@ __attribute__((target("avx2"))) void transpose_avx2(const float* src, float* dst
 }
 #endif  // __x86_64__
 
+#if defined(__aarch64__)
+// A 4x4 block: rows of src (stride ss) become columns of dst (stride ds).
+inline void transpose4x4(const float* src, size_t ss, float* dst, size_t ds) {
+  const float32x4_t r0 = vld1q_f32(src), r1 = vld1q_f32(src + ss), r2 = vld1q_f32(src + 2 * ss),
+                    r3 = vld1q_f32(src + 3 * ss);
+  const float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(r0, r1)), t1 = vreinterpretq_f64_f32(vtrn2q_f32(r0, r1)),
+                    t2 = vreinterpretq_f64_f32(vtrn1q_f32(r2, r3)), t3 = vreinterpretq_f64_f32(vtrn2q_f32(r2, r3));
+  vst1q_f32(dst, vreinterpretq_f32_f64(vtrn1q_f64(t0, t2)));
+  vst1q_f32(dst + ds, vreinterpretq_f32_f64(vtrn1q_f64(t1, t3)));
+  vst1q_f32(dst + 2 * ds, vreinterpretq_f32_f64(vtrn2q_f64(t0, t2)));
+  vst1q_f32(dst + 3 * ds, vreinterpretq_f32_f64(vtrn2q_f64(t1, t3)));
+}
+
+void transpose_neon(const float* src, float* dst, size_t rows, size_t cols, size_t r0, size_t r1, size_t c0, size_t c1) {
+  size_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    size_t c = c0;
+    for (; c + 4 <= c1; c += 4) transpose4x4(src + r * cols + c, cols, dst + c * rows + r, rows);
+    transpose_scalar(src, dst, rows, cols, r, r + 4, c, c1);
+  }
+  transpose_scalar(src, dst, rows, cols, r, r1, c0, c1);
+}
+#endif  // __aarch64__
+
 using TransposeFn = void (*)(const float*, float*, size_t, size_t, size_t, size_t, size_t, size_t);
 
 // The table (kernels/simd/isa.h): best first, the last runs anywhere.
@@ -67,6 +94,9 @@ struct Impl {
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx2", simd::cpu_has_avx2, transpose_avx2},
+#endif
+#if defined(__aarch64__)
+    {"neon", [] { return true; }, transpose_neon},
 #endif
     {"plain", [] { return true; }, transpose_scalar}};
 
