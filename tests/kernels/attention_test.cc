@@ -116,6 +116,28 @@ TEST(FusedAttention, MatchesDoubleReferenceAtTileEdges) {
   }
 }
 
+// A NaN in Q makes its row NaN, in K (a key of the second tile) every row, in V its column:
+// never a tile passed over, never a plausible number (on every row of the ISA table).
+TEST(FusedAttention, NanInQKOrVReachesTheOutputs) {
+  std::mt19937 rng(9);
+  const int64_t lq = 3, lk = 130, d = 8, dv = 8;
+  AttrStore none = AttrStore().set_float("scale", 0.5f).set_int("k_transposed", 0).set_ints("post", {}).set_floats("fill", {});
+  for (int where = 0; where < 3; ++where) {
+    Tensor q = random_f32(rng, {1, 1, lq, d}), k = random_f32(rng, {1, 1, lk, d}), v = random_f32(rng, {1, 1, lk, dv});
+    if (where == 0) q.data<float>()[1 * d + 2] = NAN;   // row 1
+    if (where == 1) k.data<float>()[70 * d + 5] = NAN;  // key 70: the second tile of 64
+    if (where == 2) v.data<float>()[100 * dv + 3] = NAN;  // column 3
+    OpResult r = run_op("FusedAttention", {q, k, v}, none);
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    const std::vector<float> got = r.outputs[0].values<float>();
+    for (int64_t i = 0; i < lq; ++i)
+      for (int64_t e = 0; e < dv; ++e) {
+        const bool want_nan = where == 1 || (where == 0 && i == 1) || (where == 2 && e == 3);
+        EXPECT_EQ(std::isnan(got[static_cast<size_t>(i * dv + e)]), want_nan) << "where " << where << " row " << i << " col " << e;
+      }
+  }
+}
+
 TEST(FusedAttention, ShapeErrors) {
   std::mt19937 rng(6);
   Tensor q = random_f32(rng, {2, 5, 8}), k = random_f32(rng, {2, 7, 8}), v = random_f32(rng, {2, 7, 4});

@@ -6,6 +6,7 @@
 
 #include "kernels/simd/avx2_math.h"
 #include "kernels/simd/isa.h"
+#include "kernels/simd/neon_math.h"
 #include "kernels/simd/vmath.h"
 
 namespace kiln::simd {
@@ -192,6 +193,98 @@ struct Avx2Ops {
 
 #endif  // __x86_64__
 
+#if defined(__aarch64__)
+// ---- arm64 NEON (with FMA) -------------------------------------------------------------------
+
+struct NeonOps {
+  // Keys in blocks of 16 (four accumulators over d), then 4, then one.
+  static void scores(const AttentionSlice& a, size_t i, const float* kt, size_t ld, size_t t, float* s) {
+    const float* q = a.q + i * a.d;
+    size_t j = 0;
+    for (; j + 16 <= t; j += 16) {
+      float32x4_t c0 = vdupq_n_f32(0.f), c1 = c0, c2 = c0, c3 = c0;
+      const float* kp = kt + j;
+      for (size_t e = 0; e < a.d; ++e, kp += ld) {
+        c0 = vfmaq_n_f32(c0, vld1q_f32(kp), q[e]);
+        c1 = vfmaq_n_f32(c1, vld1q_f32(kp + 4), q[e]);
+        c2 = vfmaq_n_f32(c2, vld1q_f32(kp + 8), q[e]);
+        c3 = vfmaq_n_f32(c3, vld1q_f32(kp + 12), q[e]);
+      }
+      vst1q_f32(s + j, vmulq_n_f32(c0, a.scale));
+      vst1q_f32(s + j + 4, vmulq_n_f32(c1, a.scale));
+      vst1q_f32(s + j + 8, vmulq_n_f32(c2, a.scale));
+      vst1q_f32(s + j + 12, vmulq_n_f32(c3, a.scale));
+    }
+    for (; j + 4 <= t; j += 4) {
+      float32x4_t c = vdupq_n_f32(0.f);
+      const float* kp = kt + j;
+      for (size_t e = 0; e < a.d; ++e, kp += ld) c = vfmaq_n_f32(c, vld1q_f32(kp), q[e]);
+      vst1q_f32(s + j, vmulq_n_f32(c, a.scale));
+    }
+    for (; j < t; ++j) {
+      float c = 0.f;
+      for (size_t e = 0; e < a.d; ++e) c += q[e] * kt[e * ld + j];
+      s[j] = c * a.scale;
+    }
+  }
+  // maxNum (vmaxnmq): a NaN score is passed over here, as the plain row's std::max does, so it
+  // reaches exp and the sum and makes the row NaN (never a skipped tile).
+  static float tile_max(const float* s, size_t t) {
+    float32x4_t m4 = vdupq_n_f32(-INFINITY);
+    size_t j = 0;
+    for (; j + 4 <= t; j += 4) m4 = vmaxnmq_f32(m4, vld1q_f32(s + j));
+    float m = vmaxnmvq_f32(m4);
+    for (; j < t; ++j) m = std::max(m, s[j]);
+    return m;
+  }
+  static float exp_sum(float* s, size_t t, float m) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t acc = vdupq_n_f32(0.f);
+    size_t j = 0;
+    for (; j + 4 <= t; j += 4) {
+      const float32x4_t e = exp4(vsubq_f32(vld1q_f32(s + j), vm));
+      vst1q_f32(s + j, e);
+      acc = vaddq_f32(acc, e);
+    }
+    float sum = vaddvq_f32(acc);
+    for (; j < t; ++j) sum += (s[j] = exp_scalar(s[j] - m));
+    return sum;
+  }
+  // Output columns in blocks of 16, then 4, then one.
+  static void accumulate(const AttentionSlice& a, size_t j0, size_t t, const float* p, float corr, float* o) {
+    const size_t dv = a.dv;
+    const float* v0 = a.v + j0 * dv;
+    size_t e = 0;
+    for (; e + 16 <= dv; e += 16) {
+      float32x4_t x0 = vmulq_n_f32(vld1q_f32(o + e), corr), x1 = vmulq_n_f32(vld1q_f32(o + e + 4), corr),
+                  x2 = vmulq_n_f32(vld1q_f32(o + e + 8), corr), x3 = vmulq_n_f32(vld1q_f32(o + e + 12), corr);
+      for (size_t j = 0; j < t; ++j) {
+        const float* vr = v0 + j * dv + e;
+        x0 = vfmaq_n_f32(x0, vld1q_f32(vr), p[j]);
+        x1 = vfmaq_n_f32(x1, vld1q_f32(vr + 4), p[j]);
+        x2 = vfmaq_n_f32(x2, vld1q_f32(vr + 8), p[j]);
+        x3 = vfmaq_n_f32(x3, vld1q_f32(vr + 12), p[j]);
+      }
+      vst1q_f32(o + e, x0);
+      vst1q_f32(o + e + 4, x1);
+      vst1q_f32(o + e + 8, x2);
+      vst1q_f32(o + e + 12, x3);
+    }
+    for (; e + 4 <= dv; e += 4) {
+      float32x4_t x = vmulq_n_f32(vld1q_f32(o + e), corr);
+      for (size_t j = 0; j < t; ++j) x = vfmaq_n_f32(x, vld1q_f32(v0 + j * dv + e), p[j]);
+      vst1q_f32(o + e, x);
+    }
+    for (; e < dv; ++e) {
+      float acc = o[e] * corr;
+      for (size_t j = 0; j < t; ++j) acc += p[j] * v0[j * dv + e];
+      o[e] = acc;
+    }
+  }
+};
+
+#endif  // __aarch64__
+
 // Query rows are taken in blocks of kRowBlock, key tiles in the outer loop, so a tile of K
 // (transposed into `kt` when K is stored by rows) is read once per block; each row keeps its
 // running max m, sum l and output row (rescaled as tiles come).
@@ -264,6 +357,9 @@ struct Impl {
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx2", cpu_has_avx2, rows<Avx2Ops>},
+#endif
+#if defined(__aarch64__)
+    {"neon", [] { return true; }, rows<NeonOps>},
 #endif
     {"plain", [] { return true; }, rows<PlainOps>}};
 
