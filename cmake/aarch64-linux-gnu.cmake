@@ -8,6 +8,13 @@
 #        -DKILN_TOOLCHAIN=OFF
 # scripts/test_arm64.sh makes the sysroot, builds with this file and runs the tests under
 # qemu-aarch64.
+# The sysroot is remembered in the cache, so a later re-run of CMake (the build re-configures
+# itself when a CMakeLists.txt changes) finds it without the environment variable.
+if(DEFINED ENV{KILN_ARM64_SYSROOT})
+  set(KILN_ARM64_SYSROOT "$ENV{KILN_ARM64_SYSROOT}" CACHE PATH "arm64 sysroot holding XNNPACK, pthreadpool, cpuinfo" FORCE)
+elseif(KILN_ARM64_SYSROOT)
+  set(ENV{KILN_ARM64_SYSROOT} "${KILN_ARM64_SYSROOT}")
+endif()
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
