@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh build
 ctest --test-dir build --output-on-failure -j2
+# Each ISA row this CPU has, forced in turn (KILN_MAX_ISA): kernels, delegate kernels, the zoo.
+bash scripts/test_isas.sh build
 # The Python package, installed by setup.sh (python/tests; KILN_BUILD_DIR finds kiln_runner).
 # torch 2.13.0 is a CPU build that lies on disk (no download): with onnxscript it tests the
 # kiln.export paths (dynamo and TorchScript exporters). Never another torch version here.

@@ -12,6 +12,7 @@
 
 #include "kiln/method.h"
 #include "runtime/program_impl.h"
+#include "tooling/program_report.h"
 #include "tooling/runner.h"
 #include "core/status.h"
 
@@ -60,10 +61,32 @@ std::string non_finite(const Method& m) {
 // NaN, +Inf, -Inf or finite: two paths must agree on it element by element.
 int finite_class(double v) { return std::isnan(v) ? 0 : v == INFINITY ? 1 : v == -INFINITY ? 2 : 3; }
 
+// The portable path a delegated method is compared with, and how close they must agree:
+// `tolerance` times the largest finite portable magnitude per output.
+struct PortablePath {
+  Method* method = nullptr;  ///< null: the method is not delegated (nothing to compare)
+  double tolerance = 1e-4;
+};
+
+// The agreement two paths can keep: 1e-4 of the output's scale, or 1e-2 where activations are
+// quantized at run time (DynamicQuantizeLinear, alone or folded into its consumer). There an
+// ulp of difference in the float work upstream (XNNPACK's operator against Kiln's kernel) can
+// move a value across a rounding boundary and shift it by a whole quantum, 1/255 of its row's
+// range, which the int8 weights then carry on.
+double path_tolerance(const Program& program, const std::string& method) {
+  static const std::set<std::string> kRuntimeQuantized = {"DynamicQuantizeLinear", "PackedMatMulIntegerToFloat",
+                                                           "PackedConvIntegerToFloat"};
+  Result<MethodReport> report = method_report(program, method);
+  if (report.ok())
+    for (const InstructionReport& in : report->instructions)
+      if (kRuntimeQuantized.count(in.op)) return 1e-2;
+  return 1e-4;
+}
+
 // The delegated outputs against the portable path's at the same inputs: "" when every element
-// has the same non-finite class (NaN, +Inf, -Inf, finite) and finite ones agree within 1e-4 of
-// the largest finite portable magnitude per output.
-std::string delegate_mismatch(const Method& d, const Method& p) {
+// has the same non-finite class (NaN, +Inf, -Inf, finite) and finite ones agree within
+// `tolerance` of the largest finite portable magnitude per output.
+std::string delegate_mismatch(const Method& d, const Method& p, double tolerance) {
   for (size_t i = 0; i < p.num_outputs(); ++i) {
     const TensorView& a = d.output(i);
     const TensorView& b = p.output(i);
@@ -77,7 +100,7 @@ std::string delegate_mismatch(const Method& d, const Method& p) {
       if (std::isfinite(b.as<float>()[k])) scale = std::max(scale, std::fabs(static_cast<double>(b.as<float>()[k])));
     for (int64_t k = 0; k < b.numel(); ++k) {
       const double x = a.as<float>()[k], y = b.as<float>()[k];
-      if (finite_class(x) != finite_class(y) || (finite_class(x) == 3 && std::fabs(x - y) > 1e-4 * scale)) {
+      if (finite_class(x) != finite_class(y) || (finite_class(x) == 3 && std::fabs(x - y) > tolerance * scale)) {
         std::ostringstream o;
         o << "output " << i << " element " << k << " is " << x << " delegated but " << y << " portable";
         return o.str();
@@ -103,14 +126,15 @@ Status bind_seeded(Method& m, const std::vector<std::vector<int64_t>>& shapes, u
 
 // The sample on both paths, each over an arena of NaN bytes: "" when the delegated outputs
 // match the portable ones, with clean inputs and with a NaN input; else the difference.
-std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
-                          InputDrive drive);
+std::string compare_paths(Method& m, const PortablePath& portable, const std::vector<std::vector<int64_t>>& shapes,
+                          uint64_t seed, InputDrive drive);
 
 // The sample's inputs with the middle element of the first float input set to NaN, on both
 // paths: the delegated one must refuse it (Reason::kNonFiniteInput, check_finite_inputs) or
 // give what the portable kernels give, non-finite classes included. "" when it does.
-std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
-                         InputDrive drive) {
+std::string nan_mismatch(Method& d, const PortablePath& portable, const std::vector<std::vector<int64_t>>& shapes,
+                         uint64_t seed, InputDrive drive) {
+  Method& p = *portable.method;
   Status st[2];
   for (int k = 0; k < 2; ++k) {
     Method& m = k ? p : d;
@@ -124,11 +148,12 @@ std::string nan_mismatch(Method& d, Method& p, const std::vector<std::vector<int
   }
   if (!st[1].ok()) return "";  // the portable path refused the data (a count above its bound): nothing to compare
   if (!st[0].ok()) return st[0].reason() == Reason::kNonFiniteInput ? "" : st[0].message();
-  return delegate_mismatch(d, p);
+  return delegate_mismatch(d, p, portable.tolerance);
 }
 
-std::string compare_paths(Method& m, Method& portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
-                          InputDrive drive) {
+std::string compare_paths(Method& m, const PortablePath& path, const std::vector<std::vector<int64_t>>& shapes,
+                          uint64_t seed, InputDrive drive) {
+  Method& portable = *path.method;
   MethodAccess::fill_arena(portable, 0xFF);
   Status st = bind_seeded(portable, shapes, seed, drive);
   if (st.ok()) st = portable.execute();
@@ -136,9 +161,9 @@ std::string compare_paths(Method& m, Method& portable, const std::vector<std::ve
   MethodAccess::fill_arena(m, 0xFF);  // the delegated outputs again, over the first poison
   st = bind_seeded(m, shapes, seed, drive);
   if (st.ok()) st = m.execute();
-  const std::string diff = st.ok() ? delegate_mismatch(m, portable) : st.message();
+  const std::string diff = st.ok() ? delegate_mismatch(m, portable, path.tolerance) : st.message();
   if (!diff.empty()) return "delegate vs portable: " + diff;
-  const std::string nan = nan_mismatch(m, portable, shapes, seed, drive);
+  const std::string nan = nan_mismatch(m, path, shapes, seed, drive);
   if (!nan.empty()) return "delegate vs portable with a NaN input: " + nan;
   return "";
 }
@@ -154,10 +179,10 @@ std::string stated_refusal(const Status& st) {
   return "";
 }
 
-// Runs one sample twice over differently poisoned arenas; with `portable`, also compares the
-// delegated outputs with the portable path's.
-SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vector<int64_t>>& shapes, uint64_t seed,
-                       InputDrive drive = {}) {
+// Runs one sample twice over differently poisoned arenas; with a portable path, also compares
+// the delegated outputs with its.
+SweepSample run_sample(Method& m, const PortablePath& portable, const std::vector<std::vector<int64_t>>& shapes,
+                       uint64_t seed, InputDrive drive = {}) {
   SweepSample s;
   s.drive = drive;
   for (size_t i = 0; i < shapes.size(); ++i) s.shapes += (i ? "," : "") + shape_string(shapes[i]);
@@ -199,7 +224,7 @@ SweepSample run_sample(Method& m, Method* portable, const std::vector<std::vecto
   if (!clean_non_finite.empty())
     s.note = clean_non_finite + " with a clean arena too: the model computes it at these inputs (e.g. a softmax over a "
              "fully masked row)";
-  if (portable) s.problem = compare_paths(m, *portable, shapes, seed, drive);
+  if (portable.method) s.problem = compare_paths(m, portable, shapes, seed, drive);
   s.ok = s.problem.empty();
   return s;
 }
@@ -292,8 +317,8 @@ bool find_drive(Method& m, const std::vector<std::vector<int64_t>>& shapes, uint
 
 // The all-max and all-min shapes again with driven inputs, until each data-dependent count has
 // been none, one, some and its bound where the inputs can make it so.
-void drive_counts(Method& m, Method* portable, const std::vector<std::vector<std::vector<int64_t>>>& corners, uint64_t seed,
-                  SweepResult* result) {
+void drive_counts(Method& m, const PortablePath& portable, const std::vector<std::vector<std::vector<int64_t>>>& corners,
+                  uint64_t seed, SweepResult* result) {
   const std::vector<DimSpec>& dims = m.meta().dims;
   std::vector<size_t> data;
   for (size_t d = 0; d < dims.size(); ++d)
@@ -359,10 +384,12 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
   on.check_finite_inputs = opts.check_finite_inputs;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, Method::create(program, opts.method_name, on));
   std::unique_ptr<Method> portable;
+  PortablePath path;
   if (m->delegated()) {
     MethodOptions off;
     off.use_delegate = false;
     KILN_ASSIGN_OR_RETURN(portable, Method::create(program, opts.method_name, off));
+    path = {portable.get(), path_tolerance(program, opts.method_name)};
   }
   const MethodMeta& meta = m->meta();
   std::mt19937_64 rng(opts.seed);
@@ -415,12 +442,12 @@ Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
       ++result.skipped_by_guards;
       continue;  // no admissible shape near this draw (e.g. the all-min corner)
     }
-    result.samples.push_back(run_sample(*m, portable.get(), shapes, opts.seed + k));
+    result.samples.push_back(run_sample(*m, path, shapes, opts.seed + k));
   }
   std::vector<std::vector<std::vector<int64_t>>> corners;
   for (size_t k : {1, 0})  // the bound is reachable at the largest shapes
     if (m->bind_shapes(shapes_for(draws[k])).ok()) corners.push_back(shapes_for(draws[k]));
-  drive_counts(*m, portable.get(), corners, opts.seed + 1000, &result);
+  drive_counts(*m, path, corners, opts.seed + 1000, &result);
   result.counts = count_coverage(meta, result.samples);
   return result;
 }
