@@ -37,6 +37,7 @@ __attribute__((target("avx2,fma"))) double fma_avx2(long iters) {
   for (int k = 0; k < N; ++k) acc[k] = _mm256_set1_ps(static_cast<float>(k));
   const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
   for (long i = 0; i < iters; ++i)
+#pragma GCC unroll 64
     for (int k = 0; k < N; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
   __m256 s = acc[0];
   for (int k = 1; k < N; ++k) s = _mm256_add_ps(s, acc[k]);
@@ -51,6 +52,7 @@ __attribute__((target("avx512f"))) double fma_avx512(long iters) {
   for (int k = 0; k < N; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
   const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
   for (long i = 0; i < iters; ++i)
+#pragma GCC unroll 64  // unrolled whole, so the accumulators stay in registers
     for (int k = 0; k < N; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
   __m512 s = acc[0];
   for (int k = 1; k < N; ++k) s = _mm512_add_ps(s, acc[k]);

@@ -231,7 +231,9 @@ TEST_P(QuantizedZoo, ExportsAndMatchesOnnxRuntimeAtEveryShape) {
     runtime_scales += scale == "scale computed at run time";
   }
   EXPECT_GT(constant_scales, 0u) << ins.output;
-  if (model["kind"] == "static") EXPECT_EQ(runtime_scales, 0u) << ins.output;
+  if (model["kind"] == "static") {
+    EXPECT_EQ(runtime_scales, 0u) << ins.output;
+  }
   std::printf("quantized zoo %-24s max |kiln - ort| / (1 + |ort|) %.2e (tolerance %.0e, reference: %s)\n", GetParam().c_str(),
               max_err, model["tolerance"].get<double>(), model["reference"].get<std::string>().c_str());
 }

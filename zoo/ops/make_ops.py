@@ -75,6 +75,15 @@ OPS = [
     Op("mul_outer", [node("Mul", ["x", "z"], ["y"])], [("x", F, ["N", 1]), ("z", F, [1, "M"])], [("y", F)],
        {"N": (0, 6), "M": (0, 6)}, [{"N": 0, "M": 0}, {"N": 0, "M": 4}, {"N": 3, "M": 0}, {"N": 2, "M": 5},
                                     {"N": 6, "M": 6}]),
+    # A squeeze-excitation block's channel scaling inside a delegated NHWC region: the full
+    # operand times, minus and over a per-(image, channel) one, either side ([N, C, 1, 1]).
+    Op("se_scale", [node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), node("GlobalAveragePool", ["c"], ["g"]),
+                    node("Sigmoid", ["g"], ["s"]), node("Mul", ["c", "s"], ["m"]), node("Sub", ["s", "m"], ["a"]),
+                    node("Add", ["s", "two"], ["s2"]), node("Div", ["a", "s2"], ["y"])],
+       [("x", F, ["N", 3, "H", "W"])], [("y", F)], {"N": (1, 3), "H": (1, 12), "W": (1, 12)},
+       [{"N": 1, "H": 1, "W": 1}, {"N": 1, "H": 1, "W": 5}, {"N": 2, "H": 3, "W": 7}, {"N": 3, "H": 12, "W": 12}],
+       consts={"w": (np.arange(16 * 27, dtype=np.float32).reshape(16, 3, 3, 3) % 11 - 5) / 10,
+               "two": np.array(2.0, np.float32)}),
     Op("matmul", [node("MatMul", ["a", "b"], ["y"])], [("a", F, ["N", "K"]), ("b", F, ["K", 4])], [("y", F)],
        {"N": (0, 8), "K": (0, 6)},
        [{"N": 0, "K": 3}, {"N": 3, "K": 0}, {"N": 0, "K": 0}, {"N": 1, "K": 1}, {"N": 5, "K": 2}, {"N": 8, "K": 6}],

@@ -92,6 +92,8 @@ struct XnnBinary : XnnOp {
         ptr[k] = ins[k]->as<float>();
       }
     }
+    scale_ = scale_pattern(sh, sh_rank, rank, ptr);
+    if (scale_.active) return ok_status();  // run() computes it (no XNNPACK setup needed)
     auto setup = [&](auto fn) {
       return check_setup(fn(xop, sh_rank[0], sh[0], sh_rank[1], sh[1], ptr[0], ptr[1], out->as<float>(), pool), *this);
     };
@@ -105,6 +107,73 @@ struct XnnBinary : XnnOp {
     }
     return internal_error(what + ": unknown binary op");
   }
+  Status run() override {
+    if (!scale_.active) return XnnOp::run();
+    const size_t tasks = scale_.n * ((scale_.pixels + kScalePixels - 1) / kScalePixels);
+    pthreadpool_parallelize_1d(pool, &scale_task, this, tasks, 0);
+    return ok_status();
+  }
+
+  // One operand full, the other of the same outer and inner extents and 1 between them (an
+  // SE block's [N, 1, 1, C] channel weights, channels-last; or [N, C, 1, 1] channels-first
+  // broadcast over a plane with C = 1 inner): y[n][p][c] = x[n][p][c] op s[n][c]. XNNPACK 2022
+  // runs that broadcast a row of C at a time (0.58 G elements/s at C = 16, against 5 at C = 240);
+  // Kiln runs it as one loop over the pixels. Mul, Add, Sub, Div (Max/Min stay on XNNPACK).
+  struct ScalePattern {
+    bool active = false;
+    int full = 0;  // which operand is the full one
+    size_t n = 0, pixels = 0, c = 0;
+    const float* x = nullptr;
+    const float* s = nullptr;
+  };
+  static constexpr size_t kScalePixels = 64;
+  ScalePattern scale_pattern(const size_t (*sh)[kMaxRank], const size_t* sh_rank, size_t rank, const float* const* ptr) {
+    ScalePattern sp;
+    if (plan.binary == BinaryOp::kMax || plan.binary == BinaryOp::kMin || rank < 3) return sp;
+    if (sh_rank[0] != rank || sh_rank[1] != rank) return sp;
+    for (int full = 0; full < 2; ++full) {
+      const size_t* f = sh[full];
+      const size_t* b = sh[1 - full];
+      bool ok = b[0] == f[0] && b[rank - 1] == f[rank - 1] && f[rank - 1] > 0;
+      size_t pixels = 1;
+      for (size_t k = 1; k + 1 < rank; ++k) ok = ok && b[k] == 1, pixels *= f[k];
+      if (!ok || pixels < 2) continue;  // (the output is then the full operand's shape)
+      sp = {true, full, f[0], pixels, f[rank - 1], ptr[full], ptr[1 - full]};
+      return sp;
+    }
+    return sp;
+  }
+  template <typename F>
+  static void scale_rows(const ScalePattern& sp, size_t n, size_t p0, size_t p1, float lo, float hi, float* y, F f) {
+    const float* s = sp.s + n * sp.c;
+    for (size_t p = p0; p < p1; ++p) {
+      const float* x = sp.x + (n * sp.pixels + p) * sp.c;
+      float* o = y + (n * sp.pixels + p) * sp.c;
+      for (size_t k = 0; k < sp.c; ++k) o[k] = kernels::clamp_keep_nan(f(x[k], s[k]), lo, hi);
+    }
+  }
+  static void scale_task(void* ctx, size_t t) {
+    const XnnBinary& op = *static_cast<const XnnBinary*>(ctx);
+    const ScalePattern& sp = op.scale_;
+    const size_t blocks = (sp.pixels + kScalePixels - 1) / kScalePixels, n = t / blocks;
+    const size_t p0 = t % blocks * kScalePixels, p1 = std::min(sp.pixels, p0 + kScalePixels);
+    const float lo = op.plan.out_min, hi = op.plan.out_max;
+    float* y = op.out->as<float>();
+    const bool fx = sp.full == 0;  // the full operand is the left one
+    switch (op.plan.binary) {
+      case BinaryOp::kMul: return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a * b; });
+      case BinaryOp::kAdd: return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a + b; });
+      case BinaryOp::kSub:
+        if (fx) return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a - b; });
+        return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return b - a; });
+      case BinaryOp::kDiv:
+        if (fx) return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a / b; });
+        return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return b / a; });
+      default: return;
+    }
+  }
+  ScalePattern scale_;
+
   // Constant operands broadcast to the output's rank, permuted once when the op runs
   // channels-last.
   void bind_constants(const OpSource& src) {
