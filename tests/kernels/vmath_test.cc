@@ -99,20 +99,29 @@ TEST(Vmath, NanPassesThroughInVectorBodyAndScalarTail) {
 TEST(Vmath, AddVecmatMatchesDoubleAtBlockEdges) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (size_t rows : {1, 7, 8, 9, 31, 32, 33, 40, 96, 97, 128}) {
-    for (size_t cols : {0, 1, 5, 16, 33}) {
-      const size_t ld = rows + 3;  // a column block of a wider matrix, as Rh^T in GRU
-      std::vector<float> mt(cols * ld + 1), v(cols + 1), out(rows);
-      for (float& a : mt) a = u(rng);
-      for (float& a : v) a = u(rng);
-      for (float& a : out) a = u(rng);
-      std::vector<double> want(out.begin(), out.end());
-      for (size_t k = 0; k < cols; ++k)
-        for (size_t j = 0; j < rows; ++j) want[j] += double(v[k]) * mt[k * ld + j];
-      simd::add_vecmat(mt.data(), ld, rows, cols, v.data(), out.data());
-      for (size_t j = 0; j < rows; ++j) ASSERT_NEAR(out[j], want[j], 1e-5) << rows << "x" << cols << " j=" << j;
-    }
-  }
+  for (size_t rows : {1, 7, 8, 9, 16, 23, 24, 25, 31, 32, 33, 40, 96, 97, 128})
+    for (size_t cols : {0, 1, 5, 16, 33})
+      for (size_t nv : {1, 2, 3, 4, 5, 9}) {
+        const size_t ld = rows + 3;                 // a column block of a wider matrix, as Rh^T in GRU
+        const size_t ldv = cols + 2, ldo = rows + 5;  // vectors and outputs as rows of wider buffers
+        std::vector<float> mt(cols * ld + 1), v(nv * ldv + 1), out(nv * ldo);
+        for (float& a : mt) a = u(rng);
+        for (float& a : v) a = u(rng);
+        for (float& a : out) a = u(rng);
+        std::vector<double> want(out.begin(), out.end());
+        for (size_t r = 0; r < nv; ++r)
+          for (size_t k = 0; k < cols; ++k)
+            for (size_t j = 0; j < rows; ++j) want[r * ldo + j] += double(v[r * ldv + k]) * mt[k * ld + j];
+        std::vector<float> one = out;  // vector by vector: the same bits as all at once
+        for (size_t r = 0; r < nv; ++r)
+          simd::add_vecmat(mt.data(), ld, rows, cols, v.data() + r * ldv, ldv, one.data() + r * ldo, ldo, 1);
+        simd::add_vecmat(mt.data(), ld, rows, cols, v.data(), ldv, out.data(), ldo, nv);
+        for (size_t i = 0; i < out.size(); ++i) {
+          const bool written = i % ldo < rows;
+          ASSERT_NEAR(out[i], want[i], written ? 1e-5 : 0.0) << rows << "x" << cols << " nv=" << nv << " i=" << i;
+          ASSERT_EQ(out[i], one[i]) << rows << "x" << cols << " nv=" << nv << " i=" << i;
+        }
+      }
 }
 
 }  // namespace

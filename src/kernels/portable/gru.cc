@@ -45,27 +45,32 @@ KernelStatus gru_run(const RunCtx& c) {
     // z and r get both biases; h gets Wbh, plus Rbh here unless it sits inside r.(...).
     for (int64_t j = 0; j < g3; ++j) s.bias[j] = wb ? wb[j] + (j < 2 * hs || !lbr ? rb[j] : 0.f) : 0.f;
     rnn_load_states(c, r, d, &hstate, 1);
-    rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
-      float* gb = gates + b * g3;
-      float* tb = tmp + b * hs;
-      float* hb = hstate + b * hs;
-      rnn_start_gates(s.proj + r.x_off(t, b) / in * g3, s.bias, g3, gb);
-      simd::add_vecmat(s.rt, g3, 2 * hs, hs, hb, gb);
-      const float* zg = gb;
-      const float* rg = gb + hs;
-      float* hg = gb + 2 * hs;
-      rnn_apply(fa, r.clip, gb, 2 * hs);
-      if (lbr) {
-        for (int64_t j = 0; j < hs; ++j) tb[j] = rb ? rb[2 * hs + j] : 0.f;
-        simd::add_vecmat(s.rt + 2 * hs, g3, hs, hs, hb, tb);
-        for (int64_t j = 0; j < hs; ++j) hg[j] += rg[j] * tb[j];
-      } else {
-        for (int64_t j = 0; j < hs; ++j) tb[j] = rg[j] * hb[j];
-        simd::add_vecmat(s.rt + 2 * hs, g3, hs, hs, tb, hg);
+    const size_t h = static_cast<size_t>(hs), g = static_cast<size_t>(g3);
+    rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b0, int64_t nb) {
+      const int64_t b1 = b0 + nb;
+      float* g0 = gates + b0 * g3;
+      for (int64_t b = b0; b < b1; ++b) rnn_start_gates(s.proj + r.x_off(t, b) / in * g3, s.bias, g3, gates + b * g3);
+      simd::add_vecmat(s.rt, g, 2 * h, h, hstate + b0 * hs, h, g0, g, static_cast<size_t>(nb));
+      for (int64_t b = b0; b < b1; ++b) rnn_apply(fa, r.clip, gates + b * g3, 2 * hs);
+      if (lbr) {  // tb = Ht-1*Rh^T + Rbh, then h += r.tb
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t j = 0; j < hs; ++j) tmp[b * hs + j] = rb ? rb[2 * hs + j] : 0.f;
+        simd::add_vecmat(s.rt + 2 * hs, g, h, h, hstate + b0 * hs, h, tmp + b0 * hs, h, static_cast<size_t>(nb));
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t j = 0; j < hs; ++j) gates[b * g3 + 2 * hs + j] += gates[b * g3 + hs + j] * tmp[b * hs + j];
+      } else {  // tb = r.Ht-1, then h += tb*Rh^T
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t j = 0; j < hs; ++j) tmp[b * hs + j] = gates[b * g3 + hs + j] * hstate[b * hs + j];
+        simd::add_vecmat(s.rt + 2 * hs, g, h, h, tmp + b0 * hs, h, g0 + 2 * hs, g, static_cast<size_t>(nb));
       }
-      rnn_apply(ga, r.clip, hg, hs);
-      for (int64_t j = 0; j < hs; ++j) hb[j] = (1.f - zg[j]) * hg[j] + zg[j] * hb[j];
-      std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+      for (int64_t b = b0; b < b1; ++b) {
+        const float* zg = gates + b * g3;
+        float* hg = gates + b * g3 + 2 * hs;
+        float* hb = hstate + b * hs;
+        rnn_apply(ga, r.clip, hg, hs);
+        for (int64_t j = 0; j < hs; ++j) hb[j] = (1.f - zg[j]) * hg[j] + zg[j] * hb[j];
+        std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+      }
     });
     rnn_finish_direction(c, r, d, &hstate, 1);
   });

@@ -49,29 +49,35 @@ KernelStatus lstm_run(const RunCtx& c) {
     const RnnDirScratch s = rnn_prepare_direction(c, kLstm, r, d);
     for (int64_t j = 0; j < g4; ++j) s.bias[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
     rnn_load_states(c, r, d, states, 2);
-    rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b) {
-      float* gb = gates + b * g4;
-      float* hb = hstate + b * hs;
-      float* cb = cstate + b * hs;
-      float *ig = gb, *og = gb + hs, *fg = gb + 2 * hs, *cg = gb + 3 * hs;
-      rnn_start_gates(s.proj + r.x_off(t, b) / in * g4, s.bias, g4, gb);
-      simd::add_vecmat(s.rt, g4, g4, hs, hb, gb);  // hb is read only here: updated in place below
-      if (peep)
-        for (int64_t j = 0; j < hs; ++j) {
-          ig[j] += peep[j] * cb[j];
-          fg[j] += peep[2 * hs + j] * cb[j];
-        }
-      rnn_apply(fa, r.clip, ig, hs);
-      rnn_apply(fa, r.clip, fg, hs);
-      rnn_apply(ga, r.clip, cg, hs);
-      for (int64_t j = 0; j < hs; ++j) cb[j] = fg[j] * cb[j] + ig[j] * cg[j];
-      if (peep)
-        for (int64_t j = 0; j < hs; ++j) og[j] += peep[hs + j] * cb[j];
-      rnn_apply(fa, r.clip, og, hs);
-      std::memcpy(cg, cb, hs * sizeof(float));  // h(Ct) in the c gate's place, clipped as every input
-      rnn_apply(ha, r.clip, cg, hs);
-      for (int64_t j = 0; j < hs; ++j) hb[j] = og[j] * cg[j];
-      std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+    rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b0, int64_t nb) {
+      for (int64_t b = b0; b < b0 + nb; ++b)
+        rnn_start_gates(s.proj + r.x_off(t, b) / in * g4, s.bias, g4, gates + b * g4);
+      // hstate is read only here: updated in place below
+      simd::add_vecmat(s.rt, static_cast<size_t>(g4), static_cast<size_t>(g4), static_cast<size_t>(hs),
+                       hstate + b0 * hs, static_cast<size_t>(hs), gates + b0 * g4, static_cast<size_t>(g4),
+                       static_cast<size_t>(nb));
+      for (int64_t b = b0; b < b0 + nb; ++b) {
+        float* gb = gates + b * g4;
+        float* hb = hstate + b * hs;
+        float* cb = cstate + b * hs;
+        float *ig = gb, *og = gb + hs, *fg = gb + 2 * hs, *cg = gb + 3 * hs;
+        if (peep)
+          for (int64_t j = 0; j < hs; ++j) {
+            ig[j] += peep[j] * cb[j];
+            fg[j] += peep[2 * hs + j] * cb[j];
+          }
+        rnn_apply(fa, r.clip, ig, hs);
+        rnn_apply(fa, r.clip, fg, hs);
+        rnn_apply(ga, r.clip, cg, hs);
+        for (int64_t j = 0; j < hs; ++j) cb[j] = fg[j] * cb[j] + ig[j] * cg[j];
+        if (peep)
+          for (int64_t j = 0; j < hs; ++j) og[j] += peep[hs + j] * cb[j];
+        rnn_apply(fa, r.clip, og, hs);
+        std::memcpy(cg, cb, hs * sizeof(float));  // h(Ct) in the c gate's place, clipped as every input
+        rnn_apply(ha, r.clip, cg, hs);
+        for (int64_t j = 0; j < hs; ++j) hb[j] = og[j] * cg[j];
+        std::memcpy(y + r.y_off(t, d, b), hb, hs * sizeof(float));
+      }
     });
     rnn_finish_direction(c, r, d, states, 2);
   });

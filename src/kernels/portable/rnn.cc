@@ -162,9 +162,8 @@ RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, const Rnn
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 65536 / std::max<int64_t>(1, gh * in)));
   parallel_for(c, static_cast<size_t>(rows), grain, [&](size_t b, size_t e) {
     std::fill(s.proj + b * gh, s.proj + e * gh, 0.f);
-    for (size_t row = b; row < e; ++row)
-      simd::add_vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + row * in,
-                       s.proj + row * gh);
+    simd::add_vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + b * in,
+                     static_cast<size_t>(in), s.proj + b * gh, static_cast<size_t>(gh), e - b);
   });
   return s;
 }

@@ -205,16 +205,25 @@ inline int64_t rnn_seq_len(const RunCtx& c, const RnnRun& r, int64_t b) {
 /// inputs 5.. (initial_h, initial_c) when given, else from zeros.
 void rnn_load_states(const RunCtx& c, const RnnRun& r, int64_t d, float* const* states, int n);
 
-/// Runs step(t, b) for every batch row b and every time t inside its sequence length, in
-/// the order of direction d: all rows advance one step before any row takes the next.
+/// Runs step(t, b0, nb) over rows [b0, b0 + nb) at time t, for every batch row and every time
+/// inside its sequence length, in the order of direction d: all rows advance one step before
+/// any row takes the next. When every row runs the whole sequence, a step takes all rows at
+/// once (their recurrent products share one pass over R); else one row at a time.
 template <typename Step>
 inline void rnn_for_each_step(const RunCtx& c, const RnnRun& r, int64_t d, Step step) {
   const bool reverse = r.reverse || d == 1;
-  for (int64_t i = 0; i < r.seq; ++i)
+  bool whole = true;
+  for (int64_t b = 0; b < r.batch; ++b) whole = whole && rnn_seq_len(c, r, b) == r.seq;
+  for (int64_t i = 0; i < r.seq; ++i) {
+    if (whole) {
+      step(reverse ? r.seq - 1 - i : i, int64_t{0}, r.batch);
+      continue;
+    }
     for (int64_t b = 0; b < r.batch; ++b) {
       const int64_t len = rnn_seq_len(c, r, b);
-      if (i < len) step(reverse ? len - 1 - i : i, b);
+      if (i < len) step(reverse ? len - 1 - i : i, b, int64_t{1});
     }
+  }
 }
 
 /// After direction d: zeroes Y past each row's sequence length and writes the final states

@@ -151,36 +151,58 @@ KILN_AVX2 void gelu_avx2(const float* x, float* y, size_t n, bool tanh_form) {
   for (; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
 }
 
-// Columns in blocks of 32 (four accumulators held in registers across k), then 8, then one.
-KILN_AVX2 void add_vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
-  size_t j = 0;
-  for (; j + 32 <= rows; j += 32) {
-    __m256 a0 = _mm256_loadu_ps(out + j), a1 = _mm256_loadu_ps(out + j + 8), a2 = _mm256_loadu_ps(out + j + 16),
-           a3 = _mm256_loadu_ps(out + j + 24);
-    const float* m = mt + j;
-    for (size_t k = 0; k < cols; ++k, m += ld) {
-      const __m256 vk = _mm256_broadcast_ss(v + k);
-      a0 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m), a0);
-      a1 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m + 8), a1);
-      a2 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m + 16), a2);
-      a3 = _mm256_fmadd_ps(vk, _mm256_loadu_ps(m + 24), a3);
+// R vectors (R <= 4) times columns [j, j + 8 NB) of the matrix: 4 x 3 accumulators, 3 weight
+// vectors and a broadcast fit the 16 ymm registers; each weight load serves R vectors.
+template <size_t R, size_t NB>
+KILN_AVX2 inline void vecmat_block(const float* mt, size_t ld, size_t cols, const float* v, size_t ldv, float* out,
+                                   size_t ldo, size_t j) {
+  __m256 acc[R][NB];
+#pragma GCC unroll 4
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm256_loadu_ps(out + r * ldo + j + 8 * b);
+  const float* m = mt + j;
+  for (size_t k = 0; k < cols; ++k, m += ld) {
+    __m256 w[NB];
+#pragma GCC unroll 4
+    for (size_t b = 0; b < NB; ++b) w[b] = _mm256_loadu_ps(m + 8 * b);
+#pragma GCC unroll 4
+    for (size_t r = 0; r < R; ++r) {
+      const __m256 vk = _mm256_broadcast_ss(v + r * ldv + k);
+#pragma GCC unroll 4
+      for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm256_fmadd_ps(vk, w[b], acc[r][b]);
     }
-    _mm256_storeu_ps(out + j, a0);
-    _mm256_storeu_ps(out + j + 8, a1);
-    _mm256_storeu_ps(out + j + 16, a2);
-    _mm256_storeu_ps(out + j + 24, a3);
   }
-  for (; j + 8 <= rows; j += 8) {
-    __m256 a = _mm256_loadu_ps(out + j);
-    const float* m = mt + j;
-    for (size_t k = 0; k < cols; ++k, m += ld) a = _mm256_fmadd_ps(_mm256_broadcast_ss(v + k), _mm256_loadu_ps(m), a);
-    _mm256_storeu_ps(out + j, a);
-  }
-  for (; j < rows; ++j) {
-    float a = out[j];
-    for (size_t k = 0; k < cols; ++k) a += v[k] * mt[k * ld + j];
-    out[j] = a;
-  }
+#pragma GCC unroll 4
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t b = 0; b < NB; ++b) _mm256_storeu_ps(out + r * ldo + j + 8 * b, acc[r][b]);
+}
+
+// Columns in blocks of 24, then 8, then one at a time, for R vectors at once.
+template <size_t R>
+KILN_AVX2 void vecmat_rows_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
+                                float* out, size_t ldo) {
+  size_t j = 0;
+  for (; j + 24 <= rows; j += 24) vecmat_block<R, 3>(mt, ld, cols, v, ldv, out, ldo, j);
+  for (; j + 8 <= rows; j += 8) vecmat_block<R, 1>(mt, ld, cols, v, ldv, out, ldo, j);
+  for (; j < rows; ++j)
+    for (size_t r = 0; r < R; ++r) {
+      float a = out[r * ldo + j];
+      for (size_t k = 0; k < cols; ++k) a += v[r * ldv + k] * mt[k * ld + j];
+      out[r * ldo + j] = a;
+    }
+}
+
+KILN_AVX2 void add_vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
+                               float* out, size_t ldo, size_t nv) {
+  size_t r = 0;
+  for (; r + 4 <= nv; r += 4) vecmat_rows_avx2<4>(mt, ld, rows, cols, v + r * ldv, ldv, out + r * ldo, ldo);
+  const float* vr = v + r * ldv;
+  float* orow = out + r * ldo;
+  if (nv - r == 3) vecmat_rows_avx2<3>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 2) vecmat_rows_avx2<2>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 1) vecmat_rows_avx2<1>(mt, ld, rows, cols, vr, ldv, orow, ldo);
 }
 
 #endif  // __x86_64__
@@ -279,36 +301,50 @@ void layer_norm_row_neon(const float* x, float* y, size_t n, const float* gamma,
   for (size_t i = body; i < n; ++i) y[i] = (x[i] - mean) * rstd * gamma[i] + (beta ? beta[i] : 0.f);
 }
 
-// Columns in blocks of 16 (four accumulators held in registers across k), then 4, then one.
-void add_vecmat_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
-  size_t j = 0;
-  for (; j + 16 <= rows; j += 16) {
-    float32x4_t a0 = vld1q_f32(out + j), a1 = vld1q_f32(out + j + 4), a2 = vld1q_f32(out + j + 8),
-                a3 = vld1q_f32(out + j + 12);
-    const float* m = mt + j;
-    for (size_t k = 0; k < cols; ++k, m += ld) {
-      const float vk = v[k];
-      a0 = vfmaq_n_f32(a0, vld1q_f32(m), vk);
-      a1 = vfmaq_n_f32(a1, vld1q_f32(m + 4), vk);
-      a2 = vfmaq_n_f32(a2, vld1q_f32(m + 8), vk);
-      a3 = vfmaq_n_f32(a3, vld1q_f32(m + 12), vk);
+// R vectors (R <= 4) times 16 columns: 16 accumulators and 4 weight vectors in registers.
+template <size_t R>
+inline void vecmat_block_neon(const float* mt, size_t ld, size_t cols, const float* v, size_t ldv, float* out, size_t ldo,
+                              size_t j) {
+  float32x4_t acc[R][4];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t q = 0; q < 4; ++q) acc[r][q] = vld1q_f32(out + r * ldo + j + 4 * q);
+  const float* m = mt + j;
+  for (size_t k = 0; k < cols; ++k, m += ld) {
+    const float32x4_t w0 = vld1q_f32(m), w1 = vld1q_f32(m + 4), w2 = vld1q_f32(m + 8), w3 = vld1q_f32(m + 12);
+    for (size_t r = 0; r < R; ++r) {
+      const float vk = v[r * ldv + k];
+      acc[r][0] = vfmaq_n_f32(acc[r][0], w0, vk);
+      acc[r][1] = vfmaq_n_f32(acc[r][1], w1, vk);
+      acc[r][2] = vfmaq_n_f32(acc[r][2], w2, vk);
+      acc[r][3] = vfmaq_n_f32(acc[r][3], w3, vk);
     }
-    vst1q_f32(out + j, a0);
-    vst1q_f32(out + j + 4, a1);
-    vst1q_f32(out + j + 8, a2);
-    vst1q_f32(out + j + 12, a3);
   }
-  for (; j + 4 <= rows; j += 4) {
-    float32x4_t a = vld1q_f32(out + j);
-    const float* m = mt + j;
-    for (size_t k = 0; k < cols; ++k, m += ld) a = vfmaq_n_f32(a, vld1q_f32(m), v[k]);
-    vst1q_f32(out + j, a);
-  }
-  for (; j < rows; ++j) {
-    float a = out[j];
-    for (size_t k = 0; k < cols; ++k) a += v[k] * mt[k * ld + j];
-    out[j] = a;
-  }
+  for (size_t r = 0; r < R; ++r)
+    for (size_t q = 0; q < 4; ++q) vst1q_f32(out + r * ldo + j + 4 * q, acc[r][q]);
+}
+
+template <size_t R>
+void vecmat_rows_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
+                      size_t ldo) {
+  size_t j = 0;
+  for (; j + 16 <= rows; j += 16) vecmat_block_neon<R>(mt, ld, cols, v, ldv, out, ldo, j);
+  for (; j < rows; ++j)
+    for (size_t r = 0; r < R; ++r) {
+      float a = out[r * ldo + j];
+      for (size_t k = 0; k < cols; ++k) a += v[r * ldv + k] * mt[k * ld + j];
+      out[r * ldo + j] = a;
+    }
+}
+
+void add_vecmat_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
+                     size_t ldo, size_t nv) {
+  size_t r = 0;
+  for (; r + 4 <= nv; r += 4) vecmat_rows_neon<4>(mt, ld, rows, cols, v + r * ldv, ldv, out + r * ldo, ldo);
+  const float* vr = v + r * ldv;
+  float* orow = out + r * ldo;
+  if (nv - r == 3) vecmat_rows_neon<3>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 2) vecmat_rows_neon<2>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 1) vecmat_rows_neon<1>(mt, ld, rows, cols, vr, ldv, orow, ldo);
 }
 
 #endif  // __aarch64__
@@ -329,12 +365,15 @@ void gate_plain(const float* x, float* y, size_t n, bool hard, float alpha, floa
 void gelu_plain(const float* x, float* y, size_t n, bool tanh_form) {
   for (size_t i = 0; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
 }
-void add_vecmat_plain(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
-  for (size_t k = 0; k < cols; ++k) {
-    const float vk = v[k];
-    const float* row = mt + k * ld;
-    for (size_t j = 0; j < rows; ++j) out[j] += vk * row[j];
-  }
+void add_vecmat_plain(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
+                      size_t ldo, size_t nv) {
+  for (size_t r = 0; r < nv; ++r)
+    for (size_t k = 0; k < cols; ++k) {
+      const float vk = v[r * ldv + k];
+      const float* row = mt + k * ld;
+      float* o = out + r * ldo;
+      for (size_t j = 0; j < rows; ++j) o[j] += vk * row[j];
+    }
 }
 
 // ---- the table (isa.h) -----------------------------------------------------------------------
@@ -349,7 +388,7 @@ struct Impl {
   void (*softmax_row)(const float*, float*, size_t);
   void (*gelu)(const float*, float*, size_t, bool);
   void (*layer_norm_row)(const float*, float*, size_t, const float*, const float*, float);
-  void (*add_vecmat)(const float*, size_t, size_t, size_t, const float*, float*);
+  void (*add_vecmat)(const float*, size_t, size_t, size_t, const float*, size_t, float*, size_t, size_t);
 };
 
 // Best first; the last runs anywhere.
@@ -387,8 +426,9 @@ void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, cons
   chosen().layer_norm_row(x, y, n, gamma, beta, eps);
 }
 
-void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
-  chosen().add_vecmat(mt, ld, rows, cols, v, out);
+void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
+                size_t ldo, size_t nv) {
+  if (nv > 0 && rows > 0) chosen().add_vecmat(mt, ld, rows, cols, v, ldv, out, ldo, nv);
 }
 
 }  // namespace kiln::simd

@@ -44,9 +44,16 @@ void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, cons
 /// the portable Softmax does.
 void softmax_row(const float* x, float* y, size_t n);
 
-/// out[j] += sum over k < cols of v[k] * mt[k * ld + j], for j < rows: a vector times a
-/// matrix stored transposed (rows `ld` apart), vectorized over j with no reductions, so the
-/// gates of a recurrent step (3H or 4H of them) are computed side by side.
-void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out);
+/// For each of nv vectors r: out[r * ldo + j] += sum over k < cols of v[r * ldv + k] *
+/// mt[k * ld + j], for j < rows: vectors times a matrix stored transposed (rows `ld` apart),
+/// vectorized over j with no reductions (the gates of a recurrent step, 3H or 4H of them, side
+/// by side), up to 4 vectors per pass over the matrix (each weight load serves all of them).
+/// Each output is summed over k in order (the same bits for any nv on a given row of the table).
+void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
+                size_t ldo, size_t nv);
+/// One vector (nv = 1).
+inline void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
+  add_vecmat(mt, ld, rows, cols, v, cols, out, rows, 1);
+}
 
 }  // namespace kiln::simd
