@@ -11,7 +11,7 @@ batch 4, a transformer encoder at 4 x 128), in the same run:
 - per op type, both runtimes.
 
     /usr/bin/python3 bench/export_heavy.py          # the four models of its own (torch 1.13)
-    python3 bench/heavy_profile.py [--models a,b] [--threads 1,2] [--runs 10] [--out bench/results/heavy_profile.md]
+    python3 bench/heavy_profile.py [--models a,b] [--threads 1,2] [--runs 10] [--rounds 5] [--out bench/results/heavy_profile.md]
 
 The torchvision models come from bench/export_torchvision.py's cache (exported on demand, as
 bench/ort_compare.py does), with the contract N=1..8, H,W=32..320.
@@ -150,14 +150,43 @@ def ort_profile(opts, onnx_path, feeds, threads):
     return {n: (ops[n], float(np.mean(d[1:] if len(d) > 1 else d))) for n, d in durs.items()}
 
 
-def match(node, ort_nodes):
-    """ONNX Runtime's node for Kiln's: the same name, or its fused form (ORT keeps the first
-    node's name for a fused Conv+activation and names some fusions with a suffix)."""
+FUSABLE = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "LeakyRelu", "Tanh", "Add"}
+
+
+def graph_chains(onnx_path):
+    """{node name: output names of it and of up to three single-consumer activation or Add
+    successors}: ONNX Runtime names a node it rewrote to NCHWc after its (fused) output,
+    `<output>_nchwc`."""
+    g = onnx.load(onnx_path, load_external_data=False).graph
+    consumers = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            consumers[i].append(n)
+    chains = {}
+    for n in g.node:
+        outs, cur = list(n.output), n
+        for _ in range(3):
+            nxt = consumers.get(cur.output[0], []) if cur.output else []
+            if len(nxt) != 1 or nxt[0].op_type not in FUSABLE:
+                break
+            cur = nxt[0]
+            outs += list(cur.output)
+        chains[n.name] = outs
+    return chains
+
+
+def match(node, ort_nodes, chains):
+    """ONNX Runtime's node for Kiln's: the same name, its fused form, or the NCHWc node named
+    after the first output along the chain that ONNX Runtime has a node for."""
     if not node:
         return None  # a layout change at a region edge: no ONNX node
     for candidate in (node, node + "_fused", node + "_token"):
         if candidate in ort_nodes:
             return candidate
+    for out in chains.get(node, []):
+        for candidate in (out + "_nchwc", out):
+            if candidate in ort_nodes:
+                return candidate
     return None
 
 
@@ -174,18 +203,24 @@ def bench_case(name, opts):
     arrays, paths = oc.make_inputs(model, shapes, os.path.join(opts.work, "inputs", name))
     rec = {"name": name, "shape": oc.shape_text(shapes), "totals": {}, "layers": [], "by_op": {}}
     for t in opts.threads:
-        kt = oc.run_kiln(opts.build, kiln, paths, shapes, t, 2, opts.runs, "xnnpack")
+        # Interleaved rounds (Kiln, then ONNX Runtime, --rounds times): a shared host's load
+        # drifts over seconds, and both runtimes should meet the same drift.
         session = oc.ort_session(model["onnx"], t)
         feeds = oc.ort_feeds(session, model, arrays)
-        ot, _ = oc.run_ort(session, feeds, 2, opts.runs)
+        kt, ot = [], []
+        per_round = max(1, opts.runs // opts.rounds)
+        for _ in range(opts.rounds):
+            kt += oc.run_kiln(opts.build, kiln, paths, shapes, t, 1, per_round, "xnnpack")
+            ot += oc.run_ort(session, feeds, 1, per_round)[0]
         rec["totals"][t] = (oc.median(kt), oc.median(ot))
     session = oc.ort_session(model["onnx"], 1)
     feeds = oc.ort_feeds(session, model, arrays)
     flops = layer_flops(model["onnx"], feeds)
     krows = kiln_profile(opts, kiln, paths, shapes, 1)
     onodes = ort_profile(opts, model["onnx"], feeds, 1)
+    chains = graph_chains(model["onnx"])
     for op, node, ms in krows:
-        o = match(node, onodes)
+        o = match(node, onodes, chains)
         f = flops.get(node)
         rec["layers"].append({"op": op, "node": node, "kiln_ms": ms, "ort_ms": onodes[o][1] if o else None,
                               "gflops": f / ms / 1e6 if f and ms > 0 else None})
@@ -210,7 +245,7 @@ def peak_line():
 def markdown(recs, opts):
     fmt = lambda v, p=3: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
     lines = ["# Heavy shapes: where the time goes (issue 25)", "",
-             f"Command: `python3 bench/heavy_profile.py --runs {opts.runs}` ({datetime.date.today()}, "
+             f"Command: `python3 bench/heavy_profile.py --runs {opts.runs} --rounds {opts.rounds}` ({datetime.date.today()}, "
              f"{oc.git_commit()}); CPU: {oc.cpu_model()}; ONNX Runtime {ort.__version__}.", "", peak_line(), "",
              "| model | shape | " + " | ".join(f"Kiln ms ({t}t) | ORT ms ({t}t) | Kiln/ORT ({t}t)" for t in opts.threads) + " |",
              "|---|---|" + "---:|---:|---:|" * len(opts.threads)]
@@ -227,7 +262,8 @@ def markdown(recs, opts):
         if "error" in r:
             continue
         lines += ["", f"## {r['name']} {r['shape']}, 1 thread", "",
-                  "Largest layers (Kiln's profile; ONNX Runtime's node of the same name; GFLOP/s of Kiln's):", "",
+                  "Largest layers (Kiln's profile; ONNX Runtime's node of the same name, or its NCHWc node "
+                  "named after the fused output; GFLOP/s of Kiln's):", "",
                   "| op | node | Kiln ms | ORT ms | Kiln/ORT | Kiln GFLOP/s |", "|---|---|---:|---:|---:|---:|"]
         for layer in sorted(r["layers"], key=lambda x: -x["kiln_ms"])[: opts.top]:
             ratio = layer["kiln_ms"] / layer["ort_ms"] if layer["ort_ms"] else None
@@ -244,7 +280,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(CASES))
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=10, help="timed runs per runtime and thread count")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds the runs are split into")
     ap.add_argument("--top", type=int, default=12, help="layers listed per model")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--work", help="scratch (default BUILD/bench/heavy)")

@@ -1,7 +1,8 @@
 // Kiln's dense NHWC convolution / fully connected kernel against a double-precision
 // reference written here: strides, dilations, pads, SAME-style asymmetric pads, channel
 // counts that are not multiples of 16, pixel counts that are not multiples of 6, clamps,
-// one and two threads, and rows of a fully connected layer with a strided input; on whichever
+// one and two threads, weights larger than the L2 budget (run chunk by chunk), and rows of a
+// fully connected layer with a strided input; on whichever
 // row of the ISA table runs (KILN_MAX_ISA=plain: the plain C++ microkernel).
 #include <gtest/gtest.h>
 
@@ -56,6 +57,8 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {2, 3, 3, 64, 16, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
       // one input channel takes the direct path (a spectrogram's first layer); dilated C = 2 the GEMM
       {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+      // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups
+      {2, 11, 12, 256, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;

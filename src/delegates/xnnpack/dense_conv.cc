@@ -22,6 +22,7 @@ constexpr size_t kNr = 16;       // output channels per block (two 8-float vecto
 constexpr size_t kMr = 6;        // output pixels per microkernel call
 constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
+constexpr size_t kWeightBudget = size_t{512} << 10;  // weight bytes a task's chunk keeps in L2
 
 using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, size_t, const float*,
                              float* const*, size_t, float, float);
@@ -203,6 +204,7 @@ struct Job {
   float* y;
   size_t pixels, tiles;
   size_t blocks_per_chunk;
+  bool chunks_outer;  // tasks run chunk by chunk (each chunk's weights stay in L2 across the pixels)
 };
 
 // The input pointers of one tile of kMr output pixels. A "row" tile (every pixel's window
@@ -269,8 +271,9 @@ inline void gather_tile(const Job& j, size_t tile, const float** at, bool* row_t
 // One task: kTilesPerTask tiles of kMr output pixels and one chunk of output-channel
 // blocks. The input pointers of each tile and tap are computed once and reused by the
 // chunk's blocks; each block's weight panel is reused by all the task's tiles.
-void run_task(void* ctx, size_t group, size_t chunk) {
+void run_task(void* ctx, size_t i, size_t k) {
   const Job& j = *static_cast<const Job*>(ctx);
+  const size_t group = j.chunks_outer ? k : i, chunk = j.chunks_outer ? i : k;
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels;
@@ -415,7 +418,7 @@ void direct_row(void* ctx, size_t row) {
 }  // namespace
 
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool) {
-  Job j{&w, &g, x, y, g.batch * g.out_h * g.out_w, 0, 0};
+  Job j{&w, &g, x, y, g.batch * g.out_h * g.out_w, 0, 0, false};
   if (j.pixels == 0 || w.out_channels == 0) return;
   if (chosen().direct && w.in_channels == kDirectMaxChannels && w.kernel_h * w.kernel_w > 1) {
     DirectJob d{&w, &g, x, y};
@@ -426,9 +429,21 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
   // Enough tasks for every thread: split the channel blocks when there are few pixel groups.
   const size_t groups = (j.tiles + kTilesPerTask - 1) / kTilesPerTask, blocks = (w.out_channels + kNr - 1) / kNr;
   const size_t want = 4 * (pool ? pthreadpool_get_threads_count(pool) : 1);
-  const size_t chunks = std::min(blocks, std::max<size_t>(1, (want + groups - 1) / groups));
+  size_t chunks = std::min(blocks, std::max<size_t>(1, (want + groups - 1) / groups));
+  // Weights larger than half of L2 (resnet's 512-channel 3x3: 9.4 MB) would stream from
+  // memory once per pixel group: split them into chunks that stay in L2 and run all pixel
+  // groups of a chunk before the next (the input is then what is re-read, from cache).
+  const size_t block_bytes = w.kernel_h * w.kernel_w * w.in_channels * kNr * sizeof(float);
+  if (groups > 1 && blocks * block_bytes > kWeightBudget) {
+    chunks = std::max(chunks, (blocks * block_bytes + kWeightBudget - 1) / kWeightBudget);
+    j.chunks_outer = true;
+  }
   j.blocks_per_chunk = (blocks + chunks - 1) / chunks;
-  pthreadpool_parallelize_2d(pool, run_task, &j, groups, (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk, 0);
+  chunks = (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk;
+  if (j.chunks_outer)
+    pthreadpool_parallelize_2d(pool, run_task, &j, chunks, groups, 0);
+  else
+    pthreadpool_parallelize_2d(pool, run_task, &j, groups, chunks, 0);
 }
 
 bool dense_conv_fits(size_t kh, size_t kw) { return kh * kw <= kMaxTaps; }
