@@ -6,6 +6,7 @@
 
 #include "core/bytes.h"
 #include "format/file_header.h"
+#include "runtime/method_impl.h"
 #include "runtime/program_impl.h"
 #include "core/status.h"
 
@@ -103,7 +104,7 @@ Result<std::unique_ptr<BucketedMethod>> BucketedMethod::create(const Program& pr
     arena = std::max(arena, need);
   }
   // One arena for all: one bucket runs at a time, and outputs are copied out of it.
-  s.arena = std::aligned_alloc(64, format::align_up(arena ? arena : 64, 64));
+  s.arena = allocate_owned_arena(arena);
   if (!s.arena)
     return resource_exhausted("cannot allocate the arena the buckets of method '" + name + "' share: " +
                               core::human_bytes(arena) + " (" + std::to_string(arena) + " bytes, the largest bucket's arena); export fewer or smaller buckets, or free memory");

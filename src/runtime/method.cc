@@ -10,12 +10,29 @@
 #include <ctime>
 #include <new>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "core/bytes.h"
 #include "core/oom.h"
 #include "runtime/method_impl.h"
 #include "core/status.h"
 
 namespace kiln {
+
+void* allocate_owned_arena(uint64_t bytes) {
+  constexpr uint64_t kHuge = uint64_t{2} << 20;
+  // Sizes near 2^64 would wrap in align_up: refuse them as the allocation failure they are.
+  if (bytes > UINT64_MAX - kHuge) return nullptr;
+  if (bytes < kHuge) return std::aligned_alloc(64, format::align_up(bytes ? bytes : 64, 64));
+  const uint64_t size = format::align_up(bytes, kHuge);
+  void* p = std::aligned_alloc(kHuge, size);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (p) madvise(p, size, MADV_HUGEPAGE);  // advice: ignored where transparent huge pages are off
+#endif
+  return p;
+}
 
 using runtime::place_values;
 using runtime::shape_text;
@@ -186,9 +203,7 @@ Status Method::Impl::allocate_arena(const MethodOptions& options, void* caller_a
     arena = static_cast<uint8_t*>(caller_arena);
     return ok_status();
   }
-  // Sizes near 2^64 would wrap in align_up: refuse them as the allocation failure they are.
-  const bool representable = need <= UINT64_MAX - 64;
-  owned_arena = representable ? std::aligned_alloc(64, format::align_up(need ? need : 64, 64)) : nullptr;
+  owned_arena = allocate_owned_arena(need);
   if (!owned_arena) return resource_exhausted(arena_failure(need, options.max_shapes));
   arena = static_cast<uint8_t*>(owned_arena);
   return ok_status();

@@ -22,6 +22,14 @@
 #include "runtime/program_impl.h"
 
 namespace kiln {
+
+/// The arena a Method (or a bucketed method's buckets) owns, released with std::free: 64-byte
+/// aligned; from 2 MiB up, aligned to 2 MiB and advised as transparent huge pages on Linux, so
+/// tens of MB of activations take one TLB entry per 2 MiB from the first execute. With 4 KiB
+/// pages, squeezenet at 4x3x320x320 ran 105-114 ms until the kernel promoted the pages after
+/// about a second of use, then 74-78 ms (bench/results/heavy_profile.md). Untouched 2 MiB
+/// granules still cost no memory. Null when the allocation fails.
+void* allocate_owned_arena(uint64_t bytes);
 namespace runtime {
 
 /// One portable instruction, flattened: ranges of Method::Impl's operand and attribute arrays.
