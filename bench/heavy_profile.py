@@ -123,15 +123,7 @@ def kiln_profile(opts, kiln, paths, shapes, threads):
 
 def ort_profile(opts, onnx_path, feeds, threads):
     """{node name: (op type, ms per run)} from ONNX Runtime's profiler at `threads`."""
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(opts.work, "ort_profile")
-    s = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+    s = oc.ort_session(onnx_path, threads, profile_prefix=os.path.join(opts.work, "ort_profile"))
     for _ in range(opts.runs + 1):
         s.run(None, feeds)
     path = s.end_profiling()

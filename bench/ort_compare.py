@@ -294,13 +294,18 @@ def render_share(share):
 # ONNX Runtime
 
 
-def ort_session(onnx, threads):
+def ort_session(onnx, threads, profile_prefix=None):
+    """The benchmark's session; with `profile_prefix`, ONNX Runtime's profiler on (its file
+    starts with that path)."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
     return ort.InferenceSession(onnx, so, providers=["CPUExecutionProvider"])
 
 
