@@ -5,9 +5,10 @@ the same one-node ONNX model, in the same run.
 
     python3 -m pip install -r bench/requirements.txt
     python3 bench/layer_bench.py [--threads 1,2] [--runs 50] [--build build] [--out bench/results/layer_bench.md]
+    python3 bench/layer_bench.py --batch 4 --size 320 --out bench/results/layer_bench_heavy.md   # issue 25's heavy shapes
 
 Each layer is a Conv with group = C (+ bias, Relu6 as Clip(0, 6) where the network has it)
-on [1, C, H, W]. Kiln's time is the Conv step of `kiln_runner --profile` (the operator alone)
+on [N, C, H, W] (N = --batch, default 1; H and W scaled by --size / 224). Kiln's time is the Conv step of `kiln_runner --profile` (the operator alone)
 and the whole execute (with the NCHW <-> NHWC changes at the region edges); ONNX Runtime's is
 `session.run` (which includes its own layout reorders for NCHWc).
 """
@@ -43,17 +44,17 @@ LAYERS = [
 ]
 
 
-def layer_model(c, h, w, k, s, path):
+def layer_model(n, c, h, w, k, s, path):
     rng = np.random.default_rng(c * 1000 + h + k * 7 + s)
     weight = numpy_helper.from_array(rng.standard_normal((c, 1, k, k)).astype(np.float32) * 0.1, "w")
     bias = numpy_helper.from_array(rng.standard_normal(c).astype(np.float32) * 0.1, "b")
     conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, kernel_shape=[k, k], strides=[s, s],
                             pads=[k // 2] * 4, name="dwconv")
     oh, ow = (h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1
-    graph = helper.make_graph([conv], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, oh, ow])], [weight, bias])
+    graph = helper.make_graph([conv], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, c, oh, ow])], [weight, bias])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return 2.0 * c * oh * ow * k * k
+    return 2.0 * n * c * oh * ow * k * k
 
 
 def kiln_times(build, kiln_path, x_path, threads, runs, work):
@@ -90,27 +91,35 @@ def main():
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "layer_bench.md"))
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--size", type=int, default=224, help="the network's input side (layers scaled from 224)")
+    ap.add_argument("--layers", default="", help="only layers whose name contains one of these (comma-separated)")
     opts = ap.parse_args()
     work = os.path.join(opts.build, "bench", "layers")
     os.makedirs(work, exist_ok=True)
     threads = [int(t) for t in opts.threads.split(",")]
     rows = []
+    n = opts.batch
     for net, c, h, w, k, s in LAYERS:
-        name = f"{net}_c{c}_{h}x{w}_k{k}s{s}"
+        h, w = h * opts.size // 224, w * opts.size // 224
+        name = f"{net}_n{n}_c{c}_{h}x{w}_k{k}s{s}"
+        if opts.layers and not any(part in name for part in opts.layers.split(",")):
+            continue
         onnx_path, kiln_path, x_path = (os.path.join(work, name + e) for e in (".onnx", ".kiln", "_x.npy"))
-        flops = layer_model(c, h, w, k, s, onnx_path)
+        flops = layer_model(n, c, h, w, k, s, onnx_path)
         subprocess.run([os.path.join(opts.build, "kiln"), "export", onnx_path, "-o", kiln_path], check=True,
                        capture_output=True)
-        x = np.random.default_rng(c).standard_normal((1, c, h, w)).astype(np.float32)
+        x = np.random.default_rng(c).standard_normal((n, c, h, w)).astype(np.float32)
         np.save(x_path, x)
         for t in threads:
             conv_ms, kiln_ms = kiln_times(opts.build, kiln_path, x_path, t, opts.runs, work)
             ort_ms = ort_time(onnx_path, x, t, opts.runs)
-            rows.append(dict(layer=f"{net} C={c} {h}x{w} k{k} s{s}", threads=t, flops=flops, kiln_conv_ms=conv_ms,
+            rows.append(dict(layer=f"{net} N={n} C={c} {h}x{w} k{k} s{s}", threads=t, flops=flops, kiln_conv_ms=conv_ms,
                              kiln_ms=kiln_ms, ort_ms=ort_ms))
             print(f"{name} t={t}: Kiln conv {conv_ms:.3f} ms, whole {kiln_ms:.3f} ms; ORT {ort_ms:.3f} ms", flush=True)
     lines = ["# Depthwise convolution, one layer: Kiln vs ONNX Runtime", "",
-             f"Command: `python3 bench/layer_bench.py --threads {opts.threads} --runs {opts.runs}`", "",
+             f"Command: `python3 bench/layer_bench.py --threads {opts.threads} --runs {opts.runs} --batch {n} --size {opts.size}`",
+             "",
              f"- Date: {datetime.datetime.now().isoformat(timespec='seconds')}",
              f"- CPU: {cpu_name()}; ONNX Runtime {ort.__version__}",
              "- Kiln conv: the Conv step alone (from `--profile`); Kiln whole: execute, with the NCHW <-> NHWC",

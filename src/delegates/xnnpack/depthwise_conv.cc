@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/simd/isa.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 constexpr size_t kLanes = 8;
 constexpr size_t kMaxTaps = 64;
+constexpr size_t kPrefetchPixels = 8;
 
 struct Job {
   const DepthwiseWeights* w;
@@ -85,41 +87,158 @@ __attribute__((target("avx2,fma"))) void pixel_avx2(const float* const* taps, si
     pixel_block<false>(taps, n_taps, cb, w.w.data() + cb * n_taps, w.bias.data() + cb, y, lo, hi, mask);
   if (full < c) pixel_block<true>(taps, n_taps, full, w.w.data() + full * n_taps, w.bias.data() + full, y, lo, hi, mask);
 }
+
+// Four output pixels side by side (the window of each inside the input along the row): tap t
+// of pixel p reads base + offs[t] + p * step, with the weights of tap ids[t] (taps whose
+// input row is outside are left out). 8 accumulators (4 pixels x even and odd taps) keep
+// both FMA pipes busy, and each weight vector is loaded once for the four pixels: XNNPACK
+// 2022's unipass kernels and the one-pixel path above hold one pixel's chain of 9 or 25
+// dependent FMAs (latency bound: 21-25 GFLOP/s).
+template <bool kMasked>
+__attribute__((target("avx2,fma"))) inline void quad_block(const float* base, const size_t* offs, const uint8_t* ids,
+                                                           size_t n_taps, size_t step, size_t cb, const float* wb,
+                                                           const float* bias, float* y, size_t c, __m256 lo, __m256 hi,
+                                                           __m256i mask) {
+#define load(p) (kMasked ? _mm256_maskload_ps((p), mask) : _mm256_loadu_ps(p))
+  __m256 a0 = _mm256_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+  __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
+  size_t t = 0;
+  for (; t + 1 < n_taps; t += 2) {
+    const __m256 w0 = _mm256_loadu_ps(wb + ids[t] * kLanes), w1 = _mm256_loadu_ps(wb + ids[t + 1] * kLanes);
+    const float* p = base + offs[t] + cb;
+    const float* q = base + offs[t + 1] + cb;
+    a0 = _mm256_fmadd_ps(load(p), w0, a0);
+    a1 = _mm256_fmadd_ps(load(p + step), w0, a1);
+    a2 = _mm256_fmadd_ps(load(p + 2 * step), w0, a2);
+    a3 = _mm256_fmadd_ps(load(p + 3 * step), w0, a3);
+    e0 = _mm256_fmadd_ps(load(q), w1, e0);
+    e1 = _mm256_fmadd_ps(load(q + step), w1, e1);
+    e2 = _mm256_fmadd_ps(load(q + 2 * step), w1, e2);
+    e3 = _mm256_fmadd_ps(load(q + 3 * step), w1, e3);
+  }
+  if (t < n_taps) {
+    const __m256 w0 = _mm256_loadu_ps(wb + ids[t] * kLanes);
+    const float* p = base + offs[t] + cb;
+    a0 = _mm256_fmadd_ps(load(p), w0, a0);
+    a1 = _mm256_fmadd_ps(load(p + step), w0, a1);
+    a2 = _mm256_fmadd_ps(load(p + 2 * step), w0, a2);
+    a3 = _mm256_fmadd_ps(load(p + 3 * step), w0, a3);
+  }
+#undef load
+  const __m256 v[4] = {_mm256_add_ps(a0, e0), _mm256_add_ps(a1, e1), _mm256_add_ps(a2, e2), _mm256_add_ps(a3, e3)};
+  for (size_t p = 0; p < 4; ++p) {
+    const __m256 o = _mm256_min_ps(hi, _mm256_max_ps(lo, v[p]));  // NaN stays NaN (second operand)
+    if constexpr (kMasked) _mm256_maskstore_ps(y + p * c + cb, mask, o);
+    else _mm256_storeu_ps(y + p * c + cb, o);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size_t* offs, const uint8_t* ids,
+                                                  size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w,
+                                                  float* y, float lo_s, float hi_s) {
+  const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
+  const __m256i mask = tail_mask(c % kLanes ? c % kLanes : kLanes);
+  const size_t full = c / kLanes * kLanes, taps = w.kernel_h * w.kernel_w;
+  // The last input row's pixels two quads ahead (prefetch never faults): the order in which
+  // four pixels' channel blocks are read is not one the hardware prefetcher follows
+  // (4x80x80x144, 3x3 from memory: 3.97 -> 3.07 ms).
+  if (n_taps > 0)
+    for (size_t b = 0; b < 4 * step * sizeof(float); b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(base + offs[n_taps - 1] + kPrefetchPixels * step) + b, _MM_HINT_T0);
+  for (size_t cb = 0; cb < full; cb += kLanes)
+    quad_block<false>(base, offs, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y, c, lo, hi, mask);
+  if (full < c)
+    quad_block<true>(base, offs, ids, n_taps, step, full, w.w.data() + full * taps, w.bias.data() + full, y, c, lo, hi,
+                     mask);
+}
 #endif  // __x86_64__
+
+// The same four pixels in plain C++, summed in the same order.
+void quad_plain(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step, size_t c,
+                const DepthwiseWeights& w, float* y, float lo, float hi) {
+  const size_t taps = w.kernel_h * w.kernel_w;
+  for (size_t p = 0; p < 4; ++p)
+    for (size_t ch = 0; ch < c; ++ch) {
+      const float* wb = w.w.data() + ch / kLanes * kLanes * taps + ch % kLanes;
+      const float* x = base + p * step + ch;
+      float a0 = w.bias[ch], a1 = 0.f;
+      size_t t = 0;
+      for (; t + 1 < n_taps; t += 2) a0 += x[offs[t]] * wb[ids[t] * kLanes], a1 += x[offs[t + 1]] * wb[ids[t + 1] * kLanes];
+      if (t < n_taps) a0 += x[offs[t]] * wb[ids[t] * kLanes];
+      const float v = a0 + a1;
+      y[p * c + ch] = std::isnan(v) ? v : std::min(hi, std::max(lo, v));
+    }
+}
+
+using QuadFn = void (*)(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step, size_t c,
+                        const DepthwiseWeights& w, float* y, float lo, float hi);
 
 // The table (kernels/simd/isa.h): best first, the last runs anywhere.
 struct Impl {
   const char* name;
   bool (*available)();
   PixelFn pixel;
+  QuadFn quad;
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx2", simd::cpu_has_avx2, pixel_avx2},
+    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2},
 #endif
-    {"plain", [] { return true; }, pixel_plain}};
+    {"plain", [] { return true; }, pixel_plain, quad_plain}};
 
-// One output row (n, oh) of every channel, pixel by pixel.
+// One pixel at the edges: a pointer per tap (the zero row where it reads padding).
+void edge_pixel(const Impl& impl, const Job& j, size_t n, size_t oh, size_t ow, float* y) {
+  const DepthwiseWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+  const float* taps[kMaxTaps];
+  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+      const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
+      const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
+      taps[kh * w.kernel_w + kw] =
+          inside ? j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * w.channels
+                 : w.zero.data();
+    }
+  }
+  impl.pixel(taps, w.kernel_h * w.kernel_w, w.channels, w, y, g.out_min, g.out_max);
+}
+
+// One output row (n, oh) of every channel: groups of four pixels whose windows lie inside the
+// row take the quad kernel (taps of rows outside the input left out), the rest one by one.
 void row(void* ctx, size_t index) {
   static const Impl* impl = simd::pick_isa(kImpls);
   const Job& j = *static_cast<const Job*>(ctx);
   const DepthwiseWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t c = w.channels, n = index / g.out_h, oh = index % g.out_h, n_taps = w.kernel_h * w.kernel_w;
+  const size_t c = w.channels, n = index / g.out_h, oh = index % g.out_h;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
-  const float* taps[kMaxTaps];
-  for (size_t ow = 0; ow < g.out_w; ++ow) {
-    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-      const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-        const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
-        const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
-        taps[kh * w.kernel_w + kw] =
-            inside ? j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * c
-                   : w.zero.data();
-      }
+  const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), sw = static_cast<int64_t>(g.stride_w);
+  // The taps inside for this row: offsets from the input pixel (n, 0, iw0), their weights' index.
+  size_t offs[kMaxTaps];
+  uint8_t ids[kMaxTaps];
+  size_t n_taps = 0;
+  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+    if (ih < 0 || ih >= in_h) continue;
+    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+      offs[n_taps] = (static_cast<size_t>(ih) * g.in_w + kw * g.dilation_w) * c;
+      ids[n_taps++] = static_cast<uint8_t>(kh * w.kernel_w + kw);
     }
-    impl->pixel(taps, n_taps, c, w, j.y + (index * g.out_w + ow) * c, g.out_min, g.out_max);
+  }
+  float* out = j.y + index * g.out_w * c;
+  const float* image = j.x + n * g.in_h * g.in_w * c;
+  for (size_t ow = 0; ow < g.out_w;) {
+    const int64_t iw0 = static_cast<int64_t>(ow) * sw - g.pad_left;
+    if (ow + 4 <= g.out_w && iw0 >= 0 && iw0 + 3 * sw + span_w < in_w) {
+      impl->quad(image + static_cast<size_t>(iw0) * c, offs, ids, n_taps, g.stride_w * c, c, w, out + ow * c,
+                 g.out_min, g.out_max);
+      ow += 4;
+    } else {
+      edge_pixel(*impl, j, n, oh, ow, out + ow * c);
+      ++ow;
+    }
   }
 }
 

@@ -3,8 +3,9 @@
 // delegate, any kernel size: XNNPACK 2022 has depthwise microkernels only for a few window
 // sizes (others fall back to a grouped GEMM: ConvNeXt's 7x7 took 2.4 ms for 20x20x96), and
 // XNNPACK keeps the window sizes it has microkernels for (2x2, 3x3, 5x5; 21-25 GFLOP/s here).
-// Per output pixel: a pointer per tap, 8 channels at a time with two accumulators; AVX2+FMA,
-// chosen at run time (dense_conv_available()).
+// Groups of four output pixels whose windows lie inside the row share each weight vector
+// (8 accumulators: 4 pixels x even and odd taps); edge pixels go one at a time with a pointer
+// per tap. AVX2+FMA, chosen at run time (dense_conv_available()).
 
 #include <cstddef>
 #include <vector>
