@@ -155,6 +155,38 @@ TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
   pthreadpool_destroy(two);
 }
 
+// A NaN or Inf in the input reaches exactly the outputs whose window holds it, on the
+// four-pixel path (the middle of a wide row) and on the edge path (the first column).
+TEST(DepthwiseConv, NonFiniteInputsReachTheirWindowsOnly) {
+  const size_t h = 6, w = 20, c = 12, k = 3;
+  std::vector<float> wt(c * k * k, 0.25f), b(c, 0.f);
+  DepthwiseWeights packed;
+  pack_depthwise(wt.data(), b.data(), c, k, k, &packed);
+  DenseConvGeometry g;
+  g.batch = 1, g.in_h = h, g.in_w = w, g.out_h = h, g.out_w = w, g.pad_top = 1, g.pad_left = 1, g.in_stride = c;
+  g.out_min = 0.f, g.out_max = 6.f;  // a Relu6 clamp must keep NaN
+  for (const float bad : {NAN, INFINITY}) {
+    for (const size_t col : {size_t{0}, size_t{9}}) {
+      std::vector<float> x(h * w * c, 1.f), y(h * w * c);
+      x[(2 * w + col) * c + 5] = bad;  // row 2, channel 5
+      depthwise_conv(packed, g, x.data(), y.data(), nullptr);
+      for (size_t oh = 0; oh < h; ++oh)
+        for (size_t ow = 0; ow < w; ++ow)
+          for (size_t ch = 0; ch < c; ++ch) {
+            const float v = y[(oh * w + ow) * c + ch];
+            const bool hit = ch == 5 && oh + 1 >= 2 && oh <= 3 && ow + 1 >= col && ow <= col + 1;
+            if (!hit) {
+              ASSERT_TRUE(std::isfinite(v)) << oh << "," << ow << "," << ch;
+            } else if (std::isnan(bad)) {
+              ASSERT_TRUE(std::isnan(v)) << oh << "," << ow;
+            } else {
+              ASSERT_EQ(v, 6.f) << oh << "," << ow;  // +Inf clamped to the Relu6 bound
+            }
+          }
+    }
+  }
+}
+
 TEST(BatchMatMul, MatchesAReferenceWithBroadcastBatchesAndTails) {
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> u(-1.f, 1.f);

@@ -99,7 +99,7 @@ __attribute__((target("avx2,fma"))) inline void quad_block(const float* base, co
                                                            size_t n_taps, size_t step, size_t cb, const float* wb,
                                                            const float* bias, float* y, size_t c, __m256 lo, __m256 hi,
                                                            __m256i mask) {
-#define load(p) (kMasked ? _mm256_maskload_ps((p), mask) : _mm256_loadu_ps(p))
+#define KILN_DW_LOAD(p) (kMasked ? _mm256_maskload_ps((p), mask) : _mm256_loadu_ps(p))
   __m256 a0 = _mm256_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
   __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
   size_t t = 0;
@@ -107,24 +107,24 @@ __attribute__((target("avx2,fma"))) inline void quad_block(const float* base, co
     const __m256 w0 = _mm256_loadu_ps(wb + ids[t] * kLanes), w1 = _mm256_loadu_ps(wb + ids[t + 1] * kLanes);
     const float* p = base + offs[t] + cb;
     const float* q = base + offs[t + 1] + cb;
-    a0 = _mm256_fmadd_ps(load(p), w0, a0);
-    a1 = _mm256_fmadd_ps(load(p + step), w0, a1);
-    a2 = _mm256_fmadd_ps(load(p + 2 * step), w0, a2);
-    a3 = _mm256_fmadd_ps(load(p + 3 * step), w0, a3);
-    e0 = _mm256_fmadd_ps(load(q), w1, e0);
-    e1 = _mm256_fmadd_ps(load(q + step), w1, e1);
-    e2 = _mm256_fmadd_ps(load(q + 2 * step), w1, e2);
-    e3 = _mm256_fmadd_ps(load(q + 3 * step), w1, e3);
+    a0 = _mm256_fmadd_ps(KILN_DW_LOAD(p), w0, a0);
+    a1 = _mm256_fmadd_ps(KILN_DW_LOAD(p + step), w0, a1);
+    a2 = _mm256_fmadd_ps(KILN_DW_LOAD(p + 2 * step), w0, a2);
+    a3 = _mm256_fmadd_ps(KILN_DW_LOAD(p + 3 * step), w0, a3);
+    e0 = _mm256_fmadd_ps(KILN_DW_LOAD(q), w1, e0);
+    e1 = _mm256_fmadd_ps(KILN_DW_LOAD(q + step), w1, e1);
+    e2 = _mm256_fmadd_ps(KILN_DW_LOAD(q + 2 * step), w1, e2);
+    e3 = _mm256_fmadd_ps(KILN_DW_LOAD(q + 3 * step), w1, e3);
   }
   if (t < n_taps) {
     const __m256 w0 = _mm256_loadu_ps(wb + ids[t] * kLanes);
     const float* p = base + offs[t] + cb;
-    a0 = _mm256_fmadd_ps(load(p), w0, a0);
-    a1 = _mm256_fmadd_ps(load(p + step), w0, a1);
-    a2 = _mm256_fmadd_ps(load(p + 2 * step), w0, a2);
-    a3 = _mm256_fmadd_ps(load(p + 3 * step), w0, a3);
+    a0 = _mm256_fmadd_ps(KILN_DW_LOAD(p), w0, a0);
+    a1 = _mm256_fmadd_ps(KILN_DW_LOAD(p + step), w0, a1);
+    a2 = _mm256_fmadd_ps(KILN_DW_LOAD(p + 2 * step), w0, a2);
+    a3 = _mm256_fmadd_ps(KILN_DW_LOAD(p + 3 * step), w0, a3);
   }
-#undef load
+#undef KILN_DW_LOAD
   const __m256 v[4] = {_mm256_add_ps(a0, e0), _mm256_add_ps(a1, e1), _mm256_add_ps(a2, e2), _mm256_add_ps(a3, e3)};
   for (size_t p = 0; p < 4; ++p) {
     const __m256 o = _mm256_min_ps(hi, _mm256_max_ps(lo, v[p]));  // NaN stays NaN (second operand)
