@@ -1,0 +1,44 @@
+"""Before/after of two bench/ort_compare.py runs (same command, two builds): the geomean of
+Kiln / ONNX Runtime per thread count over the small shapes (ONNX Runtime under 1 ms in both
+runs) and over the heavy ones (1 ms or more in both), and the rows more than 10% worse.
+
+    python3 bench/small_shape_geomean.py BEFORE.json AFTER.json
+"""
+import json
+import math
+import sys
+
+
+def rows(path):
+    d = json.load(open(path))
+    out = {}
+    for m in d["models"]:
+        for r in m.get("rows", []):
+            if r.get("kiln_xnnpack_ms") and r.get("ort_ms"):
+                out[(m["model"], r["shape"], r["threads"])] = (r["ort_ms"], r["kiln_xnnpack_ms"])
+    return out
+
+
+def geomean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def main(before_path, after_path):
+    b, a = rows(before_path), rows(after_path)
+    classes = (("small (ORT < 1 ms in both runs)", lambda o1, o2: o1 < 1 and o2 < 1),
+               ("heavy (ORT >= 1 ms in both runs)", lambda o1, o2: o1 >= 1 and o2 >= 1))
+    print("| threads | shapes | rows | Kiln/ORT before | Kiln/ORT after | rows >10% worse (after/before) |")
+    print("|---:|---|---:|---:|---:|---|")
+    for t in sorted({k[2] for k in a}):
+        for label, pred in classes:
+            keys = [k for k in b if k in a and k[2] == t and pred(b[k][0], a[k][0])]
+            rb = [b[k][1] / b[k][0] for k in keys]
+            ra = [a[k][1] / a[k][0] for k in keys]
+            worse = ", ".join(f"{k[0]} {k[1]} {ra[i] / rb[i]:.2f}" for i, k in enumerate(keys) if ra[i] / rb[i] > 1.10)
+            print(f"| {t} | {label} | {len(keys)} | {geomean(rb):.3f} | {geomean(ra):.3f} | {worse or '-'} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2])
