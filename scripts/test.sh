@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh build
+# Debian's torch 1.13 for kiln.export from /usr/bin/python3 (python/tests/test_system_torch.py).
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-torch python3-torchvision >/dev/null
 ctest --test-dir build --output-on-failure -j2
 # Each ISA row this CPU has, forced in turn (KILN_MAX_ISA): kernels, delegate kernels, the zoo.
 bash scripts/test_isas.sh build

@@ -14,6 +14,7 @@ names and bounds, so the program's signature shows the user's Dims.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import io
 import os
@@ -187,7 +188,10 @@ def export(module, example_inputs, dynamic_shapes=None, path=None, *, opset: int
             except (TypeError, ValueError, OverflowError):
                 hi = None
             result.torch_ranges[symbol_to_dim.get(str(sym), str(sym))] = (int(vr.lower), hi)
-        onnx_program = torch.onnx.export(program, (), dynamo=True, opset_version=max(opset, 18), verbose=False)
+        try:
+            onnx_program = torch.onnx.export(program, (), dynamo=True, opset_version=max(opset, 18), verbose=False)
+        except Exception as e:
+            raise ExportError(_torch_failure("torch.onnx.export (dynamo exporter)", max(opset, 18), e)) from e
         model_bytes = onnx_program.model_proto.SerializeToString()
     elif exporter == "torchscript":
         buf = io.BytesIO()
@@ -195,9 +199,12 @@ def export(module, example_inputs, dynamic_shapes=None, path=None, *, opset: int
         extra = {}
         if "dynamo" in inspect.signature(torch.onnx.export).parameters:
             extra["dynamo"] = False  # torch 2.x: the TorchScript exporter, as torch 1.13 has it
-        with torch.no_grad():
-            torch.onnx.export(module, example_inputs, buf, input_names=names, opset_version=opset,
-                              dynamic_axes={n: d for n, d in dynamic_axes.items() if d}, **extra)
+        with _no_fast_paths(module):
+            try:
+                torch.onnx.export(module, example_inputs, buf, input_names=names, opset_version=opset,
+                                  dynamic_axes={n: d for n, d in dynamic_axes.items() if d}, **extra)
+            except Exception as e:  # torch's refusal, as ExportError naming the op and the opset
+                raise ExportError(_torch_failure("torch.onnx.export (TorchScript exporter)", opset, e)) from e
         model_bytes = buf.getvalue()
     else:
         raise ExportError(f"exporter must be 'dynamo' or 'torchscript', got {exporter!r}")
@@ -206,6 +213,35 @@ def export(module, example_inputs, dynamic_shapes=None, path=None, *, opset: int
                                  delegate=delegate, fusion=fusion)
     _compare_ranges(result)
     return result
+
+
+@contextlib.contextmanager
+def _no_fast_paths(module):
+    """Grad enabled and every float parameter requiring grad while torch traces: torch 1.13's
+    nn.TransformerEncoder (and MultiheadAttention) otherwise take their inference fast path
+    under no_grad or frozen weights (nested tensors, aten::logical_not, _transformer_encoder_layer_fwd),
+    which the TorchScript exporter cannot write. The parameters' flags are restored after."""
+    import torch
+
+    frozen = [p for p in module.parameters() if not p.requires_grad and p.is_floating_point()]
+    for p in frozen:
+        p.requires_grad_(True)
+    try:
+        with torch.enable_grad():
+            yield
+    finally:
+        for p in frozen:
+            p.requires_grad_(False)
+
+
+def _torch_failure(exporter: str, opset: int, e: Exception) -> str:
+    """torch's exception as one sentence naming the op (when torch names one) and the opset."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    op = re.search(r"operator '([\w:.]+)'|(aten::\w+|prim::\w+|onnx::\w+)", str(e))
+    name = (op.group(1) or op.group(2)) if op else None
+    what = f"op '{name}'" if name else "the module"
+    return (f"{exporter} cannot write {what} at ONNX opset {opset} ({type(e).__name__}: {text}); try another opset "
+            "(kiln.export(..., opset=N)), or torch 2.x with onnxscript for the dynamo exporter")
 
 
 def _compare_ranges(result: ExportResult) -> None:
