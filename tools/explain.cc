@@ -6,6 +6,7 @@
 #include <string>
 
 #include "export/onnx/onnx_import.h"
+#include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "tooling/runner.h"
 
@@ -90,20 +91,18 @@ void explain_host_normalization(const Method& m, const std::string& program_path
 // The export flags of ways out 2 and 3: every input with its refused axes made dynamic (or
 // pinned at the asked size), and the dims that widen to admit the asked sizes.
 struct ReExport {
-  std::vector<std::string> dynamic_inputs, static_inputs;  // "name=a,b,..." per input
+  std::vector<std::string> dynamic_inputs;  // "name=a,b,..." per input
   std::vector<exporter::DimArg> dims;
 };
 
-ReExport re_export(const MethodMeta& meta, const std::vector<std::vector<int64_t>>& shapes,
-                   const std::vector<Refused>& refused) {
+ReExport re_export(const MethodMeta& meta, const std::vector<Refused>& refused) {
   ReExport e;
   for (size_t i = 0; i < meta.inputs.size(); ++i) {
     const TensorSpec& t = meta.inputs[i];
-    std::string dyn, fixed;
+    std::string dyn;
     for (size_t k = 0; k < t.axes.size(); ++k) {
       auto it = std::find_if(refused.begin(), refused.end(), [&](const Refused& r) { return r.input == i && r.axis == k; });
       const std::string sep = k ? "," : "";
-      fixed += sep + std::to_string(shapes[i][k]);
       if (it == refused.end() && t.axes[k].dim < 0) {
         dyn += sep + std::to_string(t.axes[k].size);
         continue;
@@ -117,7 +116,6 @@ ReExport re_export(const MethodMeta& meta, const std::vector<std::vector<int64_t
     }
     if (t.axes.empty()) continue;
     e.dynamic_inputs.push_back(t.name + "=" + dyn);
-    e.static_inputs.push_back(t.name + "=" + fixed);
   }
   return e;
 }
@@ -149,12 +147,82 @@ std::string trial_export(const std::string& model_path, const std::string& metho
   return "arena " + mb(arena) + " at the bound, file " + mb(bytes.ok() ? bytes->size() : 0);
 }
 
+// Way out 3 as one kiln export --bucket command. Buckets go over one dim: the refused axes must
+// ask for one size and hold one size now (H = W both 224 -> 256 become one dim S); otherwise it
+// says why buckets do not fit these shapes.
+std::string bucket_command(const MethodMeta& meta, const std::vector<Refused>& refused, const std::string& model) {
+  const Refused& r0 = refused.front();
+  std::string name = axis_name(meta.inputs[r0.input], meta, r0.axis);
+  bool one_dim = true;
+  for (const Refused& r : refused)
+    one_dim = one_dim && r.want == r0.want && r.have_max == r0.have_max && r.have_min == r0.have_min;
+  if (!one_dim)
+    return "(buckets go over one dim; these shapes differ from the program's on axes of different sizes: a bounded dim "
+           "(2.) or a separate static export per shape)";
+  const bool shared_name = std::all_of(refused.begin(), refused.end(), [&](const Refused& r) {
+    return axis_name(meta.inputs[r.input], meta, r.axis) == name;
+  });
+  if (!shared_name) name = "S";
+  std::string inputs;
+  for (size_t i = 0; i < meta.inputs.size(); ++i) {
+    const TensorSpec& t = meta.inputs[i];
+    if (t.axes.empty()) continue;
+    std::string axes;
+    for (size_t k = 0; k < t.axes.size(); ++k) {
+      const bool hit = std::any_of(refused.begin(), refused.end(), [&](const Refused& r) { return r.input == i && r.axis == k; });
+      axes += (k ? "," : "") + (hit ? name : t.axes[k].dim >= 0 ? meta.dims[static_cast<size_t>(t.axes[k].dim)].name
+                                                                : std::to_string(t.axes[k].size));
+    }
+    inputs += " --input " + t.name + "=" + axes;
+  }
+  std::string dims;
+  for (const DimSpec& d : meta.dims)
+    if (d.name != name) dims += " --dim " + d.name + "=" + std::to_string(d.min) + ".." + std::to_string(d.max);
+  const int64_t have = r0.have_min == r0.have_max ? r0.have_max : (r0.want > r0.have_max ? r0.have_max : r0.have_min);
+  const int64_t lo = std::min(have, r0.want), hi = std::max(have, r0.want);
+  return "kiln export " + model + " -o OUT.kiln" + inputs + dims + " --bucket " + name + "=" + std::to_string(lo) + "," +
+         std::to_string(hi) + "   (add every size you ship)";
+}
+
+// kiln check --explain on a bucketed method: which bucket runs, or the ways out when the dim
+// is above the largest bucket.
+int explain_buckets(const Program& program, const std::string& method, const std::vector<std::vector<int64_t>>& shapes,
+                    const std::string& model_path, std::ostream& out) {
+  auto b = BucketedMethod::create(program, method);
+  if (!b.ok()) return out << "error: " << b.status().message() << "\n", 2;
+  const BucketSpec& spec = (*b)->spec();
+  Status s = (*b)->bind_shapes(shapes);
+  if (s.ok()) return out << "ok: bucket '" << (*b)->last_bucket() << "' of method '" << method << "' runs; nothing to explain\n", 0;
+  out << "no: " << s.message() << "\n";
+  auto chosen = (*b)->select(shapes);
+  if (chosen.ok())
+    return out << "(bucket '" << spec.bucket_methods[*chosen] << "' fits " << spec.dim << "; its own contract refuses the "
+               << "other axes: kiln check FILE --method_name=" << spec.bucket_methods[*chosen] << " --explain)\n", 1;
+  if (s.code() != Code::kOutOfRange) return 1;
+  const BucketSpec::Axis& a = spec.inputs.front();
+  const int64_t want = shapes[static_cast<size_t>(a.index)][static_cast<size_t>(a.axis)];
+  std::string sizes;
+  for (int64_t v : spec.sizes) sizes += std::to_string(v) + ",";
+  const std::string model = model_path.empty() ? "MODEL.onnx" : model_path;
+  out << "three ways out for method '" << method << "' (buckets over " << spec.dim << ": " << sizes.substr(0, sizes.size() - 1)
+      << "):\n"
+      << "1. on the host: truncate input '" << a.tensor << "' axis " << a.axis << " to " << spec.sizes.back()
+      << " (or split it into pieces of at most " << spec.sizes.back() << " when the model allows)\n"
+      << "2. a larger bucket, the others kept:\n   kiln export " << model << " -o OUT.kiln ... --bucket " << spec.dim << "="
+      << sizes << want << "\n"
+      << "3. a bounded dynamic dim instead of buckets:\n   kiln export " << model << " -o OUT.kiln ... --dim " << spec.dim
+      << "=1.." << want << "\n   (... : the other --input/--dim flags of the export that made this program)\n";
+  return 1;
+}
+
 }  // namespace
 
 int explain(const Program& program, const std::string& program_path, const std::string& method,
             const std::vector<std::vector<int64_t>>& shapes, const std::string& model_path, std::ostream& out) {
+  if (!program.method_meta(method).ok() && BucketedMethod::has_buckets(program, method))
+    return explain_buckets(program, method, shapes, model_path, out);
   auto m = Method::create(program, method);
-  if (!m.ok()) return out << "error: " << m.status().message() << "\n", 1;
+  if (!m.ok()) return out << "error: " << m.status().message() << "\n", 2;
   Status s = (*m)->bind_shapes(shapes);
   if (s.ok()) return out << "ok: the shapes satisfy the contract of method '" << method << "'; nothing to explain\n", 0;
   out << "no: " << s.message() << "\n";
@@ -170,18 +238,18 @@ int explain(const Program& program, const std::string& program_path, const std::
 
   // 2. A bounded dynamic dim; 3. buckets (one static export per shape). Each with its costs
   // from a trial export when the model is at hand.
-  const ReExport e = re_export(meta, shapes, refused);
+  const ReExport e = re_export(meta, refused);
   const std::string model = model_path.empty() ? "MODEL.onnx" : model_path;
   out << "2. a bounded dynamic dim (one program for every size in the range):\n   kiln export " << model
       << " -o OUT.kiln" << flags(e.dynamic_inputs, e.dims) << "\n";
-  out << "3. buckets (one static program per shape you ship, this one kept):\n   kiln export " << model
-      << " -o OUT_BUCKET.kiln" << flags(e.static_inputs, {}) << "\n";
+  out << "3. buckets (one static method per size in one file, called as one method; the smallest that fits runs):\n   "
+      << bucket_command(meta, refused, model) << "\n";
   if (model_path.empty()) {
     out << "   (costs: give --model=MODEL.onnx and each export is tried: arena at the bound, file size)\n";
     return 1;
   }
   out << "costs (trial exports of " << model_path << "):\n   2. " << trial_export(model_path, method, e.dynamic_inputs, e.dims)
-      << "\n   3. " << trial_export(model_path, method, e.static_inputs, {}) << " more, beside this program's\n";
+      << "\n";
   return 1;
 }
 

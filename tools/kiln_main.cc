@@ -133,17 +133,27 @@ int run_sweep(const ProgramArgs& a) {
   return r->failures() == 0 ? 0 : 1;
 }
 
+// kiln check's exit status: 0 the shapes satisfy the contract, 1 the contract refuses them,
+// 2 the check could not be made (no such file or method, shapes that do not parse).
+constexpr int kCheckYes = 0, kCheckNo = 1, kCheckError = 2;
+
 int run_check(const ProgramArgs& a) {
   auto program = kiln::Program::load(a.path);
-  if (!program.ok()) return fail(program.status().message());
-  auto meta = (*program)->method_meta(a.method);
-  auto parsed = kiln::tooling::parse_shapes(a.shapes, meta.ok() ? meta->inputs.size() : 0);
-  if (!parsed.ok()) return fail(parsed.status().message());
+  if (!program.ok()) return fail(program.status().message()), kCheckError;
+  const size_t n_inputs = kiln::tooling::num_inputs(**program, a.method);
+  auto parsed = kiln::tooling::parse_shapes(a.shapes, n_inputs);
+  if (!parsed.ok()) return fail(parsed.status().message()), kCheckError;
   if (a.explain) return kiln::tools::explain(**program, a.path, a.method, *parsed, a.explain_model, std::cout);
-  kiln::Status s = kiln::tooling::check_shapes(**program, a.method, *parsed);
-  if (!s.ok()) return std::cout << "no: " << s.message() << "\n", 1;
-  std::cout << "ok: " << a.shapes << " satisfies the contract of method '" << a.method << "'\n";
-  return 0;
+  auto bucket = kiln::tooling::check_shapes(**program, a.method, *parsed);
+  if (!bucket.ok()) {
+    const kiln::Code c = bucket.status().code();
+    if (n_inputs == 0 || (c != kiln::Code::kInvalidArgument && c != kiln::Code::kOutOfRange))
+      return fail(bucket.status().message()), kCheckError;
+    return std::cout << "no: " << bucket.status().message() << "\n", kCheckNo;
+  }
+  std::cout << "ok: " << a.shapes << " satisfies the contract of method '" << a.method << "'"
+            << (bucket->empty() ? "" : ": " + *bucket) << "\n";
+  return kCheckYes;
 }
 
 int kiln_main(int argc, char** argv) {
@@ -166,7 +176,8 @@ int kiln_main(int argc, char** argv) {
   inspect->add_option("--arena-at", a.arena_at, "input shapes: the arena bytes the values take there (each plan), "
                                                 "against the bytes alive at once there");
   inspect->add_option("--method_name", a.method, "method (--arena-at)")->capture_default_str();
-  CLI::App* check = app.add_subcommand("check", "do these input shapes satisfy the contract? (exit 0 yes, 1 no)");
+  CLI::App* check = app.add_subcommand("check", "do these input shapes satisfy the contract? (exit 0 yes, 1 no, 2 the check "
+                                                "could not be made: no such file or method, shapes that do not parse)");
   check->add_option("file", a.path, "program")->required();
   check->add_option("--input_shapes", a.shapes, "e.g. 1x3x256x256,1x4 or 1,3,256,256;1,4")->required();
   check->add_option("--method_name", a.method, "method")->capture_default_str();

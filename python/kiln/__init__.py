@@ -17,6 +17,7 @@ links the ONNX importer); a runtime-only install raises ImportError from export_
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping as _AbcMapping
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
@@ -43,8 +44,16 @@ class Dim:
     (the same name) must be equal."""
     name: str
     min: int = 1
-    max: int = 1
+    max: Optional[int] = None
     step: int = 1
+
+    def __post_init__(self):
+        if self.max is None:  # no default bound: Kiln plans memory at it, so the user states it
+            raise TypeError(f"kiln.Dim({self.name!r}) needs max=: every dynamic dim is bounded, "
+                            f"e.g. kiln.Dim({self.name!r}, min={self.min}, max=8)")
+        if not 0 <= self.min <= self.max or self.step < 1:
+            raise ValueError(f"kiln.Dim({self.name!r}, min={self.min}, max={self.max}, step={self.step}): "
+                             "needs 0 <= min <= max and step >= 1")
 
     def __repr__(self) -> str:
         step = f", step={self.step}" if self.step != 1 else ""
@@ -134,31 +143,71 @@ class Method:
         d["flops_fraction"] = d["delegated_flops"] / d["flops"] if d["flops"] else 0.0
         return d
 
-    def check(self, shapes: Sequence[Sequence[int]]) -> None:
-        """Checks input shapes against the contract without running; raises ContractError."""
-        self._impl.check([list(map(int, s)) for s in shapes])
+    def check(self, *shapes) -> None:
+        """Checks input shapes against the contract without running; raises ContractError.
+        Takes shapes as bind() does: one per input, or one list of them."""
+        self._impl.check(_shapes(shapes))
 
-    def run(self, *arrays) -> list:
-        """Runs at the arrays' shapes; returns every output as a new numpy array."""
-        return self._impl.run(_prepare([(t.name, t.dtype) for t in self.inputs], arrays))
+    def run(self, *arrays, **named) -> list:
+        """Runs at the arrays' shapes; returns every output as a new numpy array. Inputs by
+        position, or by name (run(input_ids=a, attention_mask=b))."""
+        return self._impl.run(_prepare([(t.name, t.dtype) for t in self.inputs], _by_position(self, arrays, named)))
 
     def bind(self, *shapes) -> list:
-        """Binds to `shapes` (checking the contract, as check() does) and returns each input as a
-        writable numpy view into the method's arena: write the input there (np.copyto, or have a
-        decoder write into it) and call execute(), with no copy of the input. A view keeps the
-        method's memory alive; it is the input until the next bind, call or cpu_threads change
-        (after one, the program reuses that memory: write the views bind returns again)."""
-        return self._impl.bind([list(map(int, s)) for s in shapes])
+        """Binds to `shapes` (one per input, or one list of them; checked as check() does) and
+        returns each input as a writable numpy view into the method's arena: write the input
+        there (np.copyto, or have a decoder write into it) and call execute(), with no copy of
+        the input. A view keeps the method's memory alive; it is the input until the next bind,
+        call or cpu_threads change. After a call, execute() refuses until the next bind: the
+        call's inputs replaced what the views held."""
+        return self._impl.bind(_shapes(shapes))
 
     def execute(self) -> list:
         """Runs at the shapes of the last bind() on what was written into its views; returns
         every output as a new numpy array."""
         return self._impl.execute()
 
-    def __call__(self, *arrays):
+    def __call__(self, *arrays, **named):
         """run(); a single output is returned alone, several as a tuple."""
-        out = self.run(*arrays)
+        out = self.run(*arrays, **named)
         return out[0] if len(out) == 1 else tuple(out)
+
+
+def _is_shape(x) -> bool:
+    return isinstance(x, (list, tuple, np.ndarray)) and all(isinstance(v, (int, np.integer)) for v in x)
+
+
+def _shapes(args: tuple) -> list:
+    """check()/bind() arguments as a list of shapes: one shape per input (bind((1, 3, 8, 8))),
+    or one list of them (check([(1, 3, 8, 8)])). A scalar input's shape is ()."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)) and args[0] and not _is_shape(args[0]):
+        args = tuple(args[0])
+    for s in args:
+        if not _is_shape(s):
+            raise TypeError(f"a shape is a sequence of ints, one per input (e.g. (1, 3, 224, 224)); got {s!r}")
+    return [[int(v) for v in s] for s in args]
+
+
+def _by_position(method, arrays: tuple, named: dict) -> tuple:
+    """The inputs in the method's order, from positional arrays and/or arrays by input name.
+    Mistakes in the call itself (an unknown name, an input given twice or missing) are
+    TypeError, as for a Python function."""
+    if not named:
+        return arrays
+    names = [t.name for t in method.inputs]
+    unknown = [k for k in named if k not in names]
+    if unknown:
+        raise TypeError(f"{method.name}() got an unexpected keyword argument {unknown[0]!r}; its inputs are "
+                        + ", ".join(repr(n) for n in names))
+    if len(arrays) > len(names):
+        raise TypeError(f"{method.name}() takes {len(names)} inputs, got {len(arrays)} positional")
+    twice = [n for n in names[:len(arrays)] if n in named]
+    if twice:
+        raise TypeError(f"{method.name}() got input {twice[0]!r} both by position and by name")
+    missing = [n for n in names[len(arrays):] if n not in named]
+    if missing:
+        raise TypeError(f"{method.name}() is missing input " + ", ".join(repr(n) for n in missing))
+    return tuple(arrays) + tuple(named[n] for n in names[len(arrays):])
 
 
 class Program:
@@ -174,10 +223,11 @@ class Program:
         return list(_kiln.method_names(self._impl))
 
     @property
-    def methods(self) -> Mapping[str, Method]:
-        """Each method by name, made on first use with 1 thread and the delegate on."""
+    def methods(self) -> Mapping[str, Union[Method, "BucketedMethod"]]:
+        """Each method by name, made on first use with 1 thread and the delegate on: the
+        file's methods, and each bucketed method by its own name (a BucketedMethod)."""
         if self._methods is None:
-            self._methods = {n: Method(self, n) for n in self.method_names}
+            self._methods = _LazyMethods(self, self.method_names + list(_kiln.bucketed_names(self._impl)))
         return self._methods
 
     def method(self, name: str = "forward", cpu_threads: int = 1, use_delegate: bool = True,
@@ -191,6 +241,26 @@ class Program:
 
     def __repr__(self) -> str:
         return f"<kiln.Program {self.path!r} methods={self.method_names}>"
+
+
+class _LazyMethods(_AbcMapping):
+    """program.methods: each Method (or BucketedMethod) made when first looked up."""
+
+    def __init__(self, program: "Program", names: list):
+        self._program, self._names, self._made = program, names, {}
+
+    def __getitem__(self, name: str):
+        if name not in self._names:
+            raise KeyError(f"no method {name!r} in the program; it has " + ", ".join(repr(n) for n in self._names))
+        if name not in self._made:
+            self._made[name] = self._program.method(name)
+        return self._made[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _prepare(inputs, arrays) -> list:
@@ -211,8 +281,9 @@ def _prepare(inputs, arrays) -> list:
 
 
 class BucketedMethod:
-    """The buckets of a method (kiln export --bucket DIM=S1,S2,...) called as one: the smallest
-    bucket that fits runs, inputs padded along the axes that carry the dim, outputs cut back."""
+    """The buckets of a method (kiln export --bucket DIM=S1,S2,...) called as one, with Method's
+    interface: the smallest bucket that fits runs, inputs padded along the axes that carry the
+    dim, outputs cut back. `inputs` show the bucketed axes as Dim(dim, 1, largest bucket)."""
 
     def __init__(self, program: "Program", name: str, cpu_threads: int = 1, use_delegate: bool = True):
         self._impl = _kiln.Bucketed(program._impl, name, cpu_threads, use_delegate)
@@ -220,23 +291,55 @@ class BucketedMethod:
         self.dim = self._impl.dim()
         self.sizes = list(self._impl.sizes())
         self.buckets = list(self._impl.bucket_names())
-        self._inputs = [(n, np.dtype(t)) for n, t in self._impl.inputs()]
+        meta = self._impl.meta()
+        bucket_dim = Dim(self.dim, 1, self.sizes[-1])
+        self.inputs = _with_bucket_dim([_tensor(t) for t in meta["inputs"]], meta["input_axes"], bucket_dim)
+        self.outputs = _with_bucket_dim([_tensor(t) for t in meta["outputs"]], meta["output_axes"], bucket_dim)
+        self.dims = [Dim(*d) for d in meta["dims"]] + [bucket_dim]
+        self.guards = list(meta["guards"])
+        self.arena_bytes = meta["arena_bytes"]
+        self.dispatch = meta["dispatch"]
 
     @property
     def last_bucket(self) -> str:
-        """The bucket the last call ran."""
+        """The bucket the last call, check or bind chose."""
         return self._impl.last_bucket()
 
-    def run(self, *arrays) -> list:
-        """Runs the bucket that fits; returns every output, cut back, as a new numpy array."""
-        return self._impl.run(_prepare(self._inputs, arrays))
+    def check(self, *shapes) -> str:
+        """Checks shapes (as Method.check takes them) without running; returns the bucket they
+        run, e.g. 'forward@seq=32'; raises ContractError."""
+        return self._impl.check(_shapes(shapes))
 
-    def __call__(self, *arrays):
-        out = self.run(*arrays)
+    def bind(self, *shapes) -> list:
+        """As Method.bind: picks the bucket and returns each input as a writable numpy view of
+        its corner in that bucket (the rest holds the pad value); write there, then execute()."""
+        return self._impl.bind(_shapes(shapes))
+
+    def execute(self) -> list:
+        """Runs the bucket of the last bind() on what its views hold; outputs cut back."""
+        return self._impl.execute()
+
+    def run(self, *arrays, **named) -> list:
+        """Runs the bucket that fits; returns every output, cut back, as a new numpy array."""
+        return self._impl.run(_prepare([(t.name, t.dtype) for t in self.inputs], _by_position(self, arrays, named)))
+
+    def __call__(self, *arrays, **named):
+        out = self.run(*arrays, **named)
         return out[0] if len(out) == 1 else tuple(out)
 
     def __repr__(self) -> str:
         return f"<kiln.BucketedMethod {self.name} over {self.dim} in {self.sizes}>"
+
+
+def _with_bucket_dim(tensors: list, axes, dim: Dim) -> list:
+    """The tensors with the bucketed axes ((index, axis) pairs) shown as `dim`."""
+    out = list(tensors)
+    for index, axis in axes:
+        t = out[index]
+        shape = tuple(dim if k == axis else a for k, a in enumerate(t.shape))
+        text = "[" + ", ".join(a.name if isinstance(a, Dim) else str(a) for a in shape) + "]"
+        out[index] = TensorInfo(t.name, t.dtype, shape, text)
+    return out
 
 
 def load(path: Union[str, os.PathLike], verify_constants: bool = True) -> Program:
@@ -267,6 +370,11 @@ def _dim_specs(dims) -> list:
             specs.append(d.spec() if name is None or name == d.name else Dim(name, d.min, d.max, d.step).spec())
         elif isinstance(d, str):
             specs.append(d if name is None else f"{name}={d}")
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and name is not None:
+            specs.append(f"{name}={int(d)}")  # a bare int pins the dim (--dim NAME=V); a range is (min, max)
+        elif not isinstance(d, (tuple, list)) or len(d) not in (2, 3):
+            raise TypeError(f"dims[{name!r}] is {d!r}: give an int to pin the dim, (min, max[, step]), a Dim, "
+                            "or a 'MIN..MAX[:STEP]' text")
         else:  # (min, max) or (min, max, step)
             lo, hi, *step = d
             specs.append(Dim(name, int(lo), int(hi), int(step[0]) if step else 1).spec())
@@ -307,7 +415,8 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
     onnx.ModelProto. Writes `path` and returns export's summary.
 
     dims              --dim: maps names to (min, max[, step]) or Dims, e.g. {"H": (32, 224, 32)};
-                      or a list of Dims or "NAME=MIN..MAX[:STEP]" texts; (v, v) pins a dim
+                      or a list of Dims or "NAME=MIN..MAX[:STEP]" texts; a bare int pins the
+                      dim ({"batch": 4} is --dim batch=4, static 4; (1, 4) is the range 1..4)
     inputs            --input: maps input names to axes (ints or dim names), e.g. {"x": (1, 3, "H", "W")}
     consts            --const: maps scalar inputs to the value pinned as a constant, e.g. {"sr": 16000}
     method            --method_name

@@ -102,6 +102,7 @@ class PyMethod {
     if (!m.ok()) raise(m.status());
     method_ = std::shared_ptr<Method>(std::move(*m));
     options_ = o;
+    bound_ = false;
   }
 
   int cpu_threads() const { return options_.cpu_threads; }
@@ -154,6 +155,7 @@ class PyMethod {
 
   // Checks the shapes against the contract (bind without data); raises ContractError.
   void check(const std::vector<std::vector<int64_t>>& shapes) {
+    bound_ = false;
     Status s = method_->bind_shapes(shapes);
     if (!s.ok()) raise(s, /*contract=*/true);
   }
@@ -162,6 +164,7 @@ class PyMethod {
   // and returns each output as a new numpy array (its own memory).
   nb::list run(const std::vector<Array>& arrays) {
     std::vector<TensorView> views = views_of(method_->meta(), arrays);
+    bound_ = false;  // the call's inputs replace what bind's views held
     Status bound, s;
     {
       nb::gil_scoped_release release;
@@ -210,11 +213,18 @@ class PyMethod {
       nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Method>*>(p); });
       views.append(nb::cast(nb::ndarray<nb::numpy>(t.data, shape.size(), shape.data(), owner, nullptr, dlpack_dtype(t.dtype))));
     }
+    bound_ = true;
     return views;
   }
 
+  // execute() without a bind whose views are still the inputs.
+  static constexpr const char* kExecuteNeedsBind =
+      "execute() runs on what the views of the last bind() hold, and a call, check or cpu_threads change since then "
+      "replaced them: bind() again and write the views it returns";
+
   // Executes at the shapes of the last bind (inputs as written into the views); outputs as in run().
   nb::list execute() {
+    if (!bound_) raise(Error::kExecution, kExecuteNeedsBind);
     Status s;
     {
       nb::gil_scoped_release release;
@@ -236,6 +246,18 @@ class PyMethod {
   }
 
  public:
+  static nb::dlpack::dtype dlpack_dtype(DType t) {
+    switch (t) {
+      case DType::kF32: return nb::dtype<float>();
+      case DType::kI64: return nb::dtype<int64_t>();
+      case DType::kI32: return nb::dtype<int32_t>();
+      case DType::kBool: return nb::dtype<bool>();
+      case DType::kI8: return nb::dtype<int8_t>();
+      case DType::kU8: return nb::dtype<uint8_t>();
+    }
+    return nb::dtype<float>();
+  }
+
   static nb::object copy_out(const TensorView& t) {
     std::vector<size_t> shape(static_cast<size_t>(t.rank));
     for (int k = 0; k < t.rank; ++k) shape[static_cast<size_t>(k)] = static_cast<size_t>(t.dims[k]);
@@ -253,28 +275,17 @@ class PyMethod {
     return s;
   }
 
-
-  static nb::dlpack::dtype dlpack_dtype(DType t) {
-    switch (t) {
-      case DType::kF32: return nb::dtype<float>();
-      case DType::kI64: return nb::dtype<int64_t>();
-      case DType::kI32: return nb::dtype<int32_t>();
-      case DType::kBool: return nb::dtype<bool>();
-      case DType::kI8: return nb::dtype<int8_t>();
-      case DType::kU8: return nb::dtype<uint8_t>();
-    }
-    return nb::dtype<float>();
-  }
-
   std::shared_ptr<PyProgram> program_;
   std::string name_;
   MethodOptions options_;
   // Shared with the input views bind() hands out: a view keeps the Method (and its arena)
   // alive even after cpu_threads re-creates it here.
   std::shared_ptr<Method> method_;
+  bool bound_ = false;  // a bind() whose views are still the inputs (no call, check or re-create since)
 };
 
-// The buckets of a method called as one (kiln::BucketedMethod): outputs are copies.
+// The buckets of a method called as one (kiln::BucketedMethod): outputs are copies. The same
+// calls as PyMethod: check, bind (views of the inputs' corners in the chosen bucket), execute.
 class PyBucketed {
  public:
   PyBucketed(std::shared_ptr<PyProgram> program, const std::string& name, int cpu_threads, bool use_delegate)
@@ -284,38 +295,108 @@ class PyBucketed {
     o.use_delegate = use_delegate;
     auto m = BucketedMethod::create(program_->get(), name, o);
     if (!m.ok()) raise(m.status());
-    method_ = std::move(*m);
+    method_ = std::shared_ptr<BucketedMethod>(std::move(*m));
   }
   nb::list run(const std::vector<Array>& arrays) {
-    std::vector<TensorView> views = PyMethod::views_of(method_->bucket(0)->meta(), arrays);
+    std::vector<TensorView> views = PyMethod::views_of(largest().meta(), arrays);
+    bound_ = false;
     Status s;
     {
       nb::gil_scoped_release release;
       s = method_->run(views.data(), views.size());
     }
     if (!s.ok()) raise(s, /*contract=*/true);
-    nb::list out;
-    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(PyMethod::copy_out(method_->output(o)));
-    return out;
+    return outputs();
+  }
+  // The bucket these shapes run; raises ContractError as a call would.
+  std::string check(const std::vector<std::vector<int64_t>>& shapes) {
+    bound_ = false;
+    Status s = method_->bind_shapes(shapes);
+    if (!s.ok()) raise(s, /*contract=*/true);
+    return method_->last_bucket();
+  }
+  // Each input as a writable numpy view of its corner in the chosen bucket (strided: the
+  // bucket's rows are longer); the rest holds the pad value.
+  nb::list bind(const std::vector<std::vector<int64_t>>& shapes) {
+    check(shapes);
+    nb::list views;
+    for (size_t i = 0; i < method_->num_inputs(); ++i) {
+      const TensorView& t = method_->bound_input(i);
+      std::vector<size_t> shape(shapes[i].begin(), shapes[i].end());
+      std::vector<int64_t> strides(static_cast<size_t>(t.rank));
+      int64_t step = 1;
+      for (int k = t.rank - 1; k >= 0; --k) strides[static_cast<size_t>(k)] = step, step *= t.dims[k];
+      auto* keep = new std::shared_ptr<BucketedMethod>(method_);
+      nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<BucketedMethod>*>(p); });
+      views.append(nb::cast(nb::ndarray<nb::numpy>(t.data, shape.size(), shape.data(), owner, strides.data(),
+                                                   PyMethod::dlpack_dtype(t.dtype))));
+    }
+    bound_ = true;
+    return views;
+  }
+  nb::list execute() {
+    if (!bound_) raise(Error::kExecution, PyMethod::kExecuteNeedsBind);
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = method_->execute();
+    }
+    if (!s.ok()) raise(s);
+    return outputs();
+  }
+  // The largest bucket's contract and the axes the bucketed dim is on (kiln/__init__.py shows
+  // them as Dim(dim, 1, largest)); the arena the buckets share.
+  nb::dict meta() const {
+    const MethodMeta& m = largest().meta();
+    nb::dict r;
+    nb::list inputs, outputs, dims, guards, in_axes, out_axes;
+    for (const TensorSpec& t : m.inputs) inputs.append(tensor_dict(t, m));
+    for (const TensorSpec& t : m.outputs) outputs.append(tensor_dict(t, m));
+    for (const DimSpec& d : m.dims) dims.append(nb::make_tuple(d.name, d.min, d.max, d.step));
+    for (const GuardSpec& g : m.guards) guards.append(g.text);
+    for (const BucketSpec::Axis& a : method_->spec().inputs) in_axes.append(nb::make_tuple(a.index, a.axis));
+    for (const BucketSpec::Axis& a : method_->spec().outputs) out_axes.append(nb::make_tuple(a.index, a.axis));
+    uint64_t arena = 0;
+    for (size_t i = 0; i < method_->sizes().size(); ++i) arena = std::max(arena, method_->bucket(i)->planned_arena_bytes());
+    r["inputs"] = inputs;
+    r["outputs"] = outputs;
+    r["dims"] = dims;
+    r["guards"] = guards;
+    r["input_axes"] = in_axes;
+    r["output_axes"] = out_axes;
+    r["arena_bytes"] = arena;
+    r["dispatch"] = method_->spec().rule();
+    return r;
   }
   std::vector<std::pair<std::string, std::string>> inputs() const {  // (name, numpy dtype)
     std::vector<std::pair<std::string, std::string>> r;
-    for (const TensorSpec& t : method_->bucket(0)->meta().inputs) r.emplace_back(t.name, numpy_dtype(t.dtype));
+    for (const TensorSpec& t : largest().meta().inputs) r.emplace_back(t.name, numpy_dtype(t.dtype));
     return r;
   }
   std::string dim() const { return method_->dim(); }
   std::vector<int64_t> sizes() const { return method_->sizes(); }
   std::string last_bucket() const { return method_->last_bucket(); }
-  std::vector<std::string> bucket_names() const {
-    std::vector<std::string> names;
-    for (size_t i = 0; i < method_->sizes().size(); ++i) names.push_back(method_->bucket(i)->meta().name);
-    return names;
-  }
+  std::vector<std::string> bucket_names() const { return method_->spec().bucket_methods; }
 
  private:
+  const Method& largest() const { return *method_->bucket(method_->sizes().size() - 1); }
+  nb::list outputs() const {
+    nb::list out;
+    for (size_t o = 0; o < method_->num_outputs(); ++o) out.append(PyMethod::copy_out(method_->output(o)));
+    return out;
+  }
   std::shared_ptr<PyProgram> program_;  // declared first: outlives the method
-  std::unique_ptr<BucketedMethod> method_;
+  // Shared with the views bind() hands out.
+  std::shared_ptr<BucketedMethod> method_;
+  bool bound_ = false;  // a bind() whose views are still the inputs (no call or check since)
 };
+
+// The logical names of the program's bucketed methods ("forward" for forward@seq=16, ...).
+std::vector<std::string> bucketed_names(const PyProgram& p) {
+  std::vector<std::string> names;
+  for (const BucketSpec& b : BucketedMethod::describe(p.get())) names.push_back(b.method);
+  return names;
+}
 
 bool has_buckets(const PyProgram& p, const std::string& name) { return BucketedMethod::has_buckets(p.get(), name); }
 
@@ -352,10 +433,15 @@ NB_MODULE(_kiln, m) {
   m.def("load", &load, nb::arg("path"), nb::arg("verify_constants") = true);
   m.def("method_names", &method_names);
   m.def("has_buckets", &has_buckets);
+  m.def("bucketed_names", &bucketed_names);
   nb::class_<PyBucketed>(m, "Bucketed")
       .def(nb::init<std::shared_ptr<PyProgram>, std::string, int, bool>(), nb::arg("program"), nb::arg("name"),
            nb::arg("cpu_threads") = 1, nb::arg("use_delegate") = true)
       .def("run", &PyBucketed::run)
+      .def("check", &PyBucketed::check)
+      .def("bind", &PyBucketed::bind)
+      .def("execute", &PyBucketed::execute)
+      .def("meta", &PyBucketed::meta)
       .def("dim", &PyBucketed::dim)
       .def("inputs", &PyBucketed::inputs)
       .def("sizes", &PyBucketed::sizes)

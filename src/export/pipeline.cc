@@ -219,6 +219,7 @@ Result<ExportReport> export_method(const ImportGraph& import, const ExportOption
   format::MethodDesc& m = program->methods.back();
   KILN_TRY(delegate_method(opts, program->constants, &m, &report));
   describe_method(g, stats, m, &report);
+  report.constant_segment_bytes = program->constants.size();
   KILN_TRY(weigh_arena(m, opts, reexport, &report));
   return report;
 }

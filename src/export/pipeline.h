@@ -42,7 +42,8 @@ struct ExportReport {
   uint64_t arena_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   uint64_t arena_min_bytes = 0;  ///< the portable plan's arena with every dim at its minimum
-  uint64_t constant_bytes = 0;
+  uint64_t constant_bytes = 0;          ///< this method's constants, each stored once (no alignment)
+  uint64_t constant_segment_bytes = 0;  ///< the file's constant segment: every method's, 64-byte aligned (kiln inspect's)
   std::map<std::string, int> ops;    ///< instructions by op
   int64_t opset = 0;
   std::string coverage;               ///< coverage_line() of the delegate, "" without one

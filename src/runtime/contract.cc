@@ -2,6 +2,7 @@
 // steps, shared dims, max_shapes caps), the shape expressions and guards at those dims, and
 // the way out each refusal names (the nearest admissible size, for the dims tied to it too).
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -129,13 +130,37 @@ int64_t Method::Impl::nearest_admissible(int d, int64_t got) const {
   return up - got <= got - down ? up : down;
 }
 
+// A batch axis: a dim named like one (batch, batch_size, bs, N, B) that every input carries on
+// axis 0. Its way out is splitting or padding the batch, never resizing.
+bool Method::Impl::batch_axis(int d) const {
+  std::string name = dim_names[static_cast<size_t>(d)];
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name.find("batch") == std::string::npos && name != "bs" && name != "n" && name != "b") return false;
+  for (const TensorSpec& t : meta.inputs)
+    for (size_t k = 1; k < t.axes.size(); ++k)
+      if (t.axes[k].dim == d) return false;
+  return true;
+}
+
 std::string Method::Impl::way_out(int d, int64_t got) const {
   const int64_t v = nearest_admissible(d, got);
   if (v < 0) return "";
+  if (batch_axis(d)) {
+    if (got == 0) return "; a batch of 0 has nothing to run: skip the call";
+    return v > got ? "; pad the batch with " + std::to_string(v - got) + " row(s) to " + std::to_string(v) +
+                         " on the host and drop their outputs"
+                   : "; split the batch into calls of at most " + std::to_string(v) + " on the host";
+  }
   std::string also;  // tied dims the inputs give another size
   for (int t : tied_dims(d))
     if (t != d && provisional[t] >= 0 && provisional[t] != v) also += (also.empty() ? "" : ", ") + dim_names[t];
-  return (v > got ? "; pad on the host to " : "; crop or resize on the host to ") + std::to_string(v) +
+  // An image's height or width (axis 2 or 3 of a rank-4 input) is cropped or resized; any
+  // other axis (a sequence, a count) is truncated.
+  bool spatial = false;
+  for (const TensorSpec& t : meta.inputs)
+    spatial = spatial || (t.axes.size() == 4 && (t.axes[2].dim == d || t.axes[3].dim == d));
+  return (v > got ? "; pad on the host to " : spatial ? "; crop or resize on the host to " : "; truncate on the host to ") +
+         std::to_string(v) +
          (also.empty() ? "" : " (and " + also + " to " + std::to_string(v) + ", which must equal it)");
 }
 

@@ -187,6 +187,7 @@ struct Method::Impl {
   int64_t nearest_admissible(int d, int64_t got) const;
   /// "; pad on the host to 12" or "; crop or resize on the host to 224"; "" when none.
   std::string way_out(int d, int64_t got) const;
+  bool batch_axis(int d) const;
   /// create's one-line refusal when the arena of `bytes` cannot be allocated: its size, the
   /// shapes it was planned for (the bound, or `max_shapes`) and the ways out.
   std::string arena_failure(uint64_t bytes, const std::vector<std::vector<int64_t>>& max_shapes) const;

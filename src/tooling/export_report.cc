@@ -65,7 +65,8 @@ std::string format_report(const exporter::ExportReport& r) {
   o.precision(3);
   o << "  memory: arena " << core::human_bytes(r.arena_bytes) << " at the bound (" << r.arena_bytes << " bytes), "
     << core::human_bytes(r.arena_min_bytes) << " at the minimum; lower bound " << r.lower_bound_bytes << " (" << ratio
-    << "x); constants " << r.constant_bytes << " bytes\n";
+    << "x); constants " << r.constant_bytes << " bytes of data, " << r.constant_segment_bytes
+    << " in the file's constant segment (64-byte alignment included; kiln inspect's count)\n";
   o << "  ops:";
   for (const auto& [op, n] : r.ops) o << " " << op << " " << n;
   o << "\n";

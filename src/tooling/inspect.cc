@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "export/xnnpack_partition.h"
+#include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "kiln/version.h"
 #include "tooling/program_report.h"
@@ -178,7 +179,16 @@ void quantized_text(const MethodMeta& m, const MethodReport& r, std::ostringstre
 std::string inspect_text(const Program& program, const std::string& path, bool instructions) {
   std::ostringstream o;
   o << "program " << path << ": " << program.num_methods() << " method(s), " << program.constant_bytes()
-    << " constant bytes, .kiln format version " << program.format_version() << "\n";
+    << " constant bytes (the constant segment, 64-byte alignment included), .kiln format version " << program.format_version()
+    << "\n";
+  for (const BucketSpec& b : BucketedMethod::describe(program)) {
+    o << "\nmethod '" << b.method << "': buckets over " << b.dim << ": ";
+    for (size_t k = 0; k < b.sizes.size(); ++k) o << (k ? ", " : "") << b.sizes[k];
+    o << " (called as one method: kiln_runner --method_name=" << b.method << ", Python program.methods['" << b.method << "'])\n"
+      << "  dispatch: " << b.rule() << "; above " << b.sizes.back() << " refused\n  bucket methods:";
+    for (const std::string& n : b.bucket_methods) o << " '" << n << "'";
+    o << "\n";
+  }
   for (size_t i = 0; i < program.num_methods(); ++i) {
     Result<MethodMeta> meta = program.method_meta(program.method_name(i));
     Result<MethodReport> report = method_report(program, program.method_name(i));
@@ -280,6 +290,14 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
   j["path"] = path;
   j["constant_bytes"] = program.constant_bytes();
   j["format_version"] = program.format_version();
+  j["bucketed_methods"] = json::array();
+  for (const BucketSpec& b : BucketedMethod::describe(program)) {
+    json axes_in = json::array(), axes_out = json::array();
+    for (const BucketSpec::Axis& a : b.inputs) axes_in.push_back(json{{"input", a.tensor}, {"axis", a.axis}, {"pad", a.pad}});
+    for (const BucketSpec::Axis& a : b.outputs) axes_out.push_back(json{{"output", a.tensor}, {"axis", a.axis}});
+    j["bucketed_methods"].push_back(json{{"name", b.method}, {"dim", b.dim}, {"sizes", b.sizes}, {"bucket_methods", b.bucket_methods},
+                                         {"padded_inputs", axes_in}, {"cut_outputs", axes_out}, {"dispatch", b.rule()}});
+  }
   j["methods"] = json::array();
   for (size_t i = 0; i < program.num_methods(); ++i) {
     Result<MethodMeta> meta = program.method_meta(program.method_name(i));
@@ -312,10 +330,29 @@ nlohmann::json inspect_json(const Program& program, const std::string& path) {
   return j;
 }
 
-Status check_shapes(const Program& program, const std::string& method,
-                    const std::vector<std::vector<int64_t>>& shapes) {
+Result<std::string> check_shapes(const Program& program, const std::string& method,
+                                 const std::vector<std::vector<int64_t>>& shapes) {
+  if (!program.method_meta(method).ok() && BucketedMethod::has_buckets(program, method)) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<BucketedMethod> b, BucketedMethod::create(program, method));
+    KILN_TRY(b->bind_shapes(shapes));
+    const BucketSpec& spec = b->spec();
+    const size_t k = *b->select(shapes);
+    const BucketSpec::Axis& a = spec.inputs.front();
+    const int64_t actual = shapes[static_cast<size_t>(a.index)][static_cast<size_t>(a.axis)];
+    return "bucket '" + spec.bucket_methods[k] + "' runs (" + spec.dim + " " + std::to_string(actual) +
+           (actual == spec.sizes[k] ? "" : " padded to " + std::to_string(spec.sizes[k])) + ")";
+  }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, Method::create(program, method));
-  return m->bind_shapes(shapes);
+  KILN_TRY(m->bind_shapes(shapes));
+  return std::string();
+}
+
+size_t num_inputs(const Program& program, const std::string& method) {
+  if (auto meta = program.method_meta(method); meta.ok()) return meta->inputs.size();
+  for (const BucketSpec& b : BucketedMethod::describe(program))
+    if (b.method == method)
+      if (auto meta = program.method_meta(b.bucket_methods.front()); meta.ok()) return meta->inputs.size();
+  return 0;
 }
 
 }  // namespace kiln::tooling

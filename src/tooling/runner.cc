@@ -209,7 +209,7 @@ std::string profile_text(const std::vector<ProfileRow>& rows, bool delegated) {
   for (const ProfileRow* r : order) {
     o << std::setw(8) << ms(r->ns) << "  " << std::setw(5) << std::setprecision(1) << share(r->ns) << "%"
       << std::setprecision(3) << "  " << std::left << std::setw(8) << (r->delegated ? "xnnpack" : "portable") << "  "
-      << std::setw(20) << r->op << "  " << std::setw(32) << r->node.substr(0, 32) << "  " << r->shape << std::right << "\n";
+      << std::setw(20) << r->op << "  " << std::setw(32) << r->node << "  " << r->shape << std::right << "\n";
   }
   std::map<std::pair<std::string, bool>, std::pair<uint64_t, int>> by_op;
   for (const ProfileRow& r : rows) {
@@ -310,9 +310,17 @@ class Runner {
     const auto is_channels = [](int64_t c) { return c == 1 || c == 3 || c == 4; };
     const bool nchw = is_channels(shape[1]) || !is_channels(shape[3]);
     const int64_t c = nchw ? shape[1] : shape[3], height = nchw ? shape[2] : shape[1], width = nchw ? shape[3] : shape[2];
-    if (!is_channels(c) || shape[0] != 1 || height < 1 || width < 1 || height > 65536 || width > 65536)
+    if (!is_channels(c) || shape[0] != 1 || height < 1 || width < 1 || height > 65536 || width > 65536) {
+      std::string fix;
+      if (opts_.input_shapes.empty() && is_channels(c) && shape[0] != 1) {  // the bound's batch: one image asks for 1
+        std::vector<int64_t> one = shape;
+        one[0] = 1;
+        fix = " (without --input_shapes the runner takes the bound); one image is batch 1: add --input_shapes=" +
+              shape_string(one) + ", or any height and width the contract admits";
+      }
       return invalid_argument("--image needs input 0 as [1, C, H, W] or [1, H, W, C] with C of 1, 3 or 4; it is " +
-                              shape_string(shape));
+                              shape_string(shape) + fix);
+    }
     if (opts_.pad < 0 || opts_.pad > 255) return invalid_argument("--pad must be in [0, 255]");
     KILN_ASSIGN_OR_RETURN(image::Mode mode, image::parse_mode(opts_.preprocess));
     auto floats = [](const std::string& text, const char* what) -> Result<std::vector<float>> {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/bucketed.h"
 #include "kiln/method.h"
 #include "runtime/program_impl.h"
 #include "tooling/program_report.h"
@@ -377,9 +378,109 @@ std::vector<std::vector<int64_t>> dim_draws(const std::vector<DimSpec>& dims, in
   return draws;
 }
 
+// The sizes of the bucketed dim a dispatch sweep runs: 1, each bucket's size and one above it
+// (the next bucket's smallest), and random sizes up to the largest.
+std::vector<int64_t> dispatch_sizes(const std::vector<int64_t>& sizes, int samples, std::mt19937_64& rng) {
+  std::set<int64_t> v = {1};
+  for (int64_t s : sizes) v.insert({s, s + 1});
+  for (int k = 0; k < samples; ++k) v.insert(1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(sizes.back())));
+  return {v.begin(), v.end()};  // the largest + 1 is in: it must be refused
+}
+
+// One dispatch sample: the bucketed method at `shapes` (the dim at `size`) must run the
+// smallest bucket that fits, give outputs cut back to `size`, finite and the same over two
+// differently poisoned arenas; above the largest bucket it must refuse.
+SweepSample run_dispatch(BucketedMethod& b, const std::vector<std::vector<int64_t>>& shapes, int64_t size, uint64_t seed) {
+  const BucketSpec& spec = b.spec();
+  SweepSample s;
+  for (size_t i = 0; i < shapes.size(); ++i) s.shapes += (i ? "," : "") + shape_string(shapes[i]);
+  auto it = std::lower_bound(spec.sizes.begin(), spec.sizes.end(), size);
+  const std::string want = it == spec.sizes.end() ? "" : spec.bucket_methods[static_cast<size_t>(it - spec.sizes.begin())];
+  s.shapes += " -> " + (want.empty() ? "refused" : want);
+  std::vector<std::vector<uint8_t>> host(shapes.size()), first;
+  std::vector<TensorView> in(shapes.size());
+  std::mt19937_64 rng(seed);
+  const MethodMeta& meta = b.bucket(0)->meta();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    in[i].dtype = meta.inputs[i].dtype;
+    in[i].rank = static_cast<int32_t>(shapes[i].size());
+    std::copy(shapes[i].begin(), shapes[i].end(), in[i].dims);
+    host[i].resize(in[i].nbytes() + 1);
+    in[i].data = host[i].data();
+    fill_input(in[i], rng);
+  }
+  for (uint8_t poison : {uint8_t{0x00}, uint8_t{0xFF}}) {
+    for (size_t k = 0; k < spec.sizes.size(); ++k) MethodAccess::fill_arena(*b.bucket(k), poison);
+    auto t0 = std::chrono::steady_clock::now();
+    Status st = b.run(in.data(), in.size());
+    s.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (want.empty()) {
+      s.ok = st.code() == Code::kOutOfRange;
+      if (!s.ok) s.problem = "above the largest bucket, expected a refusal; got " + (st.ok() ? "a run" : st.message());
+      return s;
+    }
+    if (!st.ok()) return s.problem = st.message(), s;
+    if (b.last_bucket() != want) return s.problem = "ran bucket '" + b.last_bucket() + "', not the smallest that fits", s;
+    std::vector<std::vector<uint8_t>> outs;
+    for (size_t o = 0; o < b.num_outputs(); ++o) {
+      const TensorView& t = b.output(o);
+      for (const BucketSpec::Axis& a : spec.outputs)
+        if (static_cast<size_t>(a.index) == o && t.dims[a.axis] != size)
+          return s.problem = "output '" + a.tensor + "' axis " + std::to_string(a.axis) + " is " + std::to_string(t.dims[a.axis]) +
+                             ", not cut back to " + std::to_string(size), s;
+      if (t.dtype == DType::kF32)
+        for (int64_t k = 0; k < t.numel(); ++k)
+          if (!std::isfinite(t.as<float>()[k])) s.note = "output " + std::to_string(o) + " is not finite (the padded rows?)";
+      outs.emplace_back(static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.nbytes());
+    }
+    if (poison == 0x00) first = std::move(outs);
+    else if (outs != first) s.problem = "outputs differ between two runs over different arena contents: a bucket reads memory it did not write";
+  }
+  s.ok = s.problem.empty();
+  return s;
+}
+
+// kiln sweep of a bucketed method: every bucket swept as a method of its own, then the
+// dispatch between them (each bucket's size, one above it, random sizes, and above the largest).
+Result<SweepResult> sweep_buckets(const Program& program, const SweepOptions& opts) {
+  MethodOptions on;
+  on.check_finite_inputs = opts.check_finite_inputs;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<BucketedMethod> b, BucketedMethod::create(program, opts.method_name, on));
+  const BucketSpec spec = b->spec();
+  SweepResult result;
+  for (const std::string& name : spec.bucket_methods) {
+    SweepOptions one = opts;
+    one.method_name = name;
+    KILN_ASSIGN_OR_RETURN(SweepResult r, sweep(program, one));
+    for (SweepSample& s : r.samples) s.shapes = name + ": " + s.shapes, result.samples.push_back(std::move(s));
+    for (const std::string& c : r.corners_moved) result.corners_moved.push_back(name + ": " + c);
+    result.skipped_by_guards += r.skipped_by_guards;
+  }
+  std::mt19937_64 rng(opts.seed);
+  const MethodMeta& meta = b->bucket(spec.sizes.size() - 1)->meta();
+  for (int64_t size : dispatch_sizes(spec.sizes, opts.samples / 2, rng)) {
+    std::vector<int64_t> values;  // the bucket's other dims, each at a random value of its grid
+    for (const DimSpec& d : meta.dims)
+      values.push_back(lowest(d) + static_cast<int64_t>(rng() % static_cast<uint64_t>((highest(d) - lowest(d)) / d.step + 1)) * d.step);
+    std::vector<std::vector<int64_t>> shapes;
+    for (const TensorSpec& t : meta.inputs) {
+      std::vector<int64_t> s;
+      for (const AxisSpec& a : t.axes) s.push_back(a.dim >= 0 ? values[static_cast<size_t>(a.dim)] : a.size);
+      shapes.push_back(s);
+    }
+    for (const BucketSpec::Axis& a : spec.inputs) shapes[static_cast<size_t>(a.index)][static_cast<size_t>(a.axis)] = size;
+    SweepSample s = run_dispatch(*b, shapes, size, opts.seed + static_cast<uint64_t>(size));
+    s.shapes = "dispatch " + spec.dim + "=" + std::to_string(size) + ": " + s.shapes;
+    result.samples.push_back(std::move(s));
+  }
+  return result;
+}
+
 }  // namespace
 
 Result<SweepResult> sweep(const Program& program, const SweepOptions& opts) {
+  if (!program.method_meta(opts.method_name).ok() && BucketedMethod::has_buckets(program, opts.method_name))
+    return sweep_buckets(program, opts);
   MethodOptions on;
   on.check_finite_inputs = opts.check_finite_inputs;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, Method::create(program, opts.method_name, on));

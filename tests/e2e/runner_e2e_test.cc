@@ -474,7 +474,8 @@ TEST(CnnE2E, InspectAndCheck) {
   EXPECT_NE(r.output.find("7 passed, 0 failed"), std::string::npos) << r.output;
   r = run_command(bin("kiln") + " inspect " + path);
   EXPECT_NE(r.output.find("'pixels' f32 [batch, 3, H, W]"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(" constant bytes, .kiln format version " + std::to_string(KILN_FORMAT_VERSION) + "\n"),
+  EXPECT_NE(r.output.find(" constant bytes (the constant segment, 64-byte alignment included), .kiln format version " +
+                          std::to_string(KILN_FORMAT_VERSION) + "\n"),
             std::string::npos) << r.output;
   EXPECT_EQ(j["format_version"], KILN_FORMAT_VERSION);
   // The arena at a shape: what the values take there against the bytes alive at once.
@@ -570,6 +571,12 @@ TEST(RunnerImage, FeedsAnImageFittedToTheInput) {
   EXPECT_NE(r.output.find("error: unknown preprocessing 'squash'; use resize, crop or letterbox"), std::string::npos) << r.output;
   r = run_command(bin("kiln_runner") + " --model_path=" + path + " --image=" + path + " --input_shapes=1x3x8x8");
   EXPECT_NE(r.output.find("(PNG, JPEG and BMP are read)"), std::string::npos) << r.output;
+  // No --input_shapes on a dynamic batch: the bound's batch of 4 is no single image; the error
+  // gives the flag to add.
+  r = run_command(bin("kiln_runner") + " --model_path=" + path + " --image=" + png);
+  EXPECT_NE(r.output.find("it is 4x3x64x64 (without --input_shapes the runner takes the bound); one image is batch 1: add "
+                          "--input_shapes=1x3x64x64"),
+            std::string::npos) << r.output;
 }
 
 }  // namespace
@@ -593,9 +600,14 @@ TEST(CheckExplain, PrintsTheThreeWaysOutWithTheirCosts) {
         "frame is scaled by 0.700)",
         std::string("... --preprocess=crop   (20% of the frame is cut away)"),
         "kiln export " + model + " -o OUT.kiln --input pixels=1,3,H,W --dim H=224..256 --dim W=224..320",
-        "kiln export " + model + " -o OUT_BUCKET.kiln --input pixels=1,3,256,320",
-        std::string("   2. arena "), std::string("   3. arena ")})
+        std::string("(buckets go over one dim; these shapes differ from the program's on axes of different sizes"),
+        std::string("   2. arena ")})
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\nnot in:\n" << r.output;
+  // One axis differs: buckets over it, as one kiln export --bucket command.
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x224x320 --explain");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("kiln export MODEL.onnx -o OUT.kiln --input pixels=1,3,224,W --bucket W=224,320"), std::string::npos)
+      << r.output;
   // Admitted shapes: nothing to explain; without the model: the commands, and how to get costs.
   r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x224x224 --explain");
   EXPECT_EQ(r.exit_code, 0) << r.output;

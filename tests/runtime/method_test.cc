@@ -112,9 +112,13 @@ TEST_F(MethodTest, StaticMismatchNamesTheExampleShapeAndTheFix) {
 
 TEST_F(MethodTest, AboveMaxAndBelowMin) {
   EXPECT_EQ(bind_error({{2, 600}, {2, 600}, {1, 3, 4}, {600}}),
-            "bind: input 'ids' (#0) dim 1 ('seq') is 600, outside its range [1, 64]; crop or resize on the host to 64");
+            "bind: input 'ids' (#0) dim 1 ('seq') is 600, outside its range [1, 64]; truncate on the host to 64");
+  // A batch is split or padded with rows whose outputs are dropped, never resized.
   EXPECT_EQ(bind_error({{0, 4}, {0, 4}, {1, 3, 4}, {4}}),
-            "bind: input 'ids' (#0) dim 0 ('batch') is 0, outside its range [1, 8]; pad on the host to 1");
+            "bind: input 'ids' (#0) dim 0 ('batch') is 0, outside its range [1, 8]; a batch of 0 has nothing to run: skip the call");
+  EXPECT_EQ(bind_error({{9, 4}, {9, 4}, {1, 3, 4}, {4}}),
+            "bind: input 'ids' (#0) dim 0 ('batch') is 9, outside its range [1, 8]; split the batch into calls of at most 8 on "
+            "the host");
 }
 
 TEST_F(MethodTest, OffStep) {

@@ -230,17 +230,30 @@ Status Importer::add_const_input(const std::string& name, DType dtype, const std
 
 // ---- nodes -----------------------------------------------------------------------------
 Status Importer::check_supported(const onnx::GraphProto& graph) {
-  std::vector<std::string> missing;
+  // Grouped by op type (a quantized model repeats a few types hundreds of times): each type
+  // with its count and its first node names, in the order the types first appear.
+  constexpr size_t kNamesShown = 3;
+  std::vector<std::pair<std::string, std::vector<std::string>>> missing;
+  size_t nodes = 0;
   for (const onnx::NodeProto& n : graph.node()) {
     bool known_domain = n.domain().empty() || n.domain() == "ai.onnx";
     // Kiln's own instructions (KilnIf, ...) are made by export, never read from a model.
     const bool internal = n.op_type().rfind("Kiln", 0) == 0;
     if (known_domain && !internal && (kImporterOps.count(n.op_type()) || kernels::find_op(n.op_type().c_str()))) continue;
-    missing.push_back("'" + n.name() + "' (" + (known_domain ? "" : n.domain() + ".") + n.op_type() + ")");
+    const std::string type = (known_domain ? "" : n.domain() + ".") + n.op_type();
+    auto it = std::find_if(missing.begin(), missing.end(), [&](const auto& m) { return m.first == type; });
+    if (it == missing.end()) it = missing.insert(missing.end(), {type, {}});
+    it->second.push_back(n.name());
+    ++nodes;
   }
   if (missing.empty()) return ok_status();
-  std::string msg = "unsupported ops in " + std::to_string(missing.size()) + " node(s): ";
-  for (size_t i = 0; i < missing.size(); ++i) msg += (i ? ", " : "") + missing[i];
+  std::string msg = "unsupported ops in " + std::to_string(nodes) + " node(s) of " + std::to_string(missing.size()) + " type(s): ";
+  for (size_t i = 0; i < missing.size(); ++i) {
+    const auto& [type, names] = missing[i];
+    msg += (i ? "; " : "") + type + " x" + std::to_string(names.size()) + " (";
+    for (size_t k = 0; k < names.size() && k < kNamesShown; ++k) msg += (k ? ", '" : "'") + names[k] + "'";
+    msg += names.size() > kNamesShown ? ", ...)" : ")";
+  }
   return unimplemented(msg + "; Kiln's op list is src/kernels/portable/ops.inc");
 }
 
