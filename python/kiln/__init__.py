@@ -391,7 +391,7 @@ def _number(v) -> str:
 
 
 def _export_flags(dims, inputs, consts, method, delegate, require_coverage, bucket, pads, max_arena, warn_arena,
-                  fusion) -> list:
+                  fusion, explain_fusion=False) -> list:
     """export_onnx's arguments as (option, text) pairs for the parser `kiln export` uses (in its
     --help order), named as Python spells them: ("dim", "N=1..8"), ("max_arena", "512M")."""
     flags = [("input", f"{k}=" + ",".join(str(a.name if isinstance(a, Dim) else a) for a in v))
@@ -402,14 +402,16 @@ def _export_flags(dims, inputs, consts, method, delegate, require_coverage, buck
     flags += [("bucket", f"{d}=" + ",".join(str(int(s)) for s in sizes)) for d, sizes in (bucket or {}).items()]
     flags += [("pad", f"{k}={_number(v)}") for k, v in (pads or {}).items()]
     flags += [("max_arena", str(max_arena)), ("warn_arena", str(warn_arena))]
-    return flags if fusion else flags + [("no_fusion", "")]
+    flags += [] if fusion else [("no_fusion", "")]
+    return flags + [("explain_fusion", "")] if explain_fusion else flags
 
 
 def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping[str, Iterable] | None = None,
                 method: str = "forward", delegate: str = "xnnpack", fusion: bool = True,
                 require_coverage: float = 0.0, max_arena: Union[int, str] = "64GiB",
                 warn_arena: Union[int, str] = "1GiB", consts: Mapping[str, float] | None = None,
-                bucket: Mapping[str, Sequence[int]] | None = None, pads: Mapping[str, float] | None = None) -> str:
+                bucket: Mapping[str, Sequence[int]] | None = None, pads: Mapping[str, float] | None = None,
+                explain_fusion: bool = False) -> str:
     """`kiln export` from Python: every option of `kiln export`, parsed by the same parser, so
     the same options write the same bytes. `model` is a path, the bytes of a ModelProto, or an
     onnx.ModelProto. Writes `path` and returns export's summary.
@@ -422,6 +424,7 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
     method            --method_name
     delegate          --delegate: "xnnpack" (partitioned for XNNPACK; the portable path stays) or "none"
     fusion            False is --no-fusion: LayerNorm/GELU/attention chains kept as the model wrote them
+    explain_fusion    --explain-fusion: the summary names each chain that did not fuse and where it stopped
     require_coverage  --require-coverage: the share of FLOPs (0..1) the delegate must take
     bucket            --bucket: {dim: sizes}, e.g. {"seq": [16, 32, 64]} is --bucket seq=16,32,64:
                       one static method per size, called as one (Program.method gives a BucketedMethod)
@@ -439,7 +442,7 @@ def export_onnx(model, path: Union[str, os.PathLike], dims=None, inputs: Mapping
     if isinstance(model, bytearray):
         model = bytes(model)
     flags = _export_flags(dims, inputs, consts, method, delegate, require_coverage, bucket, pads, max_arena, warn_arena,
-                          fusion)
+                          fusion, explain_fusion)
     return _exporter().export_onnx(model, os.fspath(path), flags)
 
 

@@ -28,7 +28,8 @@ def needs_system_torch():
 
 def test_transformer_encoder_with_a_padding_mask_at_opsets_14_16_17(tmp_path):
     """torch 1.13's TransformerEncoder takes its fast path (nested tensors, aten::logical_not)
-    under no_grad or frozen weights; kiln.export traces without it, at every opset."""
+    under no_grad or frozen weights; kiln.export traces without it, at every opset. A fresh
+    model's LayerNorms share weights (Identity nodes) and all fuse, as do both attentions."""
     r = system_python(tmp_path, """
         import numpy as np, torch, torchvision, kiln
         torch.manual_seed(0)
@@ -49,6 +50,8 @@ def test_transformer_encoder_with_a_padding_mask_at_opsets_14_16_17(tmp_path):
         for opset in (14, 16, 17):
             r = kiln.export(m, (x, mask), {"x": {0: b, 1: s}, "mask": {0: b, 1: s}}, path=f"tr{opset}.kiln", opset=opset)
             assert r.exporter == "torchscript", r.exporter
+            if opset == 14:  # equal weights shared through Identity, torch 1.13's attention: all fuse
+                assert "FusedAttention x2, LayerNormalization x4" in r.summary, r.summary
             f = kiln.load(f"tr{opset}.kiln").methods["forward"]
             x7, m7 = torch.randn(1, 7, 32), torch.zeros(1, 7, dtype=torch.bool)
             m7[:, 5:] = True

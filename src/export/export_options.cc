@@ -228,6 +228,12 @@ Status apply_no_fusion(const std::string& name, const std::string& v, ExportOpti
   return ok_status();
 }
 
+Status apply_explain_fusion(const std::string& name, const std::string& v, ExportOptions* o) {
+  if (!v.empty()) return invalid_argument(name + " takes no value, got '" + v + "'");
+  o->explain_fusion = true;
+  return ok_status();
+}
+
 struct Option {
   ExportFlagSpec spec;
   Apply apply;
@@ -254,6 +260,9 @@ const Option kOptions[] = {
     {{"--warn-arena", FlagRepeat::kOnce, "1GiB", "warn when the arena at the bound is above SIZE (0: never)"}, apply_warn_arena},
     {{"--no-fusion", FlagRepeat::kSwitch, "", "keep LayerNorm and GELU chains as the model wrote them (no fused instructions)"},
      apply_no_fusion},
+    {{"--explain-fusion", FlagRepeat::kSwitch, "",
+      "name each LayerNorm, GELU or attention chain that did not fuse, the node where the match stopped and why"},
+     apply_explain_fusion},
 };
 
 /// "--max-arena" and "max_arena" alike: "max_arena".

@@ -44,6 +44,8 @@ struct ExportOptions {
   /// Fuse LayerNorm and GELU chains into one instruction each (fuse_patterns.h); `--no-fusion`
   /// turns it off (the unfused reference).
   bool fuse = true;
+  /// `--explain-fusion`: the summary names each fusion near-miss and where its match stopped.
+  bool explain_fusion = false;
   /// `--bucket DIM=S1,S2,...`: one static method per size ("forward@seq=32"), each marked as a
   /// bucket of `method_name` with the input axes to pad and the output axes to cut back.
   std::string bucket_dim;

@@ -213,6 +213,7 @@ void describe_method(const GraphBuilder& g, const MethodStats& stats, const form
 Result<ExportReport> export_method(const ImportGraph& import, const ExportOptions& opts, format::ProgramDesc* program,
                                    const Reexport& reexport = nullptr) {
   ExportReport report;
+  report.explain_fusion = opts.explain_fusion;
   GraphBuilder g(opts.method_name);
   KILN_TRY(import(opts, &g, &report));
   KILN_ASSIGN_OR_RETURN(MethodStats stats, g.emit(program));

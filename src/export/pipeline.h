@@ -56,6 +56,9 @@ struct ExportReport {
   std::vector<std::string> fusions;  ///< "LayerNormalization '/ln1/LayerNormalization' <- 9 nodes"
   std::vector<std::string> notes;    ///< buckets written, warnings
   size_t fused_nodes = 0;
+  /// Near-misses: "LayerNormalization from '/ln/Div' (Div): stopped at '/ln/Mul' (Mul): Scale is not ..."
+  std::vector<std::string> fusion_misses;
+  bool explain_fusion = false;  ///< --explain-fusion: the summary lists fusion_misses
   /// QDQ chains (DequantizeLinear -> Conv/MatMul -> QuantizeLinear) folded into integer instructions
   size_t qdq_folded = 0;
   size_t retyped_u8 = 0;

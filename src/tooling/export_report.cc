@@ -27,6 +27,16 @@ std::string format_report(const exporter::ExportReport& r) {
     for (const auto& [op, n] : by_op) o << sep << op << " x" << n, sep = ", ";
     o << "; kiln inspect lists them)\n";
   }
+  if (!r.fusion_misses.empty()) {
+    std::map<std::string, int> by_op;
+    for (const std::string& m : r.fusion_misses) ++by_op[m.substr(0, m.find(' '))];
+    o << "  fusion near-misses: " << r.fusion_misses.size() << " (";
+    const char* sep = "";
+    for (const auto& [op, n] : by_op) o << sep << op << " x" << n, sep = ", ";
+    o << (r.explain_fusion ? "):\n" : "; kiln export --explain-fusion names each and where its match stopped)\n");
+    if (r.explain_fusion)
+      for (const std::string& m : r.fusion_misses) o << "    " << m << "\n";
+  }
   if (r.qdq_folded || r.retyped_u8) {
     o << "  quantized: " << r.qdq_folded << " DequantizeLinear -> Conv/MatMul -> QuantizeLinear chain"
       << (r.qdq_folded == 1 ? "" : "s") << " folded into integer instructions (QLinearConv, QLinearMatMul); "

@@ -119,7 +119,8 @@ TEST(ExportOptions, RefusalsNameTheOptionAsGiven) {
   EXPECT_EQ(refusal({{"--no-fusion", "yes"}}), "--no-fusion takes no value, got 'yes'");
   EXPECT_EQ(refusal({{"--fusion", ""}}),
             "unknown export option '--fusion'; the options are --input, --dim, --const, --method_name, --delegate, "
-            "--require-coverage, --bucket, --pad, --max-arena, --warn-arena, --no-fusion");
+            "--require-coverage, --bucket, --pad, --max-arena, --warn-arena, --no-fusion, --explain-fusion");
+  EXPECT_EQ(refusal({{"--explain-fusion", "1"}}), "--explain-fusion takes no value, got '1'");
   EXPECT_EQ(refusal({{"--delegate", "xnnpack"}, {"--delegate", "none"}}),
             "--delegate is given twice ('xnnpack', then 'none'): give it once");
   EXPECT_EQ(refusal({{"--method_name", "a"}, {"method_name", "b"}}), "method_name is given twice ('a', then 'b'): give it once");

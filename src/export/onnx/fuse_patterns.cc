@@ -40,8 +40,19 @@ class Matcher {
     if (it == consumers_.end() || it->second.size() != 1) return -1;
     return g_.node(it->second[0]).op_type() == op ? it->second[0] : -1;
   }
-  /// An f32 constant (initializer or Constant node) with its values and rank.
-  bool constant(const std::string& v, std::vector<float>* vals, int* rank) const {
+  /// v through Identity nodes: torch's exporter stores equal weights once and makes the
+  /// others Identity(first) (a fresh model's LayerNorms all hold ones and zeros).
+  std::string through_identity(std::string v) const {
+    for (int hops = 0; hops < 8; ++hops) {
+      const int i = producer(v, "Identity");
+      if (i < 0 || g_.node(i).input_size() != 1) break;
+      v = g_.node(i).input(0);
+    }
+    return v;
+  }
+  /// An f32 constant (initializer or Constant node, or Identity of one) with its values and rank.
+  bool constant(const std::string& name, std::vector<float>* vals, int* rank) const {
+    const std::string v = through_identity(name);
     const onnx::TensorProto* t = nullptr;
     if (auto it = inits_.find(v); it != inits_.end()) t = it->second;
     if (int i = producer(v, "Constant"); i >= 0)
@@ -61,7 +72,13 @@ class Matcher {
     *rank = static_cast<int>(h->shape.size());
     return true;
   }
-  bool is_initializer(const std::string& v) const { return inits_.count(v) > 0; }
+  bool is_initializer(const std::string& v) const { return inits_.count(through_identity(v)) > 0; }
+  /// Records why the match anchored at the current node stopped, at `node`; returns false.
+  bool miss(int node, std::string why) const {
+    if (miss_) *miss_ = {"", -1, node, std::move(why)};
+    return false;
+  }
+  void watch(FusionMiss* m) const { miss_ = m; }
   /// A Dropout that is the identity (as the importer reads it): training_mode absent or a
   /// constant false, or a constant ratio 0 (torchvision's Swin: training=True, p=0); its mask
   /// output unnamed or unread.
@@ -98,6 +115,7 @@ class Matcher {
 
  private:
   const onnx::GraphProto& g_;
+  mutable FusionMiss* miss_ = nullptr;
   std::map<std::string, int> uses_, producer_;
   std::map<std::string, std::vector<int>> consumers_;
   std::map<std::string, const onnx::TensorProto*> inits_;
@@ -120,9 +138,10 @@ bool match_layer_norm(const Matcher& m, int div, FusionCandidate* f) {
   if (dn.input_size() != 2) return false;
   const std::string& d = dn.input(0);
   const int sq = m.producer(dn.input(1), "Sqrt");
-  if (sq < 0 || m.uses(dn.input(1)) != 1) return false;
+  if (sq < 0) return false;  // not a LayerNorm's division: no near-miss
+  if (m.uses(dn.input(1)) != 1) return m.miss(sq, "the Sqrt's output has other readers");
   const int add = m.producer(g.node(sq).input(0), "Add");
-  if (add < 0 || m.uses(g.node(sq).input(0)) != 1) return false;
+  if (add < 0 || m.uses(g.node(sq).input(0)) != 1) return m.miss(sq, "the Sqrt does not read an Add (variance + epsilon) read by it alone");
   const onnx::NodeProto& an = g.node(add);
   int r2 = -1, eps_side = -1;
   for (int k = 0; k < 2 && an.input_size() == 2; ++k)
@@ -130,33 +149,37 @@ bool match_layer_norm(const Matcher& m, int div, FusionCandidate* f) {
   std::vector<float> eps;
   int rank = 0;
   if (r2 < 0 || m.uses(an.input(1 - eps_side)) != 1 || !m.constant(an.input(eps_side), &eps, &rank) ||
-      eps.size() != 1 || !(eps[0] >= 0.f) || !reduces_last_axis(g.node(r2)))
-    return false;
+      eps.size() != 1 || !(eps[0] >= 0.f))
+    return m.miss(add, "the Add is not ReduceMean(variance) + a one-element constant epsilon >= 0");
+  if (!reduces_last_axis(g.node(r2))) return m.miss(r2, "the ReduceMean is not over the last axis alone (axes [-1], keepdims 1)");
   const std::string& sq_in = g.node(r2).input(0);
   int pw = m.producer(sq_in, "Pow");
   if (pw >= 0) {
     int r = 0;
-    if (g.node(pw).input(0) != d || !m.scalar(g.node(pw).input(1), 2.f, 0.f, &r)) return false;
+    if (g.node(pw).input(0) != d || !m.scalar(g.node(pw).input(1), 2.f, 0.f, &r))
+      return m.miss(pw, "the variance does not square the divided value d (Pow(d, 2))");
   } else {
     pw = m.producer(sq_in, "Mul");
-    if (pw < 0 || g.node(pw).input(0) != d || g.node(pw).input(1) != d) return false;
+    if (pw < 0 || g.node(pw).input(0) != d || g.node(pw).input(1) != d)
+      return m.miss(r2, "the variance's ReduceMean does not read d^2 (Pow(d, 2) or d * d)");
   }
   const bool mul_square = g.node(pw).op_type() == "Mul";
-  if (m.uses(sq_in) != 1 || m.uses(d) != (mul_square ? 3 : 2)) return false;
+  if (m.uses(sq_in) != 1 || m.uses(d) != (mul_square ? 3 : 2))
+    return m.miss(pw, "d = x - mean (or its square) has readers outside the LayerNorm");
   const int sub = m.producer(d, "Sub");
-  if (sub < 0) return false;
+  if (sub < 0) return m.miss(div, "the divided value is not x - ReduceMean(x) (a Sub)");
   const std::string& x = g.node(sub).input(0);
   const int r1 = m.producer(g.node(sub).input(1), "ReduceMean");
   if (r1 < 0 || m.uses(g.node(sub).input(1)) != 1 || g.node(r1).input(0) != x || !reduces_last_axis(g.node(r1)))
-    return false;
+    return m.miss(sub, "the Sub does not take ReduceMean(x) over the last axis (read by it alone) from the same x");
   // Scale (required) and B: rank-1 f32 initializers of one length.
   const int mul = m.only_consumer(dn.output(0), "Mul");
-  if (mul < 0) return false;
+  if (mul < 0) return m.miss(div, "the normalized value is not read by one Mul (by Scale) alone");
   const int scale_k = Matcher::other(g.node(mul), dn.output(0));
   std::vector<float> vals;
   if (scale_k < 0 || !m.is_initializer(g.node(mul).input(scale_k)) ||
       !m.constant(g.node(mul).input(scale_k), &vals, &rank) || rank != 1 || vals.empty())
-    return false;
+    return m.miss(mul, "Scale is not a rank-1 f32 initializer (or an Identity of one)");
   f->channels = static_cast<int64_t>(vals.size());
   f->inputs = {g.node(mul).input(scale_k)};
   f->nodes = {r1, sub, pw, r2, add, sq, div, mul};
@@ -182,12 +205,12 @@ bool match_layer_norm(const Matcher& m, int div, FusionCandidate* f) {
 bool match_gelu_tail(const Matcher& m, const std::string& x, const std::string& inner, FusionCandidate* f) {
   const onnx::GraphProto& g = m.graph();
   const int add = m.only_consumer(inner, "Add");
-  if (add < 0) return false;
+  if (add < 0) return m.miss(f->nodes.back(), "its output is not read by one Add (+ 1) alone");
   const int one = Matcher::other(g.node(add), inner);
-  if (one < 0 || !m.scalar(g.node(add).input(one), 1.f, 0.f, &f->const_rank)) return false;
+  if (one < 0 || !m.scalar(g.node(add).input(one), 1.f, 0.f, &f->const_rank)) return m.miss(add, "the Add does not add the constant 1");
   const std::string& a = g.node(add).output(0);
   const int mul = m.only_consumer(a, "Mul");
-  if (mul < 0) return false;
+  if (mul < 0) return m.miss(add, "(... + 1) is not read by one Mul alone");
   const std::string& other = g.node(mul).input(Matcher::other(g.node(mul), a));
   f->nodes.push_back(add);
   f->nodes.push_back(mul);
@@ -212,17 +235,17 @@ bool match_gelu_tail(const Matcher& m, const std::string& x, const std::string& 
 bool match_gelu_erf(const Matcher& m, int erf, FusionCandidate* f) {
   const onnx::GraphProto& g = m.graph();
   const std::string& q = g.node(erf).input(0);
-  if (m.uses(q) != 1) return false;
+  if (m.uses(q) != 1) return m.miss(erf, "the Erf's input has other readers");
   int qn = m.producer(q, "Div");
   float want = std::sqrt(2.f);
   if (qn < 0) qn = m.producer(q, "Mul"), want = 1.f / std::sqrt(2.f);
-  if (qn < 0) return false;
+  if (qn < 0) return m.miss(erf, "the Erf does not read x / sqrt(2) or x * (1 / sqrt(2))");
   const onnx::NodeProto& qd = g.node(qn);
   // Div: x / sqrt 2 (x first); Mul: either order.
   int xk = -1;
   for (int k = 0; k < 2 && qd.input_size() == 2; ++k)
     if ((qd.op_type() == "Mul" || k == 0) && m.scalar(qd.input(1 - k), want, 1e-6f, &f->const_rank)) xk = k;
-  if (xk < 0) return false;
+  if (xk < 0) return m.miss(qn, "the constant is not sqrt(2) (Div) or 1 / sqrt(2) (Mul) within 1e-6");
   f->inputs = {qd.input(xk)};
   f->nodes = {qn, erf};
   f->op = "Gelu";
@@ -295,17 +318,41 @@ struct PostOps {
   std::vector<std::string> inputs;
 };
 
+// The scores themselves: MatMul(Q, K'), or it times / by a one-element constant.
+bool is_scores(const Matcher& m, const std::string& v) {
+  if (m.producer(v, "MatMul") >= 0) return true;
+  for (const char* op : {"Mul", "Div"}) {
+    const int n = m.producer(v, op);
+    if (n < 0 || m.graph().node(n).input_size() != 2) continue;
+    std::vector<float> c;
+    int rank = 0;
+    for (int k = 0; k < 2; ++k)
+      if (m.producer(m.graph().node(n).input(k), "MatMul") >= 0 && m.constant(m.graph().node(n).input(1 - k), &c, &rank) &&
+          c.size() == 1)
+        return true;
+  }
+  return false;
+}
+
 bool match_post_add(const Matcher& m, int a, PostOps* post, std::vector<int>* nodes, std::string* s) {
   const onnx::NodeProto& an = m.graph().node(a);
-  // The chain continues through the operand made by a Where, Add, Mul, Div or MatMul.
-  // Exactly one operand may qualify; two would leave the scores' side ambiguous.
+  // The chain continues through the operand made by a Where, Add, Mul, Div or MatMul. When
+  // both qualify (torch 1.13's baddbmm: MatMul * alpha + mask * beta), the one that is the
+  // scores (a MatMul, scaled or not) is the chain; otherwise the scores' side is ambiguous.
   int chain = -1, qualifying = 0;
   for (int k = 0; k < 2 && an.input_size() == 2; ++k) {
     bool q = false;
     for (const char* op : {"Where", "Add", "Mul", "Div", "MatMul"}) q = q || m.producer(an.input(k), op) >= 0;
     if (q && m.uses(an.input(k)) == 1) chain = k, ++qualifying;
   }
-  if (qualifying != 1) return false;
+  if (qualifying == 2) {
+    const bool s0 = is_scores(m, an.input(0)), s1 = is_scores(m, an.input(1));
+    if (s0 != s1) chain = s0 ? 0 : 1, qualifying = 1;
+  }
+  if (qualifying != 1)
+    return m.miss(a, qualifying ? "both operands of this Add are computed and neither alone is the scores (MatMul(Q, K^T), "
+                                  "scaled or not): which side is the mask is not clear"
+                                : "neither operand of this Add is the scores' chain (read by it alone)");
   post->kinds.push_back(1);
   post->fills.push_back(0.f);
   post->inputs.push_back(an.input(1 - chain));
@@ -322,7 +369,7 @@ bool match_post_where(const Matcher& m, int w, PostOps* post, std::vector<int>* 
   int chain = -1;
   if (m.constant(wn.input(1), &fill, &rank) && fill.size() == 1) chain = 2;        // cond ? fill : s
   else if (m.constant(wn.input(2), &fill, &rank) && fill.size() == 1) chain = 1;   // cond ? s : fill
-  if (chain < 0) return false;
+  if (chain < 0) return m.miss(w, "the Where before the Softmax has no one-element constant fill (masked_fill)");
   post->kinds.push_back(chain == 2 ? 2 : 3);
   post->fills.push_back(fill[0]);
   post->inputs.push_back(wn.input(0));
@@ -333,7 +380,7 @@ bool match_post_where(const Matcher& m, int w, PostOps* post, std::vector<int>* 
 
 bool match_post_ops(const Matcher& m, PostOps* post, std::vector<int>* nodes, std::string* s) {
   for (;;) {
-    if (m.uses(*s) != 1) return false;
+    if (m.uses(*s) != 1) return m.miss(nodes->back(), "a value between the scores and the Softmax has other readers");
     if (int a = m.producer(*s, "Add"); a >= 0 && post->kinds.size() < 4) {
       if (!match_post_add(m, a, post, nodes, s)) return false;
     } else if (int w = m.producer(*s, "Where"); w >= 0 && post->kinds.size() < 4) {
@@ -403,19 +450,32 @@ bool match_attention(const Matcher& m, int softmax, int64_t opset, FusionCandida
     probs = dn.output(0);
   }
   const int av = m.only_consumer(probs, "MatMul");
-  if (av < 0 || g.node(av).input(0) != probs) return false;
+  if (av < 0 || g.node(av).input(0) != probs) return false;  // not an attention's Softmax: no near-miss
   nodes.push_back(av);
   PostOps post;
   std::string s = sm.input(0);
   float scale = 1.f;
-  if (!match_post_ops(m, &post, &nodes, &s) || !match_attention_scale(m, &scale, &nodes, &s)) return false;
+  if (!match_post_ops(m, &post, &nodes, &s)) return false;
+  if (!match_attention_scale(m, &scale, &nodes, &s)) return m.miss(nodes.back(), "the scaled scores have other readers");
   const int qk = m.producer(s, "MatMul");
-  if (qk < 0 || m.uses(s) != 1) return false;
+  if (qk < 0) return m.miss(nodes.back(), "the Softmax's input does not come from MatMul(Q, K^T) through one scale and at most four masks");
+  if (m.uses(s) != 1) return m.miss(qk, "the scores MatMul(Q, K^T) have other readers");
   nodes.push_back(qk);
   bool k_transposed = true;
   const std::string k = match_key(m, g.node(qk).input(1), &k_transposed, &nodes);
+  // A scale on Q before the MatMul (torch 1.13: q / sqrt(d), then bmm) is the same scalar on
+  // the scores.
+  std::string q = g.node(qk).input(0);
+  float q_scale = 1.f;
+  std::vector<int> q_nodes;
+  if (m.uses(q) == 1 && match_attention_scale(m, &q_scale, &q_nodes, &q) && !q_nodes.empty()) {
+    scale *= q_scale;
+    nodes.push_back(q_nodes.front());
+  } else {
+    q = g.node(qk).input(0);
+  }
   f->op = "FusedAttention";
-  f->inputs = {g.node(qk).input(0), k, g.node(av).input(1)};
+  f->inputs = {q, k, g.node(av).input(1)};
   f->inputs.insert(f->inputs.end(), post.inputs.begin(), post.inputs.end());
   f->attrs.set_float("scale", scale);
   f->attrs.set_int("k_transposed", k_transposed ? 1 : 0);
@@ -449,7 +509,7 @@ bool matched_ops_well_formed(const onnx::GraphProto& g) {
 }
 }  // namespace
 
-std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t opset) {
+std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t opset, std::vector<FusionMiss>* misses) {
   if (!matched_ops_well_formed(graph)) return {};
   Matcher m(graph);
   std::vector<FusionCandidate> out;
@@ -457,11 +517,18 @@ std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t
   for (int i = 0; i < graph.node_size(); ++i) {
     const std::string& op = graph.node(i).op_type();
     FusionCandidate f;
+    FusionMiss miss;
+    m.watch(&miss);
     bool hit = false;
-    if (op == "Div") hit = match_layer_norm(m, i, &f);
-    else if (op == "Erf") hit = match_gelu_erf(m, i, &f);
-    else if (op == "Tanh") hit = match_gelu_tanh(m, i, &f);
-    else if (op == "Softmax") hit = match_attention(m, i, opset, &f);
+    if (op == "Div") hit = match_layer_norm(m, i, &f), miss.op = "LayerNormalization";
+    else if (op == "Erf") hit = match_gelu_erf(m, i, &f), miss.op = "Gelu";
+    else if (op == "Tanh") hit = match_gelu_tanh(m, i, &f), miss.op = "Gelu";
+    else if (op == "Softmax") hit = match_attention(m, i, opset, &f), miss.op = "FusedAttention";
+    m.watch(nullptr);
+    if (!hit && misses && miss.stop >= 0) {  // the pattern's anchor was there; the match stopped at miss.stop
+      miss.anchor = i;
+      misses->push_back(std::move(miss));
+    }
     if (!hit) continue;
     std::sort(f.nodes.begin(), f.nodes.end());
     bool disjoint = std::adjacent_find(f.nodes.begin(), f.nodes.end()) == f.nodes.end();

@@ -39,8 +39,19 @@ struct FusionCandidate {
   int64_t softmax_axis = -1;        ///< FusedAttention: the Softmax's axis (-1 or rank - 1)
 };
 
+/// A near-miss: a pattern's anchor (LayerNorm's Div by a Sqrt, Gelu's Erf or Tanh, an
+/// attention's Softmax read by a MatMul) whose match stopped, with where and why.
+struct FusionMiss {
+  std::string op;   ///< the fused op it would have been
+  int anchor = -1;  ///< graph node index the match started from
+  int stop = -1;    ///< graph node index where it stopped
+  std::string why;
+};
+
 /// Candidates in `graph` (main graph only), disjoint, in the order of their first node.
 /// `opset`: the model's (Softmax before 13 flattens to 2-D: the last axis only when axis = -1).
-std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t opset);
+/// `misses`, when given, receives the near-misses.
+std::vector<FusionCandidate> find_fusions(const onnx::GraphProto& graph, int64_t opset,
+                                          std::vector<FusionMiss>* misses = nullptr);
 
 }  // namespace kiln::exporter

@@ -67,7 +67,16 @@ Status Importer::run(onnx::ModelProto& model) {
     report_->removed_nodes += dyn_removed;
   }
   KILN_TRY(check_supported(graph));
-  if (opts_.fuse) fusions_ = find_fusions(graph, opset_);
+  if (opts_.fuse) {
+    std::vector<FusionMiss> misses;
+    fusions_ = find_fusions(graph, opset_, &misses);
+    auto node_text = [&](int i) {
+      const onnx::NodeProto& n = graph.node(i);
+      return "'" + (n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name()) + "' (" + n.op_type() + ")";
+    };
+    for (const FusionMiss& m : misses)
+      report_->fusion_misses.push_back(m.op + " from " + node_text(m.anchor) + ": stopped at " + node_text(m.stop) + ": " + m.why);
+  }
   for (const onnx::TensorProto& t : graph.initializer()) {
     KILN_ASSIGN_OR_RETURN(HostTensor h, tensor_from_proto(t, "initializer '" + t.name() + "'"));
     KILN_ASSIGN_OR_RETURN(int id, g_.add_constant(t.name(), h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
@@ -321,10 +330,16 @@ Result<bool> Importer::import_fusion(const onnx::GraphProto& graph, const Fusion
   core::ExprPool& p = g_.pool();
   const std::vector<core::ExprId>& xs = g_.shape(inputs[0]);
   if (f.op == "LayerNormalization") {
-    if (xs.empty() || !p.is_const_value(xs.back(), f.channels)) return false;
+    if (xs.empty() || !p.is_const_value(xs.back(), f.channels)) {
+      report_->fusion_misses.push_back(f.op + " from '" + first + "': matched, but x's last axis is not statically " +
+                                       std::to_string(f.channels) + " (Scale's length)");
+      return false;
+    }
   } else if (f.op == "Gelu") {
     if (static_cast<int>(xs.size()) < f.const_rank) return false;  // a constant would add axes
   } else if (!attention_shapes_agree(f, inputs)) {
+    report_->fusion_misses.push_back(f.op + " from '" + first + "': matched, but the symbolic shapes of Q, K, V and the masks "
+                                     "do not agree as the fused op needs (one rank, the same batch axes, D and Lk matching)");
     return false;
   }
   // Named after the first node's scope: "/layers.0/ln1/ReduceMean" -> "/layers.0/ln1/LayerNormalization".
