@@ -5,6 +5,7 @@
 #include <ostream>
 #include <string>
 
+#include "core/dim_text.h"
 #include "export/onnx/onnx_import.h"
 #include "kiln/bucketed.h"
 #include "kiln/method.h"
@@ -15,6 +16,7 @@ namespace kiln::tools {
 namespace {
 
 bool is_channels(int64_t c) { return c == 1 || c == 3 || c == 4; }
+
 
 std::string mb(uint64_t bytes) {
   char buf[32];
@@ -58,7 +60,32 @@ bool find_refused(const MethodMeta& meta, const std::vector<std::vector<int64_t>
 
 // Way out 1: the program stays; the host fits the data to it (letterbox, crop or resize for an
 // image's spatial axes, pad or truncate otherwise).
-void explain_host_normalization(const Method& m, const std::string& program_path,
+// The image input's target for host normalization: each spatial axis at the nearest size its
+// dim admits (on the step grid, in range; a tie goes up), checked by binding; the bound when
+// those sizes do not bind together. Static axes keep their size.
+std::vector<int64_t> image_target(Method& m, const std::vector<std::vector<int64_t>>& shapes, size_t input) {
+  const MethodMeta& meta = m.meta();
+  const TensorSpec& t = meta.inputs[input];
+  std::vector<int64_t> target = shapes[input];
+  target[0] = 1;
+  for (size_t k : {size_t{2}, size_t{3}}) {
+    if (t.axes[k].dim < 0) {
+      target[k] = t.axes[k].size;
+      continue;
+    }
+    const DimSpec& d = meta.dims[static_cast<size_t>(t.axes[k].dim)];
+    const int64_t lo = (d.min + d.step - 1) / d.step * d.step, hi = d.max / d.step * d.step;
+    const int64_t down = std::clamp(shapes[input][k] / d.step * d.step, lo, hi);
+    const int64_t up = std::clamp((shapes[input][k] + d.step - 1) / d.step * d.step, lo, hi);
+    target[k] = up - shapes[input][k] <= shapes[input][k] - down ? up : down;
+  }
+  std::vector<std::vector<int64_t>> trial = shapes;
+  trial[input] = target;
+  if (!m.bind_shapes(trial).ok()) target = m.bound_shapes()[input];
+  return target;
+}
+
+void explain_host_normalization(Method& m, const std::string& program_path,
                                 const std::vector<std::vector<int64_t>>& shapes, const std::vector<Refused>& refused,
                                 std::ostream& out) {
   const MethodMeta& meta = m.meta();
@@ -68,24 +95,39 @@ void explain_host_normalization(const Method& m, const std::string& program_path
   const bool image = t0.axes.size() == 4 && t0.axes[1].dim < 0 && is_channels(t0.axes[1].size) &&
                      std::all_of(refused.begin(), refused.end(), [&](const Refused& r) { return r.input == r0.input && r.axis >= 2; });
   if (!image) {
-    for (const Refused& r : refused)
-      out << "   input '" << meta.inputs[r.input].name << "' axis " << r.axis << ": pad or truncate " << r.want << " to "
-          << std::clamp(r.want, r.have_min, r.have_max) << " on the host (the padded positions are computed too; truncation "
-          << "drops data)\n";
+    for (const Refused& r : refused) {
+      const int64_t to = std::clamp(r.want, r.have_min, r.have_max);
+      out << "   input '" << meta.inputs[r.input].name << "' axis " << r.axis << ": ";
+      if (r.axis == 0 && core::is_batch_name(axis_name(meta.inputs[r.input], meta, 0)))  // a batch: split or pad, never truncate
+        out << (r.want > to ? "split the batch into calls of at most " + std::to_string(to)
+                            : "pad the batch to " + std::to_string(to) + " and drop the padded rows' outputs")
+            << " on the host\n";
+      else
+        out << "pad or truncate " << r.want << " to " << to << " on the host (the padded positions are computed too; "
+            << "truncation drops data)\n";
+    }
     return;
   }
   const std::vector<int64_t>& want = shapes[r0.input];
-  const std::vector<std::vector<int64_t>> bound = m.bound_shapes();
+  const std::vector<int64_t> target = image_target(m, shapes, r0.input);
+  const bool dynamic = t0.axes[2].dim >= 0 || t0.axes[3].dim >= 0;
+  std::string target_flag;  // a dynamic program: the runner fits the frame to --input_shapes
+  for (size_t i = 0; dynamic && i < shapes.size(); ++i) {
+    const std::vector<int64_t>& s = i == r0.input ? target : shapes[i];
+    target_flag += i ? "," : " --input_shapes=";
+    for (size_t k = 0; k < s.size(); ++k) target_flag += (k ? "x" : "") + std::to_string(s[k]);
+  }
   const double fh = static_cast<double>(want[2]), fw = static_cast<double>(want[3]);
-  const double th = static_cast<double>(bound[r0.input][2]), tw = static_cast<double>(bound[r0.input][3]);
+  const double th = static_cast<double>(target[2]), tw = static_cast<double>(target[3]);
   const double fit = std::min(th / fh, tw / fw), cover = std::max(th / fh, tw / fw);
   char buf[256];
   std::snprintf(buf, sizeof buf, "%.0f%% of the input is padding; the frame is scaled by %.3f", 100.0 * (1.0 - fit * fh * fit * fw / (th * tw)), fit);
-  out << "   kiln_runner --model_path=" << program_path << " --image=FRAME --preprocess=letterbox   (" << buf << ")\n";
+  out << "   kiln_runner --model_path=" << program_path << " --image=FRAME" << target_flag << " --preprocess=letterbox   ("
+      << buf << ")\n";
   std::snprintf(buf, sizeof buf, "%.0f%% of the frame is cut away", 100.0 * (1.0 - th * tw / (cover * fh * cover * fw)));
   out << "   ... --preprocess=crop   (" << buf << ")   or --preprocess=resize (the aspect changes by "
       << (tw / fw) / (th / fh) << ")\n";
-  out << "   (Python: kiln.image.preprocess(FRAME, (" << bound[r0.input][2] << ", " << bound[r0.input][3] << "), mode=...))\n";
+  out << "   (Python: kiln.image.preprocess(FRAME, (" << target[2] << ", " << target[3] << "), mode=...))\n";
 }
 
 // The export flags of ways out 2 and 3: every input with its refused axes made dynamic (or

@@ -2,10 +2,10 @@
 // steps, shared dims, max_shapes caps), the shape expressions and guards at those dims, and
 // the way out each refusal names (the nearest admissible size, for the dims tied to it too).
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <vector>
 
+#include "core/dim_text.h"
 #include "runtime/method_impl.h"
 #include "core/status.h"
 
@@ -133,9 +133,7 @@ int64_t Method::Impl::nearest_admissible(int d, int64_t got) const {
 // A batch axis: a dim named like one (batch, batch_size, bs, N, B) that every input carries on
 // axis 0. Its way out is splitting or padding the batch, never resizing.
 bool Method::Impl::batch_axis(int d) const {
-  std::string name = dim_names[static_cast<size_t>(d)];
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (name.find("batch") == std::string::npos && name != "bs" && name != "n" && name != "b") return false;
+  if (!core::is_batch_name(dim_names[static_cast<size_t>(d)])) return false;
   for (const TensorSpec& t : meta.inputs)
     for (size_t k = 1; k < t.axes.size(); ++k)
       if (t.axes[k].dim == d) return false;

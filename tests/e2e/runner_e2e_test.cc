@@ -615,6 +615,22 @@ TEST(CheckExplain, PrintsTheThreeWaysOutWithTheirCosts) {
   EXPECT_NE(r.output.find("(costs: give --model=MODEL.onnx and each export is tried"), std::string::npos) << r.output;
 }
 
+// A dynamic H, W on a step of 32: a 100x100 frame is fitted to the nearest admissible 96x96,
+// not scaled to the bound.
+TEST(CheckExplain, HostNormalizationTargetsTheNearestAdmissibleSize) {
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/zoo/models/mobilenet_v2.onnx";
+  const std::string path = scratch_dir() + "/mnv2_step32.kiln";
+  CommandResult r = run_command(bin("kiln") + " export " + model + " -o " + path +
+                                " --dim batch=1 --dim H=32..224:32 --dim W=32..224:32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(bin("kiln") + " check " + path + " --input_shapes=1x3x100x100 --explain");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("kiln_runner --model_path=" + path + " --image=FRAME --input_shapes=1x3x96x96 --preprocess=letterbox"
+                          "   (0% of the input is padding; the frame is scaled by 0.960)"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kiln.image.preprocess(FRAME, (96, 96), mode=...)"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace kiln::testing
 

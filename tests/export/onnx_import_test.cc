@@ -501,6 +501,26 @@ TEST(OnnxImport, DescribeListsDimsAndTheFlagsToWrite) {
             "cannot open model '/nonexistent.onnx': no such file");
 }
 
+// A model whose trial export at 4096 in every dim (batch too) needs more than the planner
+// takes: the trial's bound shrinks until it plans, and the flags given fit a 1 GiB arena
+// (a batch dim up to 8).
+TEST(OnnxImport, DescribeShrinksTheTrialAndSuggestsFlagsThatFit) {
+  OnnxModel m;
+  m.input("x", {"N", "3", "H", "W"}).output("y");
+  m.floats("w", {1024, 3, 1, 1}, std::vector<float>(3 * 1024, 0.01f));
+  m.node("Conv", "wide", {"x", "w"}, {"y"});
+  const std::string path = m.save("describe_wide.onnx");
+  auto text = exporter::describe_onnx(path);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  for (const std::string& line :
+       {std::string("(a trial export with every dim in [1, 4096] does not plan; the trial took [1, 256])\n"),
+        "  kiln export " + path + " -o OUT.kiln --dim H=1..MAX --dim N=1..MAX --dim W=1..MAX\n",
+        std::string("or, to fit a 1 GiB arena (--warn-arena's default; this one is 514 MiB at the bound):\n"),
+        "  kiln export " + path + " -o OUT.kiln --dim H=1..128 --dim N=1..8 --dim W=1..128\n"})
+    EXPECT_NE(text->find(line), std::string::npos) << line << "\nnot in:\n" << *text;
+  EXPECT_EQ(text->find("fails"), std::string::npos) << *text;
+}
+
 // Guards whose admissible values have gaps narrow the ends and stay; guards that together
 // admit one value or none are errors.
 TEST(OnnxImport, NarrowingWithGapsAndConflicts) {

@@ -3,11 +3,14 @@
 // trial export with every dim in [1, 4096] finds the model needs of them (a minimum from a
 // chain of downsampling nodes, a step from a reshape, a dim the model fixes to one value).
 #include <map>
+#include <ostream>
 #include <set>
 #include <sstream>
 
 #include "export/onnx/onnx_import.h"
 #include "export/onnx/onnx_proto.h"
+#include "core/bytes.h"
+#include "core/dim_text.h"
 #include "core/status.h"
 
 namespace kiln::exporter {
@@ -50,6 +53,43 @@ std::string shape_text(const std::vector<Axis>& axes, bool has_shape) {
   return s + "]";
 }
 
+Result<ExportReport> trial_contract(const std::string& model_path, const std::vector<std::string>& dim_names, int64_t max) {
+  ExportOptions trial;
+  trial.max_arena_bytes = trial.warn_arena_bytes = 0;  // the trial's bounds are not the user's
+  trial.delegate = "none";
+  for (const std::string& d : dim_names) trial.dims.push_back(dim_arg(d, 1, max));
+  format::ProgramDesc scratch;
+  return export_onnx(model_path, trial, &scratch);
+}
+
+// Flags whose arena at the bound fits a memory budget (kiln export's --warn-arena default):
+// the dims' minima as the model needs them, a batch-like dim up to 8, the others at the
+// largest common bound (halving from the trial's) whose trial export fits.
+void budget_flags(const std::string& model_path, const std::vector<DimSpec>& dims, int64_t trial_max, std::ostream& o) {
+  constexpr uint64_t kBudget = ExportOptions::kDefaultWarnArena;
+  if (dims.empty()) return;
+  for (int64_t m = trial_max; m >= 1; m /= 2) {
+    ExportOptions e;
+    e.max_arena_bytes = e.warn_arena_bytes = 0;
+    e.delegate = "none";
+    std::string flags;
+    for (const DimSpec& d : dims) {
+      int64_t hi = std::min(d.max, core::is_batch_name(d.name) ? std::min<int64_t>(8, m) : m);
+      hi = hi / d.step * d.step;
+      if (hi < d.min) hi = d.min;
+      e.dims.push_back(dim_arg(d.name, d.min, hi, d.step));
+      flags += " --dim " + d.name + "=" + std::to_string(d.min) + ".." + std::to_string(hi) +
+               (d.step > 1 ? ":" + std::to_string(d.step) : "");
+    }
+    format::ProgramDesc scratch;
+    Result<ExportReport> r = export_onnx(model_path, e, &scratch);
+    if (!r.ok() || r->arena_bytes > kBudget) continue;
+    o << "or, to fit a " << core::human_bytes(kBudget) << " arena (--warn-arena's default; this one is "
+      << core::human_bytes(r->arena_bytes) << " at the bound):\n  kiln export " << model_path << " -o OUT.kiln" << flags << "\n";
+    return;
+  }
+}
+
 }  // namespace
 
 Result<std::string> describe_onnx(const std::string& model_path) {
@@ -83,13 +123,15 @@ Result<std::string> describe_onnx(const std::string& model_path) {
     }
   }
 
-  // A trial export: every named dim in [1, 4096]; its contract says what the model needs.
-  ExportOptions trial;
-  trial.max_arena_bytes = trial.warn_arena_bytes = 0;  // the trial's bounds are not the user's
-  for (const std::string& d : dim_names) trial.dims.push_back(dim_arg(d, 1, kTrialMax));
-  format::ProgramDesc scratch;
-  Result<ExportReport> report = unnamed.empty() ? export_onnx(model_path, trial, &scratch)
-                                                : Result<ExportReport>(invalid_argument("some input axes have neither a size nor a name"));
+  // A trial export: every named dim in [1, T]; its contract says what the model needs. A CNN
+  // at 4096 in every dim (batch too) needs more than the planner takes: T shrinks until it fits.
+  int64_t trial_max = kTrialMax;
+  Result<ExportReport> report = invalid_argument("some input axes have neither a size nor a name");
+  for (int64_t t = kTrialMax; unnamed.empty() && t >= 16; t /= 4) {
+    Result<ExportReport> r = trial_contract(model_path, dim_names, t);
+    if (t == kTrialMax || r.ok()) report = std::move(r), trial_max = t;
+    if (report.ok()) break;
+  }
   o << "outputs" << (report.ok() ? " (shapes from a trial export)" : " (as declared)") << ":\n";
   if (report.ok()) {
     for (const std::string& out : report->outputs) o << "  " << out << "\n";
@@ -116,18 +158,21 @@ Result<std::string> describe_onnx(const std::string& model_path) {
       << "=D0,D1,... (sizes, or dim names for the dynamic axes)\n";
   if (!report.ok()) {
     if (unnamed.empty())
-      o << "a trial export with every dim in [1, " << kTrialMax << "] fails: " << report.status().message() << "\n";
+      o << "a trial export with every dim in [1, " << kTrialMax << "] (and smaller) fails: " << report.status().message() << "\n";
     return o.str();
   }
+  if (trial_max < kTrialMax)
+    o << "(a trial export with every dim in [1, " << kTrialMax << "] does not plan; the trial took [1, " << trial_max << "])\n";
   if (!report->narrowed.empty()) {
-    o << "what the model needs of its dims (a trial export with each in [1, " << kTrialMax << "]):\n";
+    o << "what the model needs of its dims (a trial export with each in [1, " << trial_max << "]):\n";
     for (const std::string& n : report->narrowed) o << "  " << n << "\n";
   }
   o << "start from (choose each MAX; the arena is planned at it):\n  kiln export " << model_path << " -o OUT.kiln";
   for (const DimSpec& d : report->contract_dims)
-    o << " --dim " << d.name << "=" << d.min << ".." << (d.max < kTrialMax ? std::to_string(d.max) : std::string("MAX"))
+    o << " --dim " << d.name << "=" << d.min << ".." << (d.max < trial_max ? std::to_string(d.max) : std::string("MAX"))
       << (d.step > 1 ? ":" + std::to_string(d.step) : "");
   o << "\n";
+  budget_flags(model_path, report->contract_dims, trial_max, o);
   return o.str();
 }
 
