@@ -39,6 +39,7 @@ struct StepInfo {
   const char* kind = "kernel";  ///< "kernel", "to_nhwc", "to_nchw"
   int32_t source = -1;          ///< kernel: the instruction it computes
   int32_t fused = -1;           ///< kernel: the activation folded into it
+  int32_t gate = -1;            ///< kernel: a convolution's gate activation (fused is its Mul)
   const TensorView* out = nullptr;
   uint64_t ns = 0;              ///< time over the profiled runs
 };

@@ -95,6 +95,7 @@ class Partitioner {
   int nhwc_operand(int v, format::DelegateRegionDesc* r);
   bool needed_outside(int v, int32_t first, int32_t last) const;
   int fusable_next(int32_t i, int32_t last) const;
+  int fusable_conv_gate(int32_t i, int32_t last, int32_t* gate) const;
   void plan_arena();
 
   format::MethodDesc& m_;
@@ -226,6 +227,34 @@ int Partitioner::fusable_next(int32_t i, int32_t last) const {
   return xnn::fusable_activation(a.op, a.attrs.view(), operands(a)).ok() ? j : -1;
 }
 
+// The gate y * act(y) after a float convolution (SiLU: Sigmoid then Mul; hard swish:
+// HardSigmoid then Mul), computed in the convolution's output tiles: y is read by the
+// activation and the Mul alone, the activation's output by the Mul alone, and neither leaves
+// the method. Returns the Mul and sets *gate to the activation, or returns -1.
+int Partitioner::fusable_conv_gate(int32_t i, int32_t last, int32_t* gate) const {
+  const format::InstructionDesc& conv = m_.instructions[i];
+  if (!plans_[i] || plans_[i]->kind != xnn::OpKind::kConv || conv.op != "Conv" || conv.outputs.size() != 1) return -1;
+  const int y = conv.outputs[0];
+  if (root(y) != y || m_.values[y].dtype != DType::kF32 || is_output_[y] || readers_[y].size() != 2) return -1;
+  for (int32_t a : readers_[y]) {
+    const format::InstructionDesc& act = m_.instructions[a];
+    if (a <= i || a >= last || !plans_[a] || act.inputs.size() != 1 || act.outputs.size() != 1) continue;
+    const int g = act.outputs[0];
+    if (root(g) != g || is_output_[g] || readers_[g].size() != 1) continue;
+    const int32_t j = readers_[g][0];
+    const format::InstructionDesc& mul = m_.instructions[j];
+    const bool reads_both = mul.inputs.size() == 2 && ((mul.inputs[0] == y && mul.inputs[1] == g) ||
+                                                        (mul.inputs[0] == g && mul.inputs[1] == y));
+    const bool other = readers_[y][0] == j || readers_[y][1] == j;  // y's second reader is the Mul
+    if (j > a && j < last && plans_[j] && reads_both && other &&
+        xnn::fusable_gate(act.op, act.attrs.view(), mul.op).ok()) {
+      *gate = a;
+      return j;
+    }
+  }
+  return -1;
+}
+
 Status Partitioner::build_region(int32_t first, int32_t last) {
   format::DelegateRegionDesc r;
   r.first = first;
@@ -237,8 +266,10 @@ Status Partitioner::build_region(int32_t first, int32_t last) {
     const xnn::OpPlan& p = *plans_[i];
     DelegateOpDesc op;
     op.source = i;
-    op.fused = fusable_next(i, last);
+    op.fused = fusable_conv_gate(i, last, &op.gate);
+    if (op.fused < 0) op.fused = fusable_next(i, last);
     if (op.fused >= 0) fused_away[op.fused - first] = true;
+    if (op.gate >= 0) fused_away[op.gate - first] = true;
     const std::vector<int32_t> outs = op.fused >= 0 ? m_.instructions[op.fused].outputs : in.outputs;
     const size_t out_rank = m_.values[outs[0]].shape.size();
     bool nhwc = p.layout == xnn::Layout::kNhwc;

@@ -46,6 +46,7 @@ struct DelegateOpDesc {
   int32_t fused = -1;
   std::vector<int32_t> inputs;
   std::vector<int32_t> outputs;
+  int32_t gate = -1;  ///< a convolution's gate activation (fused is then the gate's Mul)
 };
 struct DelegateRegionDesc {
   int32_t first = 0;

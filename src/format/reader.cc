@@ -433,6 +433,25 @@ bool stands_for(const fb::Method* m, int32_t x, int32_t y) {
          m->values()->Get(x)->nhwc_of() == y;
 }
 
+// A convolution's gate: the activation reads the source's output y alone, and the fused Mul
+// reads y and the activation's output; each is one instruction of the region.
+Status check_gate(const fb::Method* m, const fb::DelegateOp* op, const std::string& what, int32_t first, int32_t last) {
+  const int32_t s = op->source(), a = op->gate(), f = op->fused();
+  auto in_region = [&](int32_t i) { return i >= first && i < last; };
+  if (!in_region(a) || !in_region(f) || a == s || f == s || a == f) return bad(what + " folds a gate outside its region");
+  const fb::Instruction* src = m->instructions()->Get(s);
+  const fb::Instruction* act = m->instructions()->Get(a);
+  const fb::Instruction* mul = m->instructions()->Get(f);
+  if (src->outputs()->size() != 1 || act->inputs()->size() != 1 || act->outputs()->size() != 1 ||
+      mul->inputs()->size() != 2 || mul->outputs()->size() != 1)
+    return bad(what + " folds a gate of the wrong arity");
+  const int32_t y = src->outputs()->Get(0), g = act->outputs()->Get(0);
+  const int32_t u = mul->inputs()->Get(0), v = mul->inputs()->Get(1);
+  if (act->inputs()->Get(0) != y || !((u == y && v == g) || (u == g && v == y)))
+    return bad(what + " folds a gate that does not read its output");
+  return ok_status();
+}
+
 Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const fb::DelegateOp* op, const std::string& what,
                          std::vector<int>& covered) {
   const int32_t first = r->first(), last = r->first() + r->count();
@@ -451,7 +470,12 @@ Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const
   const fb::Instruction* src = m->instructions()->Get(op->source());
   ++covered[op->source()];
   const flatbuffers::Vector<int32_t>* target = src->outputs();
-  if (op->fused() != -1) {
+  if (op->gate() != -1) {
+    KILN_TRY(check_gate(m, op, what, first, last));
+    ++covered[op->gate()];
+    ++covered[op->fused()];
+    target = m->instructions()->Get(op->fused())->outputs();
+  } else if (op->fused() != -1) {
     if (!in_region(op->fused()) || op->fused() == op->source()) return bad(what + " fuses an instruction outside its region");
     // The fused instruction reads the source's output, and otherwise only what the source
     // reads or constants: the op's step reads no value its operand list does not name.

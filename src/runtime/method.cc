@@ -637,6 +637,7 @@ std::vector<ProfileRow> Method::profile() const {
       row.shape = shape(info.out);
       if (info.source >= 0) {
         row.op = s.op_name(static_cast<size_t>(info.source));
+        if (info.gate >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.gate));
         if (info.fused >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.fused));
         row.node = s.node_name(static_cast<size_t>(info.source));
       } else {

@@ -9,6 +9,7 @@
 #include "delegates/xnnpack/depthwise_conv.h"
 #include "delegates/xnnpack/int8_conv.h"
 #include "delegates/xnnpack/op.h"
+#include "delegates/xnnpack/pointwise.h"
 #include "core/status.h"
 #include "kernels/simd/qgemm.h"
 
@@ -67,8 +68,20 @@ const float* bias_of(const OpSource& src) {
   return src.operand_f32(2);
 }
 
+// A convolution's gate (export's DelegateOp::gate), kept by the op: Kiln's kernels apply it
+// to their output tiles; after XNNPACK's operator it is a pass over the output, in place.
+struct Gated {
+  void keep(const OpSource& src) {
+    if (src.gate) gate = *src.gate, gated = true;
+  }
+  const Gate* get() const { return gated ? &gate : nullptr; }
+  Gate gate;
+  bool gated = false;
+};
+
 struct XnnConv : XnnOp {
   Status create(const OpSource& src) override {
+    gated.keep(src);
     // ONNX weights [M, C/g, (kH,) kW] -> XNNPACK [M, kH, kW, C/g].
     const OpPlan& p = plan;
     const float* w = src.operand_f32(1);
@@ -89,6 +102,12 @@ struct XnnConv : XnnOp {
     nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
     return check_setup(xnn_setup_convolution2d_nhwc_f32(xop, n, h, w, ins[0]->as<float>(), out->as<float>(), pool), *this);
   }
+  Status run() override {
+    KILN_TRY(XnnOp::run());
+    if (const Gate* g = gated.get()) xnnpack::gate(out->as<float>(), out->as<float>(), numel(*out), g->hard, g->alpha, g->beta, pool);
+    return ok_status();
+  }
+  Gated gated;
 };
 
 // QLinearConv on XNNPACK's qc8 (int8, a weight scale per output channel or one for all) or
@@ -294,6 +313,7 @@ DenseConvGeometry dense_geometry(const Op& op) {
 
 struct DenseConv : Op {
   Status create(const OpSource& src) override {
+    gated.keep(src);
     const OpPlan& p = plan;
     if (p.kind == OpKind::kConv)
       pack_dense_conv(src.operand_f32(1), bias_of(src), p.group_out, p.group_in, p.kernel_h, p.kernel_w, false, &weights);
@@ -303,6 +323,7 @@ struct DenseConv : Op {
   }
   Status setup() override {
     geom = dense_geometry(*this);
+    geom.gate = gated.get();
     return ok_status();
   }
   Status run() override {
@@ -311,15 +332,18 @@ struct DenseConv : Op {
   }
   DenseConvWeights weights;
   DenseConvGeometry geom;
+  Gated gated;
 };
 
 struct DepthwiseConv : Op {
   Status create(const OpSource& src) override {
+    gated.keep(src);
     pack_depthwise(src.operand_f32(1), bias_of(src), plan.groups, plan.kernel_h, plan.kernel_w, &weights);
     return ok_status();
   }
   Status setup() override {
     geom = dense_geometry(*this);
+    geom.gate = gated.get();
     return ok_status();
   }
   Status run() override {
@@ -328,6 +352,7 @@ struct DepthwiseConv : Op {
   }
   DepthwiseWeights weights;
   DenseConvGeometry geom;
+  Gated gated;
 };
 
 // y[t] = a[t] @ b[t] with b computed at run time (attention's Q K^T and A V), read in place.

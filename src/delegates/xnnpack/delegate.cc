@@ -219,12 +219,22 @@ bool spatial_one(const std::vector<core::ExprNode>& exprs, const fb::Value* v) {
 }
 
 // What export fused into the instruction (DelegateOp::fused): a Mul into a Sigmoid or
-// HardSigmoid (a gate), an Add of a constant vector into a fully connected layer's bias, or a
+// HardSigmoid (a gate), a convolution's gate (DelegateOp::gate and the Mul), an Add of a constant vector into a fully connected layer's bias, or a
 // Relu/Clip into the op's output clamp.
 Status apply_fusion(const OpSource& src, OpPlan* plan, Gate* gate, OpSource* out, const std::string& what) {
   const fb::Method* m = src.m;
   const fb::Instruction* in = src.in;
   const fb::Instruction* f = m->instructions()->Get(src.dop->fused());
+  if (src.dop->gate() >= 0) {  // a convolution's gate: the reader checked what it reads
+    const fb::Instruction* a = m->instructions()->Get(src.dop->gate());
+    std::vector<core::AttrRef> act_attrs;
+    Result<Gate> g = fusable_gate(a->op()->str(), attrs_of(a, &act_attrs), f->op()->str());
+    if (!g.ok() || plan->kind != OpKind::kConv)
+      return unimplemented(what + " cannot fold the gate of instruction #" + std::to_string(src.dop->gate()));
+    *gate = *g;
+    out->gate = gate;
+    return ok_status();
+  }
   std::vector<core::AttrRef> source_attrs;
   Result<Gate> g = fusable_gate(in->op()->str(), attrs_of(in, &source_attrs), f->op()->str());
   const int32_t x = in->inputs()->Get(0), y = in->outputs()->Get(0);
@@ -331,6 +341,7 @@ Result<std::unique_ptr<Op>> create_op(OpSource src) {
   op->what = what;
   op->source = dop->source();
   op->fused = dop->fused();
+  op->gate_act = dop->gate();
   wire(src, op.get());
   KILN_TRY(check_layouts(src, *op));
   KILN_TRY(op->create(src));
@@ -410,6 +421,7 @@ StepInfo Delegate::step_info(size_t r, size_t k) const {
   s.kind = op.step_kind;
   s.source = op.source;
   s.fused = op.fused;
+  s.gate = op.gate_act;
   s.out = op.out;
   s.ns = op.ns;
   return s;

@@ -15,6 +15,8 @@ typedef struct pthreadpool* pthreadpool_t;
 
 namespace kiln::delegates::xnnpack {
 
+struct Gate;  // support.h
+
 /// True when this CPU runs the dense kernel (AVX2 and FMA).
 bool dense_conv_available();
 /// True when a kh x kw kernel fits the kernel's tap table.
@@ -41,9 +43,12 @@ struct DenseConvGeometry {
   int64_t pad_top = 0, pad_left = 0;
   size_t in_stride = 0;  ///< floats between input pixels (C unless FC rows are strided)
   float out_min = -INFINITY, out_max = INFINITY;
+  /// y * act(y) (SiLU, hard swish) applied to each task's output while it is in cache.
+  const Gate* gate = nullptr;
 };
 
-/// y = clamp(conv(x, w) + bias). Never allocates; threads over output tiles and channel blocks.
+/// y = clamp(conv(x, w) + bias), then the gate if any. Never allocates; threads over output
+/// tiles and channel blocks.
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
 
 /// A MatMul whose operands are both computed at run time (attention's Q K^T and A V):

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "delegates/xnnpack/support.h"
 #include "kernels/simd/isa.h"
+#include "kernels/simd/vmath.h"
 
 namespace kiln::delegates::xnnpack {
 
@@ -240,6 +242,7 @@ void row(void* ctx, size_t index) {
       ++ow;
     }
   }
+  if (g.gate) simd::gate(out, out, g.out_w * c, g.gate->hard, g.gate->alpha, g.gate->beta);  // the row, in cache
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ bool depthwise_fits(size_t kh, size_t kw);
 /// Packs ONNX weights [C, 1, KH, KW] and an optional bias [C].
 void pack_depthwise(const float* w, const float* bias, size_t c, size_t kh, size_t kw, DepthwiseWeights* out);
 
-/// y = clamp(depthwise(x) + bias); geometry as for dense_conv (in_stride = channels).
+/// y = clamp(depthwise(x) + bias), then the gate if any, a row at a time; geometry as for
+/// dense_conv (in_stride = channels).
 /// Never allocates; threads over output rows.
 void depthwise_conv(const DepthwiseWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
 

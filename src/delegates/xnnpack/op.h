@@ -42,7 +42,8 @@ struct OpSource {
   const fb::DelegateOp* dop = nullptr;
   const fb::Instruction* in = nullptr;
   std::vector<Operand> operands;  ///< the instruction's operands as the support check saw them
-  const Gate* gate = nullptr;     ///< a Mul folded into a Sigmoid/HardSigmoid (elementwise.cc)
+  const Gate* gate = nullptr;     ///< a Mul folded into a Sigmoid/HardSigmoid (elementwise.cc), or a
+                                  ///< convolution's gate (conv.cc)
   std::vector<float> fused_bias;  ///< a fully connected layer's bias plus a folded Add's constant
 
   /// The constant f32 data of value `v` (through an alias); null when it is not a constant.
@@ -78,6 +79,7 @@ struct Op {
   const char* step_kind = "kernel";  ///< profiles: "kernel", "to_nhwc", "to_nchw"
   std::string what;                  ///< "instruction #3 'Conv_3' (Conv)"
   int32_t source = -1, fused = -1;   ///< the instructions it computes
+  int32_t gate_act = -1;             ///< and a convolution's gate activation (fused: its Mul)
   OpPlan plan;
   std::vector<const TensorView*> ins;  ///< activation operands (constants appear as nullptr)
   std::vector<bool> in_twin;           ///< operand k is a channels-last twin
