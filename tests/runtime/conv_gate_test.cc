@@ -1,8 +1,8 @@
 // A convolution's gate y * act(y) (SiLU: Sigmoid then Mul; hard swish: HardSigmoid then Mul)
 // folds into the delegate's convolution step (DelegateOp::gate): Kiln's dense kernel applies it
 // to each task's output tiles (1x1, 3x3 strided), its depthwise kernel to each output row (7x7),
-// and after XNNPACK's depthwise operator (3x3) it is a pass over the output. Each is checked
-// against the portable kernels of the same file at many H, W down to 1x1, over arenas of NaN
+// and after XNNPACK's depthwise operator (3x3, stride 2) it is a pass over the output. Each is
+// checked against the portable kernels of the same file at many H, W down to 1x1, over arenas of NaN
 // bytes, and with a NaN in the input; a convolution whose output has a third reader keeps its
 // gate as a separate step. The file is a trust boundary: a damaged gate is refused at load.
 #include <gtest/gtest.h>
@@ -52,7 +52,7 @@ format::ProgramDesc gated_program() {
   core::AttrStore hs;
   hs.set_float("alpha", 1.f / 6).set_float("beta", 0.5f);
   int g3 = *g.add("Mul", "hswish_3", {*g.add("HardSigmoid", "hsig_3", {c3}, hs), c3});
-  int c4 = conv("dw_3x3", g3, {16, 1, 3, 3}, 16, 1, 1);
+  int c4 = conv("dw_3x3_s2", g3, {16, 1, 3, 3}, 16, 2, 1);  // strided: XNNPACK's, then the gate pass
   int g4 = *g.add("Mul", "silu_4", {c4, *g.add("Sigmoid", "sig_4", {c4})});
   int c5 = conv("project_1x1", g4, {16, 16, 1, 1}, 1, 1, 0);
   int g5 = *g.add("Mul", "silu_5", {c5, *g.add("Sigmoid", "sig_5", {c5})});
@@ -78,7 +78,7 @@ TEST(ConvGate, ExportFoldsTheGateIntoTheConvolution) {
   EXPECT_EQ(gates, (std::map<std::string, std::string>{{"expand_1x1", "sig_1+silu_1"},
                                                        {"dw_7x7", "sig_2+silu_2"},
                                                        {"down_3x3", "hsig_3+hswish_3"},
-                                                       {"dw_3x3", "sig_4+silu_4"}}));
+                                                       {"dw_3x3_s2", "sig_4+silu_4"}}));
 }
 
 void fill_normal(TensorView t, uint32_t seed) {
@@ -143,7 +143,7 @@ TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {
   for (const ProfileRow& r : (*d)->profile())
     if (r.op.find("Mul") != std::string::npos) ops.push_back(r.op + " " + r.node);
   EXPECT_EQ(ops, (std::vector<std::string>{"Conv+Sigmoid+Mul expand_1x1", "Conv+Sigmoid+Mul dw_7x7",
-                                           "Conv+HardSigmoid+Mul down_3x3", "Conv+Sigmoid+Mul dw_3x3", "Sigmoid+Mul sig_5"}));
+                                           "Conv+HardSigmoid+Mul down_3x3", "Conv+Sigmoid+Mul dw_3x3_s2", "Sigmoid+Mul sig_5"}));
 }
 
 Status load_status(const format::ProgramDesc& desc) {

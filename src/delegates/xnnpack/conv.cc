@@ -513,14 +513,18 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
     return std::make_unique<XnnQConv>();
   }
   // Dense convolutions and fully connected layers run on Kiln's kernel where the CPU has it;
-  // depthwise ones too, except the windows XNNPACK's unipass microkernels cover (4, 9 and 25
-  // taps; others, such as 7x7, fall back to a grouped GEMM there).
+  // depthwise ones too, except strided windows XNNPACK's unipass microkernels cover (4, 9 and
+  // 25 taps; others, such as 7x7, fall back to a grouped GEMM there). Measured per layer
+  // (bench/layer_bench.py, batch 1 at 224 and batch 4 at 320, bench/results/issue25_profile.md):
+  // at stride 1 Kiln's kernel takes 0.58-0.98x XNNPACK's time on 14 of 18 layers; at stride 2
+  // XNNPACK's is ahead on half of them (Kiln's 0.79-1.31x).
   if (dense_conv_available()) {
     const size_t taps = p.kernel_h * p.kernel_w;
     const bool conv = p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w);
     if ((conv && p.groups == 1) || p.kind == OpKind::kFullyConnected) return std::make_unique<DenseConv>();
-    if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && taps != 4 && taps != 9 &&
-        taps != 25 && depthwise_fits(p.kernel_h, p.kernel_w))
+    const bool unipass = taps == 4 || ((taps == 9 || taps == 25) && (p.stride_h > 1 || p.stride_w > 1));
+    if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && !unipass &&
+        depthwise_fits(p.kernel_h, p.kernel_w))
       return std::make_unique<DepthwiseConv>();
   }
   if (p.kind == OpKind::kConvTranspose) return std::make_unique<XnnDeconv>();

@@ -231,6 +231,16 @@ void row(void* ctx, size_t index) {
   }
   float* out = j.y + index * g.out_w * c;
   const float* image = j.x + n * g.in_h * g.in_w * c;
+  // The input rows the next output row reads first (the lowest taps' rows move down by the
+  // stride), fetched while this row computes: from memory, the row loop waits on them
+  // otherwise (80x80x144 3x3 at batch 4: measured below).
+  if (oh + 1 < g.out_h) {
+    const int64_t top = static_cast<int64_t>((oh + 1) * g.stride_h + (w.kernel_h - 1) * g.dilation_h) - g.pad_top;
+    for (int64_t ih = std::max<int64_t>(0, top - static_cast<int64_t>(g.stride_h) + 1); ih <= std::min(top, in_h - 1); ++ih) {
+      const float* r = image + static_cast<size_t>(ih) * g.in_w * c;
+      for (size_t k = 0; k < g.in_w * c; k += 64 / sizeof(float)) __builtin_prefetch(r + k);
+    }
+  }
   for (size_t ow = 0; ow < g.out_w;) {
     const int64_t iw0 = static_cast<int64_t>(ow) * sw - g.pad_left;
     if (ow + 4 <= g.out_w && iw0 >= 0 && iw0 + 3 * sw + span_w < in_w) {
