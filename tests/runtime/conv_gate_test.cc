@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "aligned_bytes.h"
+#include "load_status.h"
 #include "core/status.h"
 #include "export/graph.h"
 #include "export/xnnpack_partition.h"
@@ -144,14 +145,6 @@ TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {
     if (r.op.find("Mul") != std::string::npos) ops.push_back(r.op + " " + r.node);
   EXPECT_EQ(ops, (std::vector<std::string>{"Conv+Sigmoid+Mul expand_1x1", "Conv+Sigmoid+Mul dw_7x7",
                                            "Conv+HardSigmoid+Mul down_3x3", "Conv+Sigmoid+Mul dw_3x3_s2", "Sigmoid+Mul sig_5"}));
-}
-
-Status load_status(const format::ProgramDesc& desc) {
-  auto bytes = format::serialize_program(desc);
-  if (!bytes.ok()) return bytes.status();
-  AlignedBytes image(*bytes);
-  auto p = image.load();
-  return p.ok() ? ok_status() : p.status();
 }
 
 TEST(ConvGate, DamagedGatesAreRefusedAtLoad) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aligned_bytes.h"
+#include "load_status.h"
 #include "export/graph.h"
 #include "export/onnx/onnx_import.h"
 #include "export/xnnpack_partition.h"
@@ -403,14 +404,6 @@ format::ProgramDesc delegated_resnet() {
   format::ProgramDesc desc;
   EXPECT_TRUE(exporter::export_onnx(kZoo + "/models/resnet_small.onnx", zoo_export_options(zoo_model("resnet_small")), &desc).ok());
   return desc;
-}
-
-Status load_status(const format::ProgramDesc& desc) {
-  auto bytes = format::serialize_program(desc);
-  if (!bytes.ok()) return bytes.status();
-  AlignedBytes image(*bytes);
-  auto p = image.load();
-  return p.ok() ? ok_status() : p.status();
 }
 
 // The file is a trust boundary: a damaged delegated schedule is refused at load, by kind.

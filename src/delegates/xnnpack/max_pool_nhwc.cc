@@ -34,19 +34,25 @@ void prefetch_next(const Job& j, size_t n, size_t oh) {
   }
 }
 
-// The taps of output pixel (oh, ow) inside the input: their pointers.
-size_t window(const Job& j, size_t n, size_t oh, size_t ow, const float** taps) {
+// Calls fn(pointer) for each tap of output pixel (oh, ow) inside the input (padding never wins).
+template <typename Fn>
+void for_each_tap(const Job& j, size_t n, size_t oh, size_t ow, Fn fn) {
   const MaxPoolGeometry& g = *j.g;
-  size_t count = 0;
   for (size_t kh = 0; kh < g.kernel_h; ++kh) {
     const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
     if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
     for (size_t kw = 0; kw < g.kernel_w; ++kw) {
       const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
       if (iw < 0 || iw >= static_cast<int64_t>(g.in_w)) continue;
-      taps[count++] = j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.channels;
+      fn(j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.channels);
     }
   }
+}
+
+// The taps of output pixel (oh, ow) inside the input: their pointers.
+size_t window(const Job& j, size_t n, size_t oh, size_t ow, const float** taps) {
+  size_t count = 0;
+  for_each_tap(j, n, oh, ow, [&](const float* in) { taps[count++] = in; });
   return count;
 }
 
@@ -68,16 +74,9 @@ void row_plain(const Job& j, size_t row) {
   for (size_t ow = 0; ow < g.out_w; ++ow) {
     float* out = j.y + (row * g.out_w + ow) * c;
     std::fill(out, out + c, -INFINITY);
-    for (size_t kh = 0; kh < g.kernel_h; ++kh) {
-      const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-      if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
-      for (size_t kw = 0; kw < g.kernel_w; ++kw) {
-        const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
-        if (iw < 0 || iw >= static_cast<int64_t>(g.in_w)) continue;
-        const float* in = j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * c;
-        for (size_t k = 0; k < c; ++k) out[k] = in[k] > out[k] || in[k] != in[k] ? in[k] : out[k];  // NaN wins
-      }
-    }
+    for_each_tap(j, n, oh, ow, [&](const float* in) {
+      for (size_t k = 0; k < c; ++k) out[k] = in[k] > out[k] || in[k] != in[k] ? in[k] : out[k];  // NaN wins
+    });
     for (size_t k = 0; k < c; ++k) out[k] = kernels::clamp_keep_nan(out[k], g.out_min, g.out_max);
   }
 }
