@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """One-layer benchmark: depthwise convolutions at the shapes of MobileNetV2, MobileNetV3 and
-EfficientNet-B0, Kiln (XNNPACK delegate and Kiln's own kernels) against ONNX Runtime CPU on
-the same one-node ONNX model, in the same run.
+EfficientNet-B0 (or, with --kind dense, the dense layers where issue 25's profile found the
+gaps: the 3-channel stems and the 1x1 convolutions over 16-24 channels), Kiln (XNNPACK
+delegate and Kiln's own kernels) against ONNX Runtime CPU on the same one-node ONNX model,
+in the same run.
 
     python3 -m pip install -r bench/requirements.txt
     python3 bench/layer_bench.py [--threads 1,2] [--runs 50] [--build build] [--out bench/results/layer_bench.md]
     python3 bench/layer_bench.py --batch 4 --size 320 --out bench/results/layer_bench_heavy.md   # issue 25's heavy shapes
+    python3 bench/layer_bench.py --kind dense --batch 4 --size 320 --out bench/results/layer_bench_dense.md
 
-Each layer is a Conv with group = C (+ bias, Relu6 as Clip(0, 6) where the network has it)
+Each depthwise layer is a Conv with group = C (+ bias, Relu6 as Clip(0, 6) where the network has it)
 on [N, C, H, W] (N = --batch, default 1; H and W scaled by --size / 224). Kiln's time is the Conv step of `kiln_runner --profile` (the operator alone)
 and the whole execute (with the NCHW <-> NHWC changes at the region edges); ONNX Runtime's is
 `session.run` (which includes its own layout reorders for NCHWc).
@@ -43,18 +46,33 @@ LAYERS = [
     ("efficientnet_b0", 672, 14, 14, 5, 1), ("efficientnet_b0", 1152, 7, 7, 5, 1), ("efficientnet_b0", 1152, 7, 7, 3, 1),
 ]
 
+# (network, in channels, out channels, H, W, kernel, stride) at 224x224: the dense layers of
+# issue 25's largest per-layer gaps (bench/results/heavy_profile.md): the 3-channel stems and
+# the 1x1 convolutions over few input channels.
+DENSE_LAYERS = [
+    ("squeezenet1_1_stem", 3, 64, 224, 224, 3, 2), ("efficientnet_b0_stem", 3, 32, 224, 224, 3, 2),
+    ("mobilenet_v3_stem", 3, 16, 224, 224, 3, 2), ("shufflenet_v2_stem", 3, 24, 224, 224, 3, 2),
+    ("resnet18_stem", 3, 64, 224, 224, 7, 2),
+    ("efficientnet_b0_expand", 16, 96, 112, 112, 1, 1), ("efficientnet_b0_expand", 24, 144, 56, 56, 1, 1),
+    ("mobilenet_v3_expand", 16, 72, 56, 56, 1, 1), ("shufflenet_v2_pw", 24, 24, 56, 56, 1, 1),
+    ("squeezenet1_1_squeeze", 128, 16, 56, 56, 1, 1),
+]
 
-def layer_model(n, c, h, w, k, s, path):
-    rng = np.random.default_rng(c * 1000 + h + k * 7 + s)
-    weight = numpy_helper.from_array(rng.standard_normal((c, 1, k, k)).astype(np.float32) * 0.1, "w")
-    bias = numpy_helper.from_array(rng.standard_normal(c).astype(np.float32) * 0.1, "b")
-    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, kernel_shape=[k, k], strides=[s, s],
-                            pads=[k // 2] * 4, name="dwconv")
+
+def layer_model(n, c, h, w, k, s, path, out_channels=None):
+    """A one-Conv model: depthwise (group = c) unless out_channels is given (dense, group 1)."""
+    m = out_channels or c
+    rng = np.random.default_rng(c * 1000 + m + h + k * 7 + s)
+    cin = 1 if out_channels is None else c
+    weight = numpy_helper.from_array(rng.standard_normal((m, cin, k, k)).astype(np.float32) * (1.0 / (cin * k * k)) ** 0.5, "w")
+    bias = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32) * 0.1, "b")
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c // cin, kernel_shape=[k, k], strides=[s, s],
+                            pads=[k // 2] * 4, name="conv")
     oh, ow = (h + 2 * (k // 2) - k) // s + 1, (w + 2 * (k // 2) - k) // s + 1
     graph = helper.make_graph([conv], "layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, c, oh, ow])], [weight, bias])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, m, oh, ow])], [weight, bias])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return 2.0 * n * c * oh * ow * k * k
+    return 2.0 * n * m * cin * oh * ow * k * k
 
 
 def kiln_times(build, kiln_path, x_path, threads, runs, work):
@@ -94,19 +112,22 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--size", type=int, default=224, help="the network's input side (layers scaled from 224)")
     ap.add_argument("--layers", default="", help="only layers whose name contains one of these (comma-separated)")
+    ap.add_argument("--kind", choices=("depthwise", "dense"), default="depthwise")
     opts = ap.parse_args()
     work = os.path.join(opts.build, "bench", "layers")
     os.makedirs(work, exist_ok=True)
     threads = [int(t) for t in opts.threads.split(",")]
     rows = []
     n = opts.batch
-    for net, c, h, w, k, s in LAYERS:
+    layers = LAYERS if opts.kind == "depthwise" else DENSE_LAYERS
+    for net, c, *rest in layers:
+        m, (h, w, k, s) = (rest[0], rest[1:]) if opts.kind == "dense" else (None, rest)
         h, w = h * opts.size // 224, w * opts.size // 224
-        name = f"{net}_n{n}_c{c}_{h}x{w}_k{k}s{s}"
+        name = f"{net}_n{n}_c{c}" + (f"_m{m}" if m else "") + f"_{h}x{w}_k{k}s{s}"
         if opts.layers and not any(part in name for part in opts.layers.split(",")):
             continue
         onnx_path, kiln_path, x_path = (os.path.join(work, name + e) for e in (".onnx", ".kiln", "_x.npy"))
-        flops = layer_model(n, c, h, w, k, s, onnx_path)
+        flops = layer_model(n, c, h, w, k, s, onnx_path, m)
         subprocess.run([os.path.join(opts.build, "kiln"), "export", onnx_path, "-o", kiln_path], check=True,
                        capture_output=True)
         x = np.random.default_rng(c).standard_normal((n, c, h, w)).astype(np.float32)
@@ -114,11 +135,13 @@ def main():
         for t in threads:
             conv_ms, kiln_ms = kiln_times(opts.build, kiln_path, x_path, t, opts.runs, work)
             ort_ms = ort_time(onnx_path, x, t, opts.runs)
-            rows.append(dict(layer=f"{net} N={n} C={c} {h}x{w} k{k} s{s}", threads=t, flops=flops, kiln_conv_ms=conv_ms,
+            rows.append(dict(layer=f"{net} N={n} C={c}" + (f"->{m}" if m else "") + f" {h}x{w} k{k} s{s}", threads=t, flops=flops, kiln_conv_ms=conv_ms,
                              kiln_ms=kiln_ms, ort_ms=ort_ms))
             print(f"{name} t={t}: Kiln conv {conv_ms:.3f} ms, whole {kiln_ms:.3f} ms; ORT {ort_ms:.3f} ms", flush=True)
-    lines = ["# Depthwise convolution, one layer: Kiln vs ONNX Runtime", "",
-             f"Command: `python3 bench/layer_bench.py --threads {opts.threads} --runs {opts.runs} --batch {n} --size {opts.size}`",
+    title = "Depthwise convolution" if opts.kind == "depthwise" else "Dense convolution"
+    lines = [f"# {title}, one layer: Kiln vs ONNX Runtime", "",
+             f"Command: `python3 bench/layer_bench.py --kind {opts.kind} --threads {opts.threads} --runs {opts.runs} "
+             f"--batch {n} --size {opts.size}`",
              "",
              f"- Date: {datetime.datetime.now().isoformat(timespec='seconds')}",
              f"- CPU: {cpu_name()}; ONNX Runtime {ort.__version__}",

@@ -26,14 +26,17 @@ constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
 constexpr size_t kWeightBudget = size_t{512} << 10;  // weight bytes a task's chunk keeps in L2
 
-using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, const float*, size_t, const float*,
-                             float* const*, size_t, float, float);
+// (taps, tap ids or null, c, a, a_step, panel, ldb, bias, y, nc, lo, hi): tap t of row r reads
+// c floats at a[t * MR + r], or, with a_step != 0 (a "row" tile: one pointer per row), at
+// a[r] + t * a_step.
+using Microkernel = void (*)(size_t, const uint16_t*, size_t, const float* const*, size_t, const float*, size_t,
+                             const float*, float* const*, size_t, float, float);
 
 // The same contract in plain C++ (any CPU; the compiler vectorizes the column loop): what
 // batched MatMuls run where AVX2 is missing (convolutions go to XNNPACK there).
 template <size_t MR, bool kMaskedB>
-void microkernel_plain(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, const float* panel,
-                       size_t ldb, const float* bias, float* const* y, size_t nc, float lo, float hi) {
+void microkernel_plain(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, size_t a_step,
+                       const float* panel, size_t ldb, const float* bias, float* const* y, size_t nc, float lo, float hi) {
   float acc[MR][kNr];
   for (size_t r = 0; r < MR; ++r)
     for (size_t j = 0; j < kNr; ++j) acc[r][j] = bias[j];
@@ -42,7 +45,7 @@ void microkernel_plain(size_t taps, const uint16_t* tap_ids, size_t c, const flo
     const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * ldb;
     for (size_t k = 0; k < c; ++k, w += ldb)
       for (size_t r = 0; r < MR; ++r) {
-        const float v = a[t * MR + r][k];
+        const float v = a_step ? a[r][t * a_step + k] : a[t * MR + r][k];
         for (size_t j = 0; j < cols; ++j) acc[r][j] += v * w[j];
       }
   }
@@ -69,8 +72,9 @@ constexpr Microkernel kPlainKernels[2][kMr + 1] = {
 // has nc < 16 columns, so its loads are masked (never past the operand's end).
 template <size_t MR, bool kMaskedB>
 __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t* tap_ids, size_t c,
-                                                     const float* const* a, const float* panel, size_t ldb,
-                                                     const float* bias, float* const* y, size_t nc, float lo, float hi) {
+                                                     const float* const* a, size_t a_step, const float* panel,
+                                                     size_t ldb, const float* bias, float* const* y, size_t nc, float lo,
+                                                     float hi) {
   const __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
   alignas(32) static const int32_t kBits[24] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                                 0,  0,  0,  0,  0,  0,  0,  0};
@@ -81,8 +85,9 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
 #undef KILN_INIT
   for (size_t t = 0; t < taps; ++t) {
     const float* w = panel + (tap_ids ? tap_ids[t] : t) * c * ldb;  // taps may skip (see run_task)
-    const float* const* at = a + t * MR;
-#define KILN_PTR(r) const float* a##r = MR > r ? at[r] : nullptr;
+    const float* const* at = a_step ? a : a + t * MR;
+    const size_t shift = t * a_step;
+#define KILN_PTR(r) const float* a##r = MR > r ? at[r] + shift : nullptr;
     KILN_ROWS(KILN_PTR)
 #undef KILN_PTR
 #pragma GCC unroll 4
@@ -138,8 +143,8 @@ void direct_row(void* ctx, size_t row);  // the direct path of one input channel
 // weight vectors fit arm64's 32 registers). What batched MatMuls run on arm64; convolutions
 // stay on XNNPACK's NEON kernels there (no direct path in this row).
 template <size_t MR, bool kMaskedB>
-void microkernel_neon(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, const float* panel,
-                      size_t ldb, const float* bias, float* const* y, size_t nc, float lo, float hi) {
+void microkernel_neon(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, size_t a_step,
+                      const float* panel, size_t ldb, const float* bias, float* const* y, size_t nc, float lo, float hi) {
   float32x4_t acc[MR][4];
   for (size_t r = 0; r < MR; ++r)
     for (size_t q = 0; q < 4; ++q) acc[r][q] = vld1q_f32(bias + 4 * q);
@@ -151,7 +156,7 @@ void microkernel_neon(size_t taps, const uint16_t* tap_ids, size_t c, const floa
       if constexpr (kMaskedB) wk = static_cast<const float*>(std::memcpy(wbuf, w, nc * sizeof(float)));  // never past nc
       const float32x4_t w0 = vld1q_f32(wk), w1 = vld1q_f32(wk + 4), w2 = vld1q_f32(wk + 8), w3 = vld1q_f32(wk + 12);
       for (size_t r = 0; r < MR; ++r) {
-        const float v = a[t * MR + r][k];
+        const float v = a_step ? a[r][t * a_step + k] : a[t * MR + r][k];
         acc[r][0] = vfmaq_n_f32(acc[r][0], w0, v);
         acc[r][1] = vfmaq_n_f32(acc[r][1], w1, v);
         acc[r][2] = vfmaq_n_f32(acc[r][2], w2, v);
@@ -209,22 +214,37 @@ struct Job {
   bool chunks_outer;  // tasks run chunk by chunk (each chunk's weights stay in L2 across the pixels)
 };
 
-// The input pointers of one tile of kMr output pixels. A "row" tile (every pixel's window
-// inside the input, taps along kw contiguous) reads kernel_h taps of kernel_w * c floats each
-// and sets *row_tile; any other tile gets one pointer per tap, with the taps that read only
+// The output pixel a tile starts at; run_task steps it from tile to tile (no division per tile).
+struct TilePos {
+  size_t n, oh, ow;
+};
+
+inline TilePos tile_pos(const DenseConvGeometry& g, size_t tile) {
+  const size_t p0 = tile * kMr, plane = g.out_h * g.out_w;
+  return {p0 / plane, p0 % plane / g.out_w, p0 % g.out_w};
+}
+
+inline void next_tile(const DenseConvGeometry& g, TilePos* p) {
+  for (p->ow += kMr; p->ow >= g.out_w;) {
+    p->ow -= g.out_w;
+    if (++p->oh == g.out_h) p->oh = 0, ++p->n;
+  }
+}
+
+// The input pointers of one tile of mr output pixels starting at `pos`. A "row" tile (every
+// pixel's window inside the input, taps along kw contiguous) gets one pointer per pixel, its
+// first kernel row (the microkernel steps kernel_h rows of kernel_w * c floats from it), and
+// sets *row_tile; any other tile gets one pointer per tap, with the taps that read only
 // padding for every pixel dropped (their indices in `ids`, their count in *n_active).
-inline void gather_tile(const Job& j, size_t tile, const float** at, bool* row_tile, size_t* n_active, uint16_t* ids) {
+inline void gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, bool* row_tile, size_t* n_active,
+                        uint16_t* ids) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels;
-  const size_t plane = g.out_h * g.out_w;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
   const int64_t span_h = static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h);
   const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w);
-  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // one kernel row down
-  const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
-  // The tile's first pixel, then step along the output rows (no division per pixel).
-  size_t n = p0 / plane, oh = p0 % plane / g.out_w, ow = p0 % g.out_w;
+  size_t n = pos.n, oh = pos.oh, ow = pos.ow;
   size_t pn[kMr], poh[kMr], pow_[kMr];
   bool rows = g.dilation_w == 1 && g.in_stride == c;
   for (size_t r = 0; r < mr; ++r) {
@@ -238,14 +258,18 @@ inline void gather_tile(const Job& j, size_t tile, const float** at, bool* row_t
     }
   }
   *row_tile = rows;
+  *n_active = 0;
+  if (rows) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
+    for (size_t r = 0; r < mr; ++r) {
+      const size_t ih0 = poh[r] * g.stride_h - static_cast<size_t>(g.pad_top);
+      const size_t iw0 = pow_[r] * g.stride_w - static_cast<size_t>(g.pad_left);
+      at[r] = j.x + ((pn[r] * g.in_h + ih0) * g.in_w + iw0) * c;
+    }
+    return;
+  }
   for (size_t r = 0; r < mr; ++r) {
     const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
     const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
-    if (rows) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
-      const float* base = j.x + ((pn[r] * g.in_h + static_cast<size_t>(ih0)) * g.in_w + static_cast<size_t>(iw0)) * c;
-      for (size_t kh = 0; kh < w.kernel_h; ++kh) at[kh * mr + r] = base + kh * row_step;
-      continue;
-    }
     for (size_t kh = 0; kh < w.kernel_h; ++kh) {
       const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
       const bool row_inside = ih >= 0 && ih < in_h;
@@ -259,8 +283,6 @@ inline void gather_tile(const Job& j, size_t tile, const float** at, bool* row_t
   }
   // Taps that read only padding for every pixel of the tile add nothing: drop them (ASPP's
   // dilated 3x3 on a small map reads its centre tap alone).
-  *n_active = 0;
-  if (rows) return;
   for (size_t t = 0; t < taps; ++t) {
     bool any = false;
     for (size_t r = 0; r < mr; ++r) any = any || at[t * mr + r] != w.zero.data();
@@ -293,8 +315,11 @@ void run_task(void* ctx, size_t i, size_t k) {
   bool rows[kTilesPerTask];
   size_t active[kTilesPerTask];              // taps kept per tile (not a row tile)
   uint16_t ids[kTilesPerTask][kMaxTaps];     // their tap indices
-  for (size_t tile = first; tile < last; ++tile)
-    gather_tile(j, tile, a[tile - first], &rows[tile - first], &active[tile - first], ids[tile - first]);
+  TilePos pos = tile_pos(g, first);
+  for (size_t tile = first; tile < last; ++tile, next_tile(g, &pos))
+    gather_tile(j, pos, std::min(kMr, j.pixels - tile * kMr), a[tile - first], &rows[tile - first],
+                &active[tile - first], ids[tile - first]);
+  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // a row tile's next kernel row
   constexpr size_t kAhead = 2;  // tiles (1 and 3 measured slower on p144_24 and p144_32)
   if (taps == 1)
     for (size_t tile = first; tile < std::min(last, first + kAhead); ++tile)
@@ -311,11 +336,11 @@ void run_task(void* ctx, size_t i, size_t k) {
         prefetch_tile(a[tile + kAhead - first], std::min(kMr, j.pixels - p0 - kAhead * kMr), c);
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
       if (rows[tile - first])
-        chosen().kernels[0][mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], panel, kNr, bias, y, nc, g.out_min,
-                        g.out_max);
+        chosen().kernels[0][mr](w.kernel_h, nullptr, w.kernel_w * c, a[tile - first], row_step, panel, kNr, bias, y,
+                                nc, g.out_min, g.out_max);
       else
-        chosen().kernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], panel, kNr, bias, y, nc,
-                        g.out_min, g.out_max);
+        chosen().kernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], 0, panel, kNr, bias, y,
+                                nc, g.out_min, g.out_max);
     }
   }
   if (!g.gate) return;
@@ -529,7 +554,7 @@ void matmul_task(void* ctx, size_t t, size_t group) {
     for (size_t tile = group * kTilesPerTask; tile < std::min(j.tiles, (group + 1) * kTilesPerTask); ++tile) {
       const size_t r0 = tile * kMr, mr = std::min(kMr, g.m - r0);
       for (size_t r = 0; r < mr; ++r) rows[r] = a + (r0 + r) * g.k, out[r] = y + (r0 + r) * g.n + j0;
-      chosen().kernels[nc < kNr][mr](1, nullptr, g.k, rows, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
+      chosen().kernels[nc < kNr][mr](1, nullptr, g.k, rows, 0, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
     }
   }
 }
