@@ -1,6 +1,7 @@
 // A convolution's gate y * act(y) (SiLU: Sigmoid then Mul; hard swish: HardSigmoid then Mul)
 // folds into the delegate's convolution step (DelegateOp::gate): Kiln's dense kernel applies it
-// to each task's output tiles (1x1, 3x3 strided), its depthwise kernel to each output row (7x7),
+// to each task's output tiles (1x1, 3x3 strided), its Winograd kernel to each task's tiles (3x3
+// stride 1), its depthwise kernel to each output row (7x7),
 // and after XNNPACK's depthwise operator (3x3, stride 2) it is a pass over the output. Each is
 // checked against the portable kernels of the same file at many H, W down to 1x1, over arenas of NaN
 // bytes, and with a NaN in the input; a convolution whose output has a third reader keeps its
@@ -47,7 +48,9 @@ format::ProgramDesc gated_program() {
   };
   int c1 = conv("expand_1x1", x, {24, 8, 1, 1}, 1, 1, 0);
   int g1 = *g.add("Mul", "silu_1", {c1, *g.add("Sigmoid", "sig_1", {c1})});
-  int c2 = conv("dw_7x7", g1, {24, 1, 7, 7}, 24, 1, 3);
+  int c1b = conv("same_3x3", g1, {24, 24, 3, 3}, 1, 1, 1);  // Winograd F(2x2, 3x3)
+  int g1b = *g.add("Mul", "silu_1b", {c1b, *g.add("Sigmoid", "sig_1b", {c1b})});
+  int c2 = conv("dw_7x7", g1b, {24, 1, 7, 7}, 24, 1, 3);
   int g2 = *g.add("Mul", "silu_2", {*g.add("Sigmoid", "sig_2", {c2}), c2});
   int c3 = conv("down_3x3", g2, {16, 24, 3, 3}, 1, 2, 1);
   core::AttrStore hs;
@@ -77,6 +80,7 @@ TEST(ConvGate, ExportFoldsTheGateIntoTheConvolution) {
     for (const format::DelegateOpDesc& op : r.ops)
       if (op.gate >= 0) gates[node_of(m, op.source)] = node_of(m, op.gate) + "+" + node_of(m, op.fused);
   EXPECT_EQ(gates, (std::map<std::string, std::string>{{"expand_1x1", "sig_1+silu_1"},
+                                                       {"same_3x3", "sig_1b+silu_1b"},
                                                        {"dw_7x7", "sig_2+silu_2"},
                                                        {"down_3x3", "hsig_3+hswish_3"},
                                                        {"dw_3x3_s2", "sig_4+silu_4"}}));
@@ -143,7 +147,8 @@ TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {
   std::vector<std::string> ops;
   for (const ProfileRow& r : (*d)->profile())
     if (r.op.find("Mul") != std::string::npos) ops.push_back(r.op + " " + r.node);
-  EXPECT_EQ(ops, (std::vector<std::string>{"Conv+Sigmoid+Mul expand_1x1", "Conv+Sigmoid+Mul dw_7x7",
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv+Sigmoid+Mul expand_1x1", "Conv+Sigmoid+Mul same_3x3",
+                                           "Conv+Sigmoid+Mul dw_7x7",
                                            "Conv+HardSigmoid+Mul down_3x3", "Conv+Sigmoid+Mul dw_3x3_s2", "Sigmoid+Mul sig_5"}));
 }
 

@@ -2,10 +2,12 @@
 // XNNPACK's convolution, deconvolution and fully connected operators, Kiln's dense and
 // depthwise kernels where they beat the XNNPACK build we link (dense_conv.h), and Kiln's
 // batched MatMul for a right operand computed at run time.
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
 #include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/winograd_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
 #include "delegates/xnnpack/int8_conv.h"
 #include "delegates/xnnpack/op.h"
@@ -335,6 +337,34 @@ struct DenseConv : Op {
   Gated gated;
 };
 
+// A dense 3x3 stride-1 convolution as Winograd F(2x2, 3x3) (winograd_conv.h); its workers'
+// scratch is sized at the first bind (Method::create binds at the bound, with the most threads).
+struct WinogradConv : Op {
+  Status create(const OpSource& src) override {
+    gated.keep(src);
+    pack_winograd(src.operand_f32(1), bias_of(src), plan.group_out, plan.group_in, &weights);
+    return ok_status();
+  }
+  Status setup() override {
+    geom = dense_geometry(*this);
+    geom.gate = gated.get();
+    slots = pool ? pthreadpool_get_threads_count(pool) : 1;
+    const size_t need = slots * winograd_scratch_floats(weights);
+    if (scratch.size() < need) scratch.resize(need);
+    slots = scratch.size() / winograd_scratch_floats(weights);
+    return ok_status();
+  }
+  Status run() override {
+    winograd_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), scratch.data(), slots, pool);
+    return ok_status();
+  }
+  WinogradWeights weights;
+  DenseConvGeometry geom;
+  Gated gated;
+  std::vector<float> scratch;
+  size_t slots = 1;
+};
+
 struct DepthwiseConv : Op {
   Status create(const OpSource& src) override {
     gated.keep(src);
@@ -521,6 +551,12 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   if (dense_conv_available()) {
     const size_t taps = p.kernel_h * p.kernel_w;
     const bool conv = p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w);
+    // 3x3 stride 1 as Winograd F(2x2, 3x3): resnet18's layers at batch 4 and 320 took 0.54-0.74x
+    // the direct kernel's time (bench/layer_bench.py --kind dense). KILN_NO_WINOGRAD=1 keeps
+    // them direct (DEVELOPERS.md), to measure one against the other.
+    if (conv && winograd_fits(p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.groups,
+                              p.group_in, p.group_out) && !std::getenv("KILN_NO_WINOGRAD"))
+      return std::make_unique<WinogradConv>();
     if ((conv && p.groups == 1) || p.kind == OpKind::kFullyConnected) return std::make_unique<DenseConv>();
     const bool unipass = taps == 4 || ((taps == 9 || taps == 25) && (p.stride_h > 1 || p.stride_w > 1));
     if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && !unipass &&

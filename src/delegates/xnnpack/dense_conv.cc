@@ -501,6 +501,13 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
 
 bool dense_conv_fits(size_t kh, size_t kw) { return kh * kw <= kMaxTaps; }
 
+static_assert(kDenseTileRows == kMr && kDenseBlock == kNr);
+
+void dense_gemm_rows(size_t rows, size_t k, const float* const* a, const float* panel, const float* bias,
+                     float* const* y, size_t nc) {
+  chosen().kernels[0][rows](1, nullptr, k, a, 0, panel, kNr, bias, y, nc, -INFINITY, INFINITY);
+}
+
 MatMulGeometry matmul_geometry(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank) {
   MatMulGeometry g;
   g.m = static_cast<size_t>(a_dims[a_rank - 2]);

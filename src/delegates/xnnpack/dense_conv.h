@@ -51,6 +51,13 @@ struct DenseConvGeometry {
 /// tiles and channel blocks.
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
 
+/// The microkernel under dense_conv (this CPU's row of its ISA table), for kernels built on
+/// it: y[r][0..nc) = bias + a[r][0..k) x panel (k rows of kDenseBlock floats) for r < rows,
+/// rows <= kDenseTileRows. Never allocates.
+constexpr size_t kDenseTileRows = 6, kDenseBlock = 16;
+void dense_gemm_rows(size_t rows, size_t k, const float* const* a, const float* panel, const float* bias,
+                     float* const* y, size_t nc);
+
 /// A MatMul whose operands are both computed at run time (attention's Q K^T and A V):
 /// y[t] = a[t] @ b[t] over `batches` broadcast batches, a [M, K], b [K, N], y [M, N] row-major.
 struct MatMulGeometry {

@@ -1,0 +1,305 @@
+#include "delegates/xnnpack/winograd_conv.h"
+
+#include <pthreadpool.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/support.h"
+#include "kernels/simd/isa.h"
+#include "kernels/simd/vmath.h"
+
+namespace kiln::delegates::xnnpack {
+
+namespace {
+
+constexpr size_t kBlock = kDenseBlock;     // output channels per block (one panel column set)
+constexpr size_t kRows = kDenseTileRows;   // tiles per microkernel call
+constexpr size_t kMaxTiles = 48;           // tiles per task
+constexpr size_t kInputBudget = 96 << 10;  // floats of transformed input per worker (384 KiB, in L2)
+constexpr size_t kMinChannels = 16;
+
+// Tiles per task: as many as the budget holds, a multiple of the microkernel's rows.
+size_t tiles_per_task(size_t c) {
+  const size_t t = kInputBudget / (16 * c) / kRows * kRows;
+  return std::min(kMaxTiles, std::max(kRows, t));
+}
+
+// Eight channels at once where the compiler has vectors (GCC vector extension: one ymm in the
+// AVX2 clone, two xmm otherwise); the channel tail goes one at a time with the same code.
+// Every function taking or returning one is inlined into its ISA's worker, so the ABI note
+// GCC gives for 32-byte vectors without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float F8 __attribute__((vector_size(32)));
+
+template <typename V>
+__attribute__((always_inline)) inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V>
+__attribute__((always_inline)) inline void store(float* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// V = B^T d B for channels [ch, ch + lanes), d the 16 pixels of the tile's 4x4 window (row
+// major), written to v[xi * stride + ch]. B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+template <typename V>
+__attribute__((always_inline)) inline void transform_input(const float* const* d, size_t ch, float* v, size_t stride) {
+  V t[16];
+  for (int k = 0; k < 4; ++k) {
+    const V d0 = load<V>(d[k] + ch), d1 = load<V>(d[4 + k] + ch), d2 = load<V>(d[8 + k] + ch),
+            d3 = load<V>(d[12 + k] + ch);
+    t[k] = d0 - d2, t[4 + k] = d1 + d2, t[8 + k] = d2 - d1, t[12 + k] = d1 - d3;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const V t0 = t[4 * i], t1 = t[4 * i + 1], t2 = t[4 * i + 2], t3 = t[4 * i + 3];
+    store(v + (4 * i + 0) * stride + ch, t0 - t2);
+    store(v + (4 * i + 1) * stride + ch, t1 + t2);
+    store(v + (4 * i + 2) * stride + ch, t2 - t1);
+    store(v + (4 * i + 3) * stride + ch, t1 - t3);
+  }
+}
+
+// The four outputs (0,0), (0,1), (1,0), (1,1) of A^T M A for lanes [lane, lane + 8) of a block,
+// m[xi] at ms + xi * stride. A^T = [1 1 1 0; 0 1 -1 -1].
+__attribute__((always_inline)) inline void transform_output(const float* ms, size_t stride, size_t lane, F8 out[4]) {
+  F8 m[16];
+  for (int xi = 0; xi < 16; ++xi) m[xi] = load<F8>(ms + xi * stride + lane);
+  F8 s0[4], s1[4];
+  for (int k = 0; k < 4; ++k) s0[k] = m[k] + m[4 + k] + m[8 + k], s1[k] = m[4 + k] - m[8 + k] - m[12 + k];
+  out[0] = s0[0] + s0[1] + s0[2];
+  out[1] = s0[1] - s0[2] - s0[3];
+  out[2] = s1[0] + s1[1] + s1[2];
+  out[3] = s1[1] - s1[2] - s1[3];
+}
+
+struct Job {
+  const WinogradWeights* w;
+  const DenseConvGeometry* g;
+  const float* x;
+  float* y;
+  float* scratch;
+  size_t per_slot;
+  size_t tiles_h, tiles_w, tiles, per_task, chunks, blocks_per_chunk, tasks;
+  std::atomic<size_t> next{0};
+};
+
+struct TileAt {
+  size_t n, th, tw;
+};
+
+inline void next_tile(const Job& j, TileAt* t) {
+  if (++t->tw == j.tiles_w) {
+    t->tw = 0;
+    if (++t->th == j.tiles_h) t->th = 0, ++t->n;
+  }
+}
+
+// One output of the tile at channel o, summed directly from the original weights: the tiles
+// whose transformed outputs are not finite (the direct sum's classes, NaN or +-Inf, exactly).
+float direct_output(const Job& j, size_t n, size_t oh, size_t ow, size_t o) {
+  const WinogradWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t c = w.in_channels;
+  float s = w.bias[o];
+  for (size_t kh = 0; kh < 3; ++kh) {
+    const int64_t ih = static_cast<int64_t>(oh + kh) - g.pad_top;
+    if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
+    for (size_t kw = 0; kw < 3; ++kw) {
+      const int64_t iw = static_cast<int64_t>(ow + kw) - g.pad_left;
+      if (iw < 0 || iw >= static_cast<int64_t>(g.in_w)) continue;
+      const float* px = j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.in_stride;
+      const float* wk = w.original + o * c * 9 + kh * 3 + kw;
+      for (size_t ch = 0; ch < c; ++ch) s += px[ch] * wk[ch * 9];
+    }
+  }
+  return s;
+}
+
+inline float clamp_keep_nan(float v, float lo, float hi) { return std::isnan(v) ? v : std::min(hi, std::max(lo, v)); }
+
+// One task: per_task tiles (their inputs transformed once) and a chunk of channel blocks.
+__attribute__((always_inline)) inline void run_task(const Job& j, size_t task, float* scratch) {
+  alignas(32) static const float kZero[kBlock] = {};
+  const WinogradWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t c = w.in_channels, m = w.out_channels, tt = j.per_task;
+  const size_t group = task / j.chunks, chunk = task % j.chunks;
+  const size_t t0 = group * tt, nt = std::min(j.tiles, t0 + tt) - t0;
+  float* v = scratch;               // [16][tt][c]
+  float* ms = scratch + 16 * tt * c;  // [16][tt][kBlock]
+  const size_t plane = j.tiles_h * j.tiles_w;
+  const TileAt first{t0 / plane, t0 % plane / j.tiles_w, t0 % j.tiles_w};
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+
+  TileAt at = first;
+  for (size_t t = 0; t < nt; ++t, next_tile(j, &at)) {
+    const float* d[16];
+    const int64_t ih0 = static_cast<int64_t>(2 * at.th) - g.pad_top, iw0 = static_cast<int64_t>(2 * at.tw) - g.pad_left;
+    for (int i = 0; i < 4; ++i)
+      for (int k = 0; k < 4; ++k) {
+        const int64_t ih = ih0 + i, iw = iw0 + k;
+        const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
+        d[4 * i + k] = inside ? j.x + ((at.n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) *
+                                          g.in_stride
+                              : w.zero.data();
+      }
+    size_t ch = 0;
+    for (; ch + 8 <= c; ch += 8) transform_input<F8>(d, ch, v + t * c, tt * c);
+    for (; ch < c; ++ch) transform_input<float>(d, ch, v + t * c, tt * c);
+  }
+
+  const size_t blocks = (m + kBlock - 1) / kBlock;
+  const size_t b0 = chunk * j.blocks_per_chunk, b1 = std::min(blocks, b0 + j.blocks_per_chunk);
+  const F8 lo = F8{} + g.out_min, hi = F8{} + g.out_max;
+  for (size_t mb = b0; mb < b1; ++mb) {
+    const size_t nc = std::min(kBlock, m - mb * kBlock);
+    for (size_t xi = 0; xi < 16; ++xi) {
+      const float* panel = w.panels.data() + (mb * 16 + xi) * c * kBlock;
+      const float* a[kRows];
+      float* out[kRows];
+      for (size_t r0 = 0; r0 < nt; r0 += kRows) {
+        const size_t mr = std::min(kRows, nt - r0);
+        for (size_t r = 0; r < mr; ++r)
+          a[r] = v + (xi * tt + r0 + r) * c, out[r] = ms + (xi * tt + r0 + r) * kBlock;
+        dense_gemm_rows(mr, c, a, panel, kZero, out, kBlock);
+      }
+    }
+    const float* bias = w.bias.data() + mb * kBlock;
+    at = first;
+    for (size_t t = 0; t < nt; ++t, next_tile(j, &at)) {
+      const size_t oh0 = 2 * at.th, ow0 = 2 * at.tw;
+      alignas(32) float res[4][kBlock];
+      F8 probe = F8{};
+      for (size_t lane = 0; lane < kBlock; lane += 8) {
+        F8 o[4];
+        transform_output(ms + t * kBlock, tt * kBlock, lane, o);
+        const F8 b = load<F8>(bias + lane);
+        for (int q = 0; q < 4; ++q) {
+          o[q] += b;
+          probe += o[q] * 0.f;  // NaN where an output is NaN or +-Inf
+          o[q] = o[q] < lo ? lo : o[q];  // comparisons with NaN are false: NaN stays
+          o[q] = o[q] > hi ? hi : o[q];
+          store(res[q] + lane, o[q]);
+        }
+      }
+      bool finite = true;
+      for (int l = 0; l < 8; ++l) finite = finite && probe[l] == 0.f;
+      for (int q = 0; q < 4; ++q) {
+        const size_t oh = oh0 + static_cast<size_t>(q / 2), ow = ow0 + static_cast<size_t>(q % 2);
+        if (oh >= g.out_h || ow >= g.out_w) continue;
+        float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + mb * kBlock;
+        if (finite) {
+          std::memcpy(yp, res[q], nc * sizeof(float));
+          continue;
+        }
+        for (size_t o = 0; o < nc; ++o)
+          yp[o] = clamp_keep_nan(direct_output(j, at.n, oh, ow, mb * kBlock + o), g.out_min, g.out_max);
+      }
+    }
+  }
+  if (!g.gate) return;
+  // The gate over the chunk's channels of the task's outputs, still in cache.
+  const size_t c0 = b0 * kBlock, c1 = std::min(m, b1 * kBlock);
+  at = first;
+  for (size_t t = 0; t < nt; ++t, next_tile(j, &at))
+    for (size_t oh = 2 * at.th; oh < std::min(g.out_h, 2 * at.th + 2); ++oh)
+      for (size_t ow = 2 * at.tw; ow < std::min(g.out_w, 2 * at.tw + 2); ++ow) {
+        float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + c0;
+        simd::gate(yp, yp, c1 - c0, g.gate->hard, g.gate->alpha, g.gate->beta);
+      }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void worker_avx2(void* ctx, size_t slot) {
+  Job& j = *static_cast<Job*>(ctx);
+  for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
+    run_task(j, t, j.scratch + slot * j.per_slot);
+}
+#endif
+
+void worker_plain(void* ctx, size_t slot) {
+  Job& j = *static_cast<Job*>(ctx);
+  for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
+    run_task(j, t, j.scratch + slot * j.per_slot);
+}
+
+struct Impl {
+  const char* name;
+  bool (*available)();
+  void (*worker)(void*, size_t);
+};
+const Impl kImpls[] = {
+#if defined(__x86_64__)
+    {"avx2", simd::cpu_has_avx2, worker_avx2},
+#endif
+    {"plain", [] { return true; }, worker_plain}};
+
+}  // namespace
+
+bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
+                   size_t groups, size_t in_channels, size_t out_channels) {
+  return kh == 3 && kw == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && dilation_w == 1 && groups == 1 &&
+         in_channels >= kMinChannels && out_channels >= kMinChannels;
+}
+
+void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out) {
+  const size_t blocks = (m + kBlock - 1) / kBlock;
+  out->out_channels = m;
+  out->in_channels = c;
+  out->panels.assign(blocks * 16 * c * kBlock, 0.f);
+  out->bias.assign(blocks * kBlock, 0.f);
+  out->zero.assign(c, 0.f);
+  out->original = w;
+  // U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in double.
+  static const double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  for (size_t o = 0; o < m; ++o) {
+    if (bias) out->bias[o] = bias[o];
+    const size_t mb = o / kBlock, lane = o % kBlock;
+    for (size_t ch = 0; ch < c; ++ch) {
+      const float* g = w + (o * c + ch) * 9;
+      double gg[4][3];  // G g
+      for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 3; ++k) gg[i][k] = kG[i][0] * g[k] + kG[i][1] * g[3 + k] + kG[i][2] * g[6 + k];
+      for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 4; ++k) {
+          const double u = gg[i][0] * kG[k][0] + gg[i][1] * kG[k][1] + gg[i][2] * kG[k][2];
+          out->panels[((mb * 16 + static_cast<size_t>(4 * i + k)) * c + ch) * kBlock + lane] = static_cast<float>(u);
+        }
+    }
+  }
+}
+
+size_t winograd_scratch_floats(const WinogradWeights& w) {
+  return 16 * tiles_per_task(w.in_channels) * (w.in_channels + kBlock);
+}
+
+void winograd_conv(const WinogradWeights& w, const DenseConvGeometry& g, const float* x, float* y, float* scratch,
+                   size_t slots, pthreadpool_t pool) {
+  static const Impl* impl = simd::pick_isa(kImpls);
+  Job j{&w, &g, x, y, scratch, winograd_scratch_floats(w), (g.out_h + 1) / 2, (g.out_w + 1) / 2, 0, 0, 0, 0, 0};
+  j.tiles = g.batch * j.tiles_h * j.tiles_w;
+  if (j.tiles == 0 || w.out_channels == 0) return;
+  j.per_task = tiles_per_task(w.in_channels);
+  const size_t groups = (j.tiles + j.per_task - 1) / j.per_task, blocks = (w.out_channels + kBlock - 1) / kBlock;
+  const size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
+  // Enough tasks for every thread: split the channel blocks when there are few tile groups.
+  size_t chunks = std::min(blocks, std::max<size_t>(1, (4 * threads + groups - 1) / groups));
+  if (threads == 1) chunks = 1;
+  j.blocks_per_chunk = (blocks + chunks - 1) / chunks;
+  j.chunks = (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk;
+  j.tasks = groups * j.chunks;
+  const size_t workers = std::max<size_t>(1, std::min({slots, threads, j.tasks}));
+  if (workers == 1) {
+    impl->worker(&j, 0);
+    return;
+  }
+  pthreadpool_parallelize_1d(pool, impl->worker, &j, workers, 0);
+}
+
+}  // namespace kiln::delegates::xnnpack

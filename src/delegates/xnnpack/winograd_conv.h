@@ -1,0 +1,53 @@
+#pragma once
+// Winograd F(2x2, 3x3) for dense 3x3 stride-1 convolutions (NHWC), on the dense kernel's
+// GEMM microkernel. Each 2x2 block of outputs ("tile") reads a 4x4 input window; per input
+// channel the window is transformed (V = B^T d B), the weights were transformed at create
+// (U = G g G^T), and the 16 positions of the 4x4 transform are 16 GEMMs V[xi] (tiles x C)
+// times U[xi] (C x M); the outputs are A^T M A. That is 16 multiplies per tile and channel
+// pair instead of 36: on a layer where the direct kernel already runs at the FMA peak (and
+// ONNX Runtime too), the only way to go faster is fewer multiplies.
+//
+// Non-finite values keep the direct convolution's classes: a tile whose outputs (in a block of
+// 16 channels) come out NaN or Inf is computed again directly from the original weights, so a
+// NaN or Inf reaches exactly the outputs whose 3x3 window holds it, as +Inf or NaN as the
+// direct sum gives. Finite outputs differ from the direct sum by rounding only.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+typedef struct pthreadpool* pthreadpool_t;
+
+namespace kiln::delegates::xnnpack {
+
+struct DenseConvGeometry;
+
+/// True when a convolution of these static attributes runs here: 3x3, stride 1, no dilation,
+/// one group, at least kWinogradMinChannels in and out (below that the transforms cost more
+/// than the multiplies they save).
+bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
+                   size_t groups, size_t in_channels, size_t out_channels);
+
+/// Transformed weights: per block of 16 output channels, 16 panels [C][16] (one per position
+/// of the 4x4 transform), zero past the last channel; the bias padded alike; the original
+/// [M, C, 3, 3] weights (not copied: the program's constant, which outlives the Method) for
+/// the tiles recomputed directly.
+struct WinogradWeights {
+  size_t out_channels = 0, in_channels = 0;
+  std::vector<float> panels;
+  std::vector<float> bias;
+  std::vector<float> zero;  ///< in_channels zeros: the pixel a padded position reads
+  const float* original = nullptr;
+};
+
+void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out);
+
+/// Floats of scratch one worker needs (the transformed inputs and products of its tiles).
+size_t winograd_scratch_floats(const WinogradWeights& w);
+
+/// y = clamp(conv(x, w) + bias), then the gate if any; `scratch` holds `slots` workers'
+/// scratch (slots >= 1; more than the pool's threads are not used). Never allocates.
+void winograd_conv(const WinogradWeights& w, const DenseConvGeometry& g, const float* x, float* y, float* scratch,
+                   size_t slots, pthreadpool_t pool);
+
+}  // namespace kiln::delegates::xnnpack
