@@ -56,6 +56,16 @@ DenseConvGeometry geometry(const Case& k, float lo, float hi) {
 
 const char* cls(double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : "finite"; }
 
+TEST(WinogradConv, PaysFromSixteenTiles) {
+  DenseConvGeometry g;
+  g.batch = 1, g.out_h = 7, g.out_w = 7;  // 4 x 4 tiles
+  EXPECT_TRUE(winograd_pays(g));
+  g.out_h = 6;  // 3 x 4
+  EXPECT_FALSE(winograd_pays(g));
+  g.batch = 2;
+  EXPECT_TRUE(winograd_pays(g));
+}
+
 TEST(WinogradConv, FitsOnly3x3StrideOneDenseLayers) {
   EXPECT_TRUE(winograd_fits(3, 3, 1, 1, 1, 1, 1, 64, 64));
   EXPECT_FALSE(winograd_fits(3, 3, 2, 2, 1, 1, 1, 64, 64));  // strided
@@ -107,37 +117,40 @@ TEST(WinogradConv, MatchesADirectReferenceAtManyGeometries) {
 TEST(WinogradConv, NonFiniteInputsKeepTheDirectClasses) {
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> u(0.1f, 1.f);  // positive: +Inf stays +Inf through the sum
-  const Case k{1, 9, 10, 16, 20, 1, 1, 1, 1};
-  std::vector<float> x(k.n * k.h * k.w * k.c), w(k.m * k.c * 9), b(k.m);
-  for (float& v : x) v = u(rng);
-  for (float& v : w) v = u(rng);
-  for (float& v : b) v = u(rng);
-  w[(3 * k.c + 5) * 9 + 4] = 0.f;  // a zero weight: Inf * 0 is NaN in the direct sum
-  WinogradWeights packed;
-  pack_winograd(w.data(), b.data(), k.m, k.c, &packed);
-  std::vector<float> scratch(winograd_scratch_floats(packed));
-  for (const float bad : {NAN, INFINITY, -INFINITY})
-    for (const size_t at : {size_t{0}, size_t{(4 * k.w + 5) * k.c + 5}, x.size() - 1}) {
-      std::vector<float> xb = x;
-      xb[at] = bad;
-      for (float lo : {-INFINITY, 0.f}) {
-        const float hi = lo == 0.f ? 6.f : INFINITY;
-        const std::vector<double> want = reference(k, xb, w, b, lo, hi);
-        std::vector<float> y(want.size());
-        winograd_conv(packed, geometry(k, lo, hi), xb.data(), y.data(), scratch.data(), 1, nullptr);
-        size_t non_finite = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_STREQ(cls(y[i]), cls(want[i])) << "bad=" << bad << " at " << at << " output " << i;
-          non_finite += !std::isfinite(want[i]);
-          if (std::isfinite(want[i])) {
-            ASSERT_NEAR(y[i], want[i], 2e-4 * (1 + std::fabs(want[i])));
+  // 30 tiles, and 4 tiles over a batch of two
+  for (const Case& k : {Case{1, 9, 10, 16, 20, 1, 1, 1, 1}, Case{2, 2, 3, 16, 20, 1, 1, 1, 1}}) {
+    std::vector<float> x(k.n * k.h * k.w * k.c), w(k.m * k.c * 9), b(k.m);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : b) v = u(rng);
+    w[(3 * k.c + 5) * 9 + 4] = 0.f;  // a zero weight: Inf * 0 is NaN in the direct sum
+    WinogradWeights packed;
+    pack_winograd(w.data(), b.data(), k.m, k.c, &packed);
+    std::vector<float> scratch(winograd_scratch_floats(packed));
+    const size_t mid = ((k.h / 2) * k.w + k.w / 2) * k.c + 5;
+    for (const float bad : {NAN, INFINITY, -INFINITY})
+      for (const size_t at : {size_t{0}, mid, x.size() - 1}) {
+        std::vector<float> xb = x;
+        xb[at] = bad;
+        for (float lo : {-INFINITY, 0.f}) {
+          const float hi = lo == 0.f ? 6.f : INFINITY;
+          const std::vector<double> want = reference(k, xb, w, b, lo, hi);
+          std::vector<float> y(want.size());
+          winograd_conv(packed, geometry(k, lo, hi), xb.data(), y.data(), scratch.data(), 1, nullptr);
+          size_t non_finite = 0;
+          for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_STREQ(cls(y[i]), cls(want[i])) << k.h << "x" << k.w << " bad=" << bad << " at " << at << " output " << i;
+            non_finite += !std::isfinite(want[i]);
+            if (std::isfinite(want[i])) {
+              ASSERT_NEAR(y[i], want[i], 2e-4 * (1 + std::fabs(want[i])));
+            }
+          }
+          if (lo != 0.f || std::isnan(bad)) {  // (Relu6 clamps an Inf to a bound)
+            EXPECT_GT(non_finite, 0u) << "the case must reach an output";
           }
         }
-        if (lo != 0.f || std::isnan(bad)) {  // (Relu6 clamps an Inf to a bound)
-          EXPECT_GT(non_finite, 0u) << "the case must reach an output";
-        }
       }
-    }
+  }
 }
 
 }  // namespace

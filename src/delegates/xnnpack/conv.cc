@@ -337,12 +337,15 @@ struct DenseConv : Op {
   Gated gated;
 };
 
-// A dense 3x3 stride-1 convolution as Winograd F(2x2, 3x3) (winograd_conv.h); its workers'
-// scratch is sized at the first bind (Method::create binds at the bound, with the most threads).
+// A dense 3x3 stride-1 convolution as Winograd F(2x2, 3x3) (winograd_conv.h), or, at a bind
+// with few tiles, on the direct kernel: it keeps both packings (2.8x the weights' bytes). Its
+// workers' scratch is sized at the first bind (Method::create binds at the bound, with the
+// most threads).
 struct WinogradConv : Op {
   Status create(const OpSource& src) override {
     gated.keep(src);
     pack_winograd(src.operand_f32(1), bias_of(src), plan.group_out, plan.group_in, &weights);
+    pack_dense_conv(src.operand_f32(1), bias_of(src), plan.group_out, plan.group_in, 3, 3, false, &direct);
     return ok_status();
   }
   Status setup() override {
@@ -355,10 +358,14 @@ struct WinogradConv : Op {
     return ok_status();
   }
   Status run() override {
-    winograd_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), scratch.data(), slots, pool);
+    if (winograd_pays(geom))
+      winograd_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), scratch.data(), slots, pool);
+    else
+      dense_conv(direct, geom, ins[0]->as<float>(), out->as<float>(), pool);
     return ok_status();
   }
   WinogradWeights weights;
+  DenseConvWeights direct;
   DenseConvGeometry geom;
   Gated gated;
   std::vector<float> scratch;

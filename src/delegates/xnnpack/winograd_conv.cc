@@ -21,6 +21,10 @@ constexpr size_t kRows = kDenseTileRows;   // tiles per microkernel call
 constexpr size_t kMaxTiles = 48;           // tiles per task
 constexpr size_t kInputBudget = 96 << 10;  // floats of transformed input per worker (384 KiB, in L2)
 constexpr size_t kMinChannels = 16;
+// Below this many tiles the direct kernel runs (winograd_pays): one layer with its weights in
+// cache won at 4 tiles, but in resnet18 at 1x3x64x64 (4 tiles at 512 channels, weights from
+// memory) Winograd took 1.2x the direct time; from 16 tiles (7x7 at 512) it took 0.76x.
+constexpr size_t kMinTiles = 16;
 
 // Tiles per task: as many as the budget holds, a multiple of the microkernel's rows.
 size_t tiles_per_task(size_t c) {
@@ -232,7 +236,7 @@ void worker_plain(void* ctx, size_t slot) {
 struct Impl {
   const char* name;
   bool (*available)();
-  void (*worker)(void*, size_t);
+  void (*worker)(void*, size_t);  // runs tasks until none is left, in scratch slot `slot`
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
@@ -277,6 +281,10 @@ void pack_winograd(const float* w, const float* bias, size_t m, size_t c, Winogr
 
 size_t winograd_scratch_floats(const WinogradWeights& w) {
   return 16 * tiles_per_task(w.in_channels) * (w.in_channels + kBlock);
+}
+
+bool winograd_pays(const DenseConvGeometry& g) {
+  return g.batch * ((g.out_h + 1) / 2) * ((g.out_w + 1) / 2) >= kMinTiles;
 }
 
 void winograd_conv(const WinogradWeights& w, const DenseConvGeometry& g, const float* x, float* y, float* scratch,

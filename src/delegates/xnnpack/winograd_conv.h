@@ -42,6 +42,12 @@ struct WinogradWeights {
 
 void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out);
 
+/// True when a run at this geometry has tiles enough for Winograd to beat the direct kernel:
+/// with few tiles (a small map at the end of a network, or a small input) the layer is bound
+/// by reading its weights, and Winograd's are 16/9 of the direct ones, which also drops the
+/// taps that read only padding.
+bool winograd_pays(const DenseConvGeometry& g);
+
 /// Floats of scratch one worker needs (the transformed inputs and products of its tiles).
 size_t winograd_scratch_floats(const WinogradWeights& w);
 
