@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 typedef struct pthreadpool* pthreadpool_t;
@@ -22,12 +23,29 @@ bool dense_conv_available();
 /// True when a kh x kw kernel fits the kernel's tap table.
 bool dense_conv_fits(size_t kh, size_t kw);
 
+/// Storage on 64-byte (cache line) boundaries: a microkernel's weight rows (16 floats, one zmm)
+/// then never straddle two lines.
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  template <typename U>
+  bool operator==(const LineAligned<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const LineAligned<U>&) const { return false; }
+};
+using AlignedFloats = std::vector<float, LineAligned<float>>;
+
 /// Weights packed at create: output channels in blocks of 16, each block a [KH*KW*C][16]
 /// panel (taps in kh, kw, c order), zero-padded past the last channel; bias padded alike.
 struct DenseConvWeights {
   size_t out_channels = 0, in_channels = 0, kernel_h = 1, kernel_w = 1;
-  std::vector<float> panels;
-  std::vector<float> bias;
+  AlignedFloats panels;
+  AlignedFloats bias;
   std::vector<float> zero;  ///< in_channels zeros: the row a padded tap reads
 };
 

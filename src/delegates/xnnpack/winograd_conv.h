@@ -16,11 +16,10 @@
 #include <cstdint>
 #include <vector>
 
-typedef struct pthreadpool* pthreadpool_t;
+#include "delegates/xnnpack/dense_conv.h"
 
 namespace kiln::delegates::xnnpack {
 
-struct DenseConvGeometry;
 
 /// True when a convolution of these static attributes runs here: 3x3, stride 1, no dilation,
 /// one group, at least kWinogradMinChannels in and out (below that the transforms cost more
@@ -34,8 +33,8 @@ bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_
 /// the tiles recomputed directly.
 struct WinogradWeights {
   size_t out_channels = 0, in_channels = 0;
-  std::vector<float> panels;
-  std::vector<float> bias;
+  AlignedFloats panels;
+  AlignedFloats bias;
   std::vector<float> zero;  ///< in_channels zeros: the pixel a padded position reads
   const float* original = nullptr;
 };

@@ -17,7 +17,7 @@ int rank_of(const char* name) {
   static const struct {
     const char* name;
     int rank;
-  } kOrder[] = {{"plain", 0}, {"avx2", 1}, {"neon", 1}, {"avx512vnni", 2}, {"neondot", 2}};
+  } kOrder[] = {{"plain", 0}, {"avx2", 1}, {"neon", 1}, {"avx512", 2}, {"avx512vnni", 2}, {"neondot", 2}};
   for (const auto& o : kOrder)
     if (std::strcmp(name, o.name) == 0) return o.rank;
   return -1;

@@ -3,8 +3,8 @@
 // best first, each with a name and a check of the running CPU, and the first available one
 // that the cap allows is used. The environment variable KILN_MAX_ISA caps it, so tests and
 // benchmarks run every path the CPU has: "plain" (portable C++ only), then per architecture
-// x86-64 "avx2" < "avx512vnni" and arm64 "neon" < "neondot" (each cap also names the other
-// architecture's row of the same rank); an unknown value caps nothing.
+// x86-64 "avx2" < "avx512" = "avx512vnni" and arm64 "neon" < "neondot" (each cap also names
+// the other rows of the same rank); an unknown value caps nothing.
 
 #include <cstddef>
 
