@@ -75,8 +75,10 @@ constexpr Microkernel kPlainKernels[2][kMr + 1] = {
 #define KILN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 // kMaskedB: the panel is the raw right operand of a MatMul (row stride ldb) and this block
-// has nc < 16 columns, so its loads are masked (never past the operand's end).
-template <size_t MR, bool kMaskedB>
+// has nc < 16 columns, so its loads are masked (never past the operand's end). NH = 1: the
+// block's first 8 channels only (nc <= 8: a layer of 8 or fewer output channels, or the last
+// block of 24 or 72), half the FMAs of a full block.
+template <size_t MR, bool kMaskedB, size_t NH = 2>
 __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t* tap_ids, size_t c,
                                                      const float* const* a, size_t a_step, const float* panel,
                                                      size_t ldb, const float* bias, float* const* y, size_t nc, float lo,
@@ -99,13 +101,14 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
 #pragma GCC unroll 4
     for (size_t k = 0; k < c; ++k) {
       const __m256 w0 = kMaskedB ? _mm256_maskload_ps(w, m0) : _mm256_loadu_ps(w);
-      const __m256 w1 = kMaskedB ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
+      __m256 w1 = w0;
+      if constexpr (NH == 2) w1 = kMaskedB ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
       w += ldb;
-#define KILN_FMA(r)                                   \
-  if constexpr (MR > r) {                             \
-    const __m256 v = _mm256_broadcast_ss(a##r + k);   \
-    lo##r = _mm256_fmadd_ps(v, w0, lo##r);            \
-    hi##r = _mm256_fmadd_ps(v, w1, hi##r);            \
+#define KILN_FMA(r)                                               \
+  if constexpr (MR > r) {                                         \
+    const __m256 v = _mm256_broadcast_ss(a##r + k);               \
+    lo##r = _mm256_fmadd_ps(v, w0, lo##r);                        \
+    if constexpr (NH == 2) hi##r = _mm256_fmadd_ps(v, w1, hi##r); \
   }
       KILN_ROWS(KILN_FMA)
 #undef KILN_FMA
@@ -114,24 +117,28 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
   // min(hi, max(lo, v)) with v second: maxps/minps return the second operand when either is
   // NaN, so a NaN accumulator stays NaN through the fused clamp.
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  alignas(32) float tmp[kNr];
-#define KILN_STORE(r)                                                    \
-  if constexpr (MR > r) {                                               \
-    const __m256 o0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, lo##r));    \
-    const __m256 o1 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi##r));    \
-    if (nc == kNr) {                                                    \
-      _mm256_storeu_ps(y[r], o0);                                       \
-      _mm256_storeu_ps(y[r] + 8, o1);                                   \
-    } else {                                                            \
-      _mm256_store_ps(tmp, o0);                                         \
-      _mm256_store_ps(tmp + 8, o1);                                     \
-      std::memcpy(y[r], tmp, nc * sizeof(float));                       \
-    }                                                                   \
+#define KILN_STORE(r)                                                        \
+  if constexpr (MR > r) {                                                   \
+    const __m256 o0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, lo##r));        \
+    if (nc == NH * 8) {                                                     \
+      _mm256_storeu_ps(y[r], o0);                                           \
+      if constexpr (NH == 2) _mm256_storeu_ps(y[r] + 8, _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi##r))); \
+    } else {                                                                \
+      _mm256_maskstore_ps(y[r], m0, o0);                                    \
+      if constexpr (NH == 2) _mm256_maskstore_ps(y[r] + 8, m1, _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi##r))); \
+    }                                                                       \
   }
   KILN_ROWS(KILN_STORE)
 #undef KILN_STORE
 }
 #undef KILN_ROWS
+
+// [masked B][rows]: the first 8 channels of a block
+constexpr Microkernel kAvx2Half[2][kMr + 1] = {
+    {nullptr, microkernel<1, false, 1>, microkernel<2, false, 1>, microkernel<3, false, 1>, microkernel<4, false, 1>,
+     microkernel<5, false, 1>, microkernel<6, false, 1>},
+    {nullptr, microkernel<1, true, 1>, microkernel<2, true, 1>, microkernel<3, true, 1>, microkernel<4, true, 1>,
+     microkernel<5, true, 1>, microkernel<6, true, 1>}};
 
 // [masked B][rows]
 constexpr Microkernel kAvx2Kernels[2][kMr + 1] = {
@@ -281,17 +288,18 @@ struct Impl {
   bool (*available)();
   const Microkernel (*kernels)[kMr + 1];
   const PairKernel (*pairs)[kMr + 1];  // two blocks per call, where the row has them
+  const Microkernel (*half)[kMr + 1];  // nc <= 8: one 8-float vector per row, where the row has it
   void (*direct)(void*, size_t);
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, direct_row<1>},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, direct_row<1>},
+    {"avx512", cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, direct_row<1>},
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, direct_row<1>},
 #endif
 #if defined(__aarch64__)
-    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr},
+    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr},
 #endif
-    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr}};
+    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -440,8 +448,9 @@ void run_task(void* ctx, size_t i, size_t k) {
         impl.pairs[0][mr](n_taps, tap_ids, n_c, a[tile - first], row ? row_step : 0, panel, block_floats, kNr, bias, y,
                           nc, g.out_min, g.out_max);
       else
-        impl.kernels[0][mr](n_taps, tap_ids, n_c, a[tile - first], row ? row_step : 0, panel, kNr, bias, y, nc,
-                            g.out_min, g.out_max);
+        (nc <= kNr / 2 && impl.half ? impl.half : impl.kernels)[0][mr](n_taps, tap_ids, n_c, a[tile - first],
+                                                                      row ? row_step : 0, panel, kNr, bias, y, nc,
+                                                                      g.out_min, g.out_max);
     }
   }
   if (!g.gate) return;
@@ -667,6 +676,8 @@ void matmul_task(void* ctx, size_t t, size_t group) {
       for (size_t r = 0; r < mr; ++r) rows[r] = a + (r0 + r) * g.k, out[r] = y + (r0 + r) * g.n + j0;
       if (pair)
         impl.pairs[nc < step][mr](1, nullptr, g.k, rows, 0, b + j0, kNr, g.n, kZero, out, nc, -INFINITY, INFINITY);
+      else if (nc <= kNr / 2 && impl.half)
+        impl.half[nc < kNr / 2][mr](1, nullptr, g.k, rows, 0, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
       else
         impl.kernels[nc < kNr][mr](1, nullptr, g.k, rows, 0, b + j0, g.n, kZero, out, nc, -INFINITY, INFINITY);
     }
