@@ -125,6 +125,9 @@ TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
       {1, 9, 23, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {2, 12, 30, 20, 20, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
       {1, 7, 33, 13, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},  {1, 10, 26, 8, 8, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
       {1, 5, 40, 3, 3, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3},    {1, 6, 18, 72, 72, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
+      // every pixel at an edge (5x5 dilated 2 on 8x8, LR-ASPP's last stage), channel blocks
+      // in fours, then ones, then a masked tail
+      {2, 8, 8, 75, 75, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4},   {1, 4, 6, 36, 36, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;

@@ -28,19 +28,23 @@ struct Job {
   float* y;
 };
 
-// One output pixel, every channel: taps[t] points at the pixel's tap t (C values, or the zero
-// row), weights [channel block of 8][taps][8], y the pixel's C outputs.
-using PixelFn = void (*)(const float* const* taps, size_t n_taps, size_t c, const DepthwiseWeights& w, float* y,
-                         float lo, float hi);
+// One output pixel, every channel: taps[t] points at the pixel's t-th tap inside the input (C
+// values) with the weights of tap ids[t] (taps over padding are left out, as the quad path and
+// the dense kernels leave them out), weights [channel block of 8][tap][8], y the pixel's C
+// outputs.
+using PixelFn = void (*)(const float* const* taps, const uint8_t* ids, size_t n_taps, size_t c,
+                         const DepthwiseWeights& w, float* y, float lo, float hi);
 
-void pixel_plain(const float* const* taps, size_t n_taps, size_t c, const DepthwiseWeights& w, float* y, float lo,
-                 float hi) {
+void pixel_plain(const float* const* taps, const uint8_t* ids, size_t n_taps, size_t c, const DepthwiseWeights& w,
+                 float* y, float lo, float hi) {
+  const size_t all = w.kernel_h * w.kernel_w;
   for (size_t ch = 0; ch < c; ++ch) {
-    const float* wb = w.w.data() + ch / kLanes * kLanes * n_taps + ch % kLanes;
+    const float* wb = w.w.data() + ch / kLanes * kLanes * all + ch % kLanes;
     float a0 = w.bias[ch], a1 = 0.f;  // even and odd taps, as the vector code sums them
     size_t t = 0;
-    for (; t + 1 < n_taps; t += 2) a0 += taps[t][ch] * wb[t * kLanes], a1 += taps[t + 1][ch] * wb[(t + 1) * kLanes];
-    if (t < n_taps) a0 += taps[t][ch] * wb[t * kLanes];
+    for (; t + 1 < n_taps; t += 2)
+      a0 += taps[t][ch] * wb[ids[t] * kLanes], a1 += taps[t + 1][ch] * wb[ids[t + 1] * kLanes];
+    if (t < n_taps) a0 += taps[t][ch] * wb[ids[t] * kLanes];
     const float v = a0 + a1;
     y[ch] = std::isnan(v) ? v : std::min(hi, std::max(lo, v));
   }
@@ -52,42 +56,60 @@ __attribute__((target("avx2,fma"))) __m256i tail_mask(size_t n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + kLanes - n));
 }
 
-// One output pixel's 8 channels from `cb`: taps read through `taps` (a zero row for taps
-// outside the input), weights [taps][8] for this block, two accumulators (even, odd taps)
-// so the FMA chain is not latency bound. Full blocks use plain loads and stores (masked
-// ones are slow on AMD); the last partial block is masked.
-template <bool kMasked>
-__attribute__((target("avx2,fma"))) inline void pixel_block(const float* const* taps, size_t n_taps, size_t cb,
-                                                            const float* wb, const float* bias, float* y, __m256 lo,
-                                                            __m256 hi, __m256i mask) {
-  __m256 a0 = _mm256_loadu_ps(bias), a1 = _mm256_setzero_ps();
+// One output pixel's channels cb .. cb + 8 NB: taps read through `taps`, weights [taps][8]
+// per block (blocks `stride` floats apart), two accumulators per block (even, odd taps).
+// NB = 4 keeps 8 FMA chains in flight: an edge pixel's one chain per block waited on the
+// FMA's latency (5x5 depthwise on 8x8 maps, all edge: 21 GFLOP/s). Full blocks use plain
+// loads and stores (masked ones are slow on AMD); the last partial block is masked (NB = 1).
+template <size_t NB, bool kMasked>
+__attribute__((target("avx2,fma"))) inline void pixel_block(const float* const* taps, const uint8_t* ids,
+                                                            size_t n_taps, size_t cb, const float* wb, size_t stride,
+                                                            const float* bias, float* y, __m256 lo, __m256 hi,
+                                                            __m256i mask) {
+  __m256 a[NB], e[NB];
+  for (size_t b = 0; b < NB; ++b) a[b] = _mm256_loadu_ps(bias + b * kLanes), e[b] = _mm256_setzero_ps();
+#define KILN_DW_LOAD(p) (kMasked ? _mm256_maskload_ps((p), mask) : _mm256_loadu_ps(p))
   size_t t = 0;
   for (; t + 1 < n_taps; t += 2) {
-    if constexpr (kMasked) {
-      a0 = _mm256_fmadd_ps(_mm256_maskload_ps(taps[t] + cb, mask), _mm256_loadu_ps(wb + t * kLanes), a0);
-      a1 = _mm256_fmadd_ps(_mm256_maskload_ps(taps[t + 1] + cb, mask), _mm256_loadu_ps(wb + (t + 1) * kLanes), a1);
-    } else {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(taps[t] + cb), _mm256_loadu_ps(wb + t * kLanes), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(taps[t + 1] + cb), _mm256_loadu_ps(wb + (t + 1) * kLanes), a1);
+    const float* p = taps[t] + cb;
+    const float* q = taps[t + 1] + cb;
+    const float* wp = wb + ids[t] * kLanes;
+    const float* wq = wb + ids[t + 1] * kLanes;
+    for (size_t b = 0; b < NB; ++b) {
+      a[b] = _mm256_fmadd_ps(KILN_DW_LOAD(p + b * kLanes), _mm256_loadu_ps(wp + b * stride), a[b]);
+      e[b] = _mm256_fmadd_ps(KILN_DW_LOAD(q + b * kLanes), _mm256_loadu_ps(wq + b * stride), e[b]);
     }
   }
   if (t < n_taps) {
-    const __m256 xv = kMasked ? _mm256_maskload_ps(taps[t] + cb, mask) : _mm256_loadu_ps(taps[t] + cb);
-    a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(wb + t * kLanes), a0);
+    const float* p = taps[t] + cb;
+    const float* wp = wb + ids[t] * kLanes;
+    for (size_t b = 0; b < NB; ++b)
+      a[b] = _mm256_fmadd_ps(KILN_DW_LOAD(p + b * kLanes), _mm256_loadu_ps(wp + b * stride), a[b]);
   }
-  const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a0, a1)));  // NaN stays NaN (second operand)
-  if constexpr (kMasked) _mm256_maskstore_ps(y + cb, mask, v);
-  else _mm256_storeu_ps(y + cb, v);
+#undef KILN_DW_LOAD
+  for (size_t b = 0; b < NB; ++b) {
+    const __m256 v = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a[b], e[b])));  // NaN stays NaN (second operand)
+    if constexpr (kMasked) _mm256_maskstore_ps(y + cb + b * kLanes, mask, v);
+    else _mm256_storeu_ps(y + cb + b * kLanes, v);
+  }
 }
 
-__attribute__((target("avx2,fma"))) void pixel_avx2(const float* const* taps, size_t n_taps, size_t c,
-                                                   const DepthwiseWeights& w, float* y, float lo_s, float hi_s) {
+__attribute__((target("avx2,fma"))) void pixel_avx2(const float* const* taps, const uint8_t* ids, size_t n_taps,
+                                                   size_t c, const DepthwiseWeights& w, float* y, float lo_s,
+                                                   float hi_s) {
   const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
   const __m256i mask = tail_mask(c % kLanes ? c % kLanes : kLanes);
-  const size_t full = c / kLanes * kLanes;
-  for (size_t cb = 0; cb < full; cb += kLanes)
-    pixel_block<false>(taps, n_taps, cb, w.w.data() + cb * n_taps, w.bias.data() + cb, y, lo, hi, mask);
-  if (full < c) pixel_block<true>(taps, n_taps, full, w.w.data() + full * n_taps, w.bias.data() + full, y, lo, hi, mask);
+  const size_t full = c / kLanes * kLanes, stride = w.kernel_h * w.kernel_w * kLanes;
+  size_t cb = 0;
+  for (; cb + 4 * kLanes <= full; cb += 4 * kLanes)
+    pixel_block<4, false>(taps, ids, n_taps, cb, w.w.data() + cb / kLanes * stride, stride, w.bias.data() + cb, y, lo,
+                          hi, mask);
+  for (; cb < full; cb += kLanes)
+    pixel_block<1, false>(taps, ids, n_taps, cb, w.w.data() + cb / kLanes * stride, stride, w.bias.data() + cb, y, lo,
+                          hi, mask);
+  if (full < c)
+    pixel_block<1, true>(taps, ids, n_taps, full, w.w.data() + full / kLanes * stride, stride, w.bias.data() + full, y,
+                         lo, hi, mask);
 }
 
 // Four output pixels side by side (the window of each inside the input along the row): tap t
@@ -188,23 +210,25 @@ const Impl kImpls[] = {
 #endif
     {"plain", [] { return true; }, pixel_plain, quad_plain}};
 
-// One pixel at the edges: a pointer per tap (the zero row where it reads padding).
+// One pixel at the edges: a pointer per tap inside the input.
 void edge_pixel(const Impl& impl, const Job& j, size_t n, size_t oh, size_t ow, float* y) {
   const DepthwiseWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
   const float* taps[kMaxTaps];
+  uint8_t ids[kMaxTaps];
+  size_t n_taps = 0;
   for (size_t kh = 0; kh < w.kernel_h; ++kh) {
     const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+    if (ih < 0 || ih >= in_h) continue;
     for (size_t kw = 0; kw < w.kernel_w; ++kw) {
       const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
-      const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
-      taps[kh * w.kernel_w + kw] =
-          inside ? j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * w.channels
-                 : w.zero.data();
+      if (iw < 0 || iw >= in_w) continue;
+      taps[n_taps] = j.x + ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * w.channels;
+      ids[n_taps++] = static_cast<uint8_t>(kh * w.kernel_w + kw);
     }
   }
-  impl.pixel(taps, w.kernel_h * w.kernel_w, w.channels, w, y, g.out_min, g.out_max);
+  impl.pixel(taps, ids, n_taps, w.channels, w, y, g.out_min, g.out_max);
 }
 
 // One output row (n, oh) of every channel: groups of four pixels whose windows lie inside the
@@ -267,7 +291,6 @@ void pack_depthwise(const float* w, const float* bias, size_t c, size_t kh, size
   out->kernel_w = kw;
   out->w.assign(out->padded * taps, 0.f);  // [channel block][tap][8]
   out->bias.assign(out->padded, 0.f);
-  out->zero.assign(out->padded, 0.f);
   for (size_t ch = 0; ch < c; ++ch) {
     if (bias) out->bias[ch] = bias[ch];
     for (size_t t = 0; t < taps; ++t) out->w[(ch / kLanes * taps + t) * kLanes + ch % kLanes] = w[ch * taps + t];

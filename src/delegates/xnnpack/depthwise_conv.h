@@ -5,7 +5,8 @@
 // XNNPACK keeps the window sizes it has microkernels for (2x2, 3x3, 5x5; 21-25 GFLOP/s here).
 // Groups of four output pixels whose windows lie inside the row share each weight vector
 // (8 accumulators: 4 pixels x even and odd taps); edge pixels go one at a time with a pointer
-// per tap. AVX2+FMA, chosen at run time (dense_conv_available()).
+// per tap inside the input, four channel blocks at a time. AVX2+FMA, chosen at run time
+// (dense_conv_available()).
 
 #include <cstddef>
 #include <vector>
@@ -14,13 +15,11 @@
 
 namespace kiln::delegates::xnnpack {
 
-/// Weights [channel block of 8][tap][8] and bias, packed at create; `zero` is the row a tap
-/// outside the input reads.
+/// Weights [channel block of 8][tap][8] and bias, packed at create.
 struct DepthwiseWeights {
   size_t channels = 0, padded = 0, kernel_h = 1, kernel_w = 1;
   std::vector<float> w;
   std::vector<float> bias;
-  std::vector<float> zero;
 };
 
 /// True when a kh x kw window fits the kernel's tap table.
