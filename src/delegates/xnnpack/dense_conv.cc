@@ -333,13 +333,22 @@ inline void next_tile(const DenseConvGeometry& g, TilePos* p) {
   }
 }
 
-// The input pointers of one tile of mr output pixels starting at `pos`. A "row" tile (every
-// pixel's window inside the input, taps along kw contiguous) gets one pointer per pixel, its
-// first kernel row (the microkernel steps kernel_h rows of kernel_w * c floats from it), and
-// sets *row_tile; any other tile gets one pointer per tap, with the taps that read only
-// padding for every pixel dropped (their indices in `ids`, their count in *n_active).
-inline void gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, bool* row_tile, size_t* n_active,
-                        uint16_t* ids) {
+// How a tile's input is read (run_task): a "row" tile (every pixel's window inside the input,
+// taps along kw contiguous) passes one pointer per pixel, its first kernel row, and the
+// microkernel steps kernel_h rows of kernel_w * c floats from it; a "patch" tile (a small
+// window, taps * c <= kPatchFloats, at an edge) copies each pixel's window, zeros for padding,
+// into one run of taps * c floats; any other tile passes one pointer per tap.
+enum class TileKind : uint8_t { kRow, kPatch, kTaps };
+
+// A window this small is copied at the edges: a 3-channel stem's 7x7 window is 49 taps of 3
+// floats each through the tap path (a pointer and a short loop per tap), one run of 147 here.
+constexpr size_t kPatchFloats = 160;
+
+// The input pointers of one tile of mr output pixels starting at `pos`, and its kind. A tap
+// tile drops the taps that read only padding for every pixel (their indices in `ids`, their
+// count in *n_active); a patch tile's windows go to `patch` (kMr * kPatchFloats floats).
+inline TileKind gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, size_t* n_active, uint16_t* ids,
+                            float* patch) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels;
@@ -359,7 +368,6 @@ inline void gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, 
       if (++oh == g.out_h) oh = 0, ++n;
     }
   }
-  *row_tile = rows;
   *n_active = 0;
   if (rows) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
     for (size_t r = 0; r < mr; ++r) {
@@ -367,7 +375,37 @@ inline void gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, 
       const size_t iw0 = pow_[r] * g.stride_w - static_cast<size_t>(g.pad_left);
       at[r] = j.x + ((pn[r] * g.in_h + ih0) * g.in_w + iw0) * c;
     }
-    return;
+    return TileKind::kRow;
+  }
+  if (taps > 1 && taps * c <= kPatchFloats) {
+    for (size_t r = 0; r < mr; ++r) {
+      const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
+      const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
+      float* out = patch + r * kPatchFloats;
+      at[r] = out;
+      for (size_t kh = 0; kh < w.kernel_h; ++kh, out += w.kernel_w * c) {
+        const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
+        if (ih < 0 || ih >= in_h) {
+          std::fill(out, out + w.kernel_w * c, 0.f);
+          continue;
+        }
+        const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
+        for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+          const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
+          float* dst = out + kw * c;
+          if (iw < 0 || iw >= in_w) {
+            std::fill(dst, dst + c, 0.f);
+          } else if (g.dilation_w == 1 && g.in_stride == c) {  // the rest of the row's taps, inside, in one run
+            const size_t run = std::min<size_t>(w.kernel_w - kw, static_cast<size_t>(in_w - iw));
+            std::copy(row + static_cast<size_t>(iw) * c, row + (static_cast<size_t>(iw) + run) * c, dst);
+            kw += run - 1;
+          } else {
+            std::copy(row + static_cast<size_t>(iw) * g.in_stride, row + static_cast<size_t>(iw) * g.in_stride + c, dst);
+          }
+        }
+      }
+    }
+    return TileKind::kPatch;
   }
   for (size_t r = 0; r < mr; ++r) {
     const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
@@ -392,6 +430,7 @@ inline void gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, 
     for (size_t r = 0; r < mr; ++r) at[*n_active * mr + r] = at[t * mr + r];
     ids[(*n_active)++] = static_cast<uint16_t>(t);
   }
+  return TileKind::kTaps;
 }
 
 // A 1x1 layer with many input channels and few output channels reads its input once, from
@@ -414,13 +453,14 @@ void run_task(void* ctx, size_t i, size_t k) {
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels;
   const size_t first = group * kTilesPerTask, last = std::min(j.tiles, first + kTilesPerTask);
   const float* a[kTilesPerTask][kMaxTaps * kMr];
-  bool rows[kTilesPerTask];
-  size_t active[kTilesPerTask];              // taps kept per tile (not a row tile)
+  TileKind kinds[kTilesPerTask];
+  size_t active[kTilesPerTask];              // taps kept per tile (a tap tile)
   uint16_t ids[kTilesPerTask][kMaxTaps];     // their tap indices
+  alignas(64) float patches[kTilesPerTask][kMr * kPatchFloats];
   TilePos pos = tile_pos(g, first);
   for (size_t tile = first; tile < last; ++tile, next_tile(g, &pos))
-    gather_tile(j, pos, std::min(kMr, j.pixels - tile * kMr), a[tile - first], &rows[tile - first],
-                &active[tile - first], ids[tile - first]);
+    kinds[tile - first] = gather_tile(j, pos, std::min(kMr, j.pixels - tile * kMr), a[tile - first],
+                                      &active[tile - first], ids[tile - first], patches[tile - first]);
   const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // a row tile's next kernel row
   constexpr size_t kAhead = 2;  // tiles (1 and 3 measured slower on p144_24 and p144_32)
   if (taps == 1)
@@ -441,9 +481,11 @@ void run_task(void* ctx, size_t i, size_t k) {
       if (taps == 1 && mb == first_block && tile + kAhead < last)
         prefetch_tile(a[tile + kAhead - first], std::min(kMr, j.pixels - p0 - kAhead * kMr), c);
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
-      const bool row = rows[tile - first];
-      const size_t n_taps = row ? w.kernel_h : active[tile - first], n_c = row ? w.kernel_w * c : c;
-      const uint16_t* tap_ids = row ? nullptr : ids[tile - first];
+      const TileKind kind = kinds[tile - first];
+      const bool row = kind == TileKind::kRow;
+      const size_t n_taps = row ? w.kernel_h : kind == TileKind::kPatch ? 1 : active[tile - first];
+      const size_t n_c = row ? w.kernel_w * c : kind == TileKind::kPatch ? taps * c : c;
+      const uint16_t* tap_ids = kind == TileKind::kTaps ? ids[tile - first] : nullptr;
       if (pair)
         impl.pairs[0][mr](n_taps, tap_ids, n_c, a[tile - first], row ? row_step : 0, panel, block_floats, kNr, bias, y,
                           nc, g.out_min, g.out_max);
