@@ -82,28 +82,64 @@ void row_plain(const Job& j, size_t row) {
 }
 
 #if defined(__x86_64__)
-// Eight channels at a time in a register; a NaN among a lane's taps is remembered apart
-// (maxps keeps its second operand when either is NaN) and wins at the end.
+// NV x 8 channels of one output pixel in registers; a NaN among a lane's taps is remembered
+// apart (maxps keeps its second operand when either is NaN) and wins at the end. NV = 4 keeps
+// four max chains in flight: one chain per 8 channels waited on maxps's latency tap by tap
+// (resnet_small's 3x3/2 pool at 8x32x32x64: 2x ONNX Runtime's time).
+template <size_t NV>
+__attribute__((target("avx2"))) inline void pixel_vectors(const float* const* taps, size_t count, size_t k, __m256 lo,
+                                                          __m256 hi, float* out) {
+  __m256 m[NV], bad[NV];
+  for (size_t v = 0; v < NV; ++v) m[v] = _mm256_set1_ps(-INFINITY), bad[v] = _mm256_setzero_ps();
+  size_t t = 0;
+  for (; t + 1 < count; t += 2)  // one unordered compare finds a NaN in either of two taps
+    for (size_t v = 0; v < NV; ++v) {
+      const __m256 x = _mm256_loadu_ps(taps[t] + k + 8 * v), y = _mm256_loadu_ps(taps[t + 1] + k + 8 * v);
+      bad[v] = _mm256_or_ps(bad[v], _mm256_cmp_ps(x, y, _CMP_UNORD_Q));
+      m[v] = _mm256_max_ps(y, _mm256_max_ps(x, m[v]));
+    }
+  if (t < count)
+    for (size_t v = 0; v < NV; ++v) {
+      const __m256 x = _mm256_loadu_ps(taps[t] + k + 8 * v);
+      bad[v] = _mm256_or_ps(bad[v], _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+      m[v] = _mm256_max_ps(x, m[v]);
+    }
+  for (size_t v = 0; v < NV; ++v) {
+    const __m256 r = _mm256_blendv_ps(m[v], _mm256_set1_ps(NAN), bad[v]);
+    _mm256_storeu_ps(out + k + 8 * v, _mm256_min_ps(hi, _mm256_max_ps(lo, r)));  // NaN is the second operand: kept
+  }
+}
+
 __attribute__((target("avx2"))) void row_avx2(const Job& j, size_t row) {
   const MaxPoolGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, c = g.channels;
   prefetch_next(j, n, oh);
+  // The taps of this row inside the input along h: offsets from the window's first column.
+  // A pixel whose window lies inside along w adds its column to them (no per-tap tests).
+  size_t offs[kMaxTaps], n_offs = 0;
+  for (size_t kh = 0; kh < g.kernel_h; ++kh) {
+    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+    if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
+    for (size_t kw = 0; kw < g.kernel_w; ++kw)
+      offs[n_offs++] = ((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + kw * g.dilation_w) * c;
+  }
+  const int64_t span_w = static_cast<int64_t>((g.kernel_w - 1) * g.dilation_w);
   const float* taps[kMaxTaps];
-  const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max), nan = _mm256_set1_ps(NAN);
+  const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
   for (size_t ow = 0; ow < g.out_w; ++ow) {
-    const size_t count = window(j, n, oh, ow, taps);
+    const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
+    size_t count = n_offs;
+    if (iw0 >= 0 && iw0 + span_w < static_cast<int64_t>(g.in_w)) {
+      const float* base = j.x + static_cast<size_t>(iw0) * c;
+      for (size_t t = 0; t < n_offs; ++t) taps[t] = base + offs[t];
+    } else {
+      count = window(j, n, oh, ow, taps);
+    }
     float* out = j.y + (row * g.out_w + ow) * c;
     size_t k = 0;
-    for (; k + 8 <= c; k += 8) {
-      __m256 m = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
-      for (size_t t = 0; t < count; ++t) {
-        const __m256 v = _mm256_loadu_ps(taps[t] + k);
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        m = _mm256_max_ps(v, m);
-      }
-      m = _mm256_blendv_ps(m, nan, bad);
-      _mm256_storeu_ps(out + k, _mm256_min_ps(hi, _mm256_max_ps(lo, m)));  // NaN is the second operand: kept
-    }
+    for (; k + 32 <= c; k += 32) pixel_vectors<4>(taps, count, k, lo, hi, out);
+    for (; k + 16 <= c; k += 16) pixel_vectors<2>(taps, count, k, lo, hi, out);
+    for (; k + 8 <= c; k += 8) pixel_vectors<1>(taps, count, k, lo, hi, out);
     pixel_tail(taps, count, k, c, g.out_min, g.out_max, out);
   }
 }
