@@ -52,7 +52,7 @@ LAYERS = [
 DENSE_LAYERS = [
     ("squeezenet1_1_stem", 3, 64, 224, 224, 3, 2), ("efficientnet_b0_stem", 3, 32, 224, 224, 3, 2),
     ("mobilenet_v3_stem", 3, 16, 224, 224, 3, 2), ("shufflenet_v2_stem", 3, 24, 224, 224, 3, 2),
-    ("resnet18_stem", 3, 64, 224, 224, 7, 2),
+    ("resnet18_stem", 3, 64, 224, 224, 7, 2), ("resnet_small_stem", 3, 16, 224, 224, 3, 1),
     ("efficientnet_b0_expand", 16, 96, 112, 112, 1, 1), ("efficientnet_b0_expand", 24, 144, 56, 56, 1, 1),
     ("mobilenet_v3_expand", 16, 72, 56, 56, 1, 1), ("shufflenet_v2_pw", 24, 24, 56, 56, 1, 1),
     ("squeezenet1_1_squeeze", 128, 16, 56, 56, 1, 1),

@@ -293,12 +293,19 @@ void winograd_conv(const WinogradWeights& w, const DenseConvGeometry& g, const f
   Job j{&w, &g, x, y, scratch, winograd_scratch_floats(w), (g.out_h + 1) / 2, (g.out_w + 1) / 2, 0, 0, 0, 0, 0};
   j.tiles = g.batch * j.tiles_h * j.tiles_w;
   if (j.tiles == 0 || w.out_channels == 0) return;
-  j.per_task = tiles_per_task(w.in_channels);
-  const size_t groups = (j.tiles + j.per_task - 1) / j.per_task, blocks = (w.out_channels + kBlock - 1) / kBlock;
   const size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
-  // Enough tasks for every thread: split the channel blocks when there are few tile groups.
-  size_t chunks = std::min(blocks, std::max<size_t>(1, (4 * threads + groups - 1) / groups));
-  if (threads == 1) chunks = 1;
+  j.per_task = tiles_per_task(w.in_channels);
+  // Enough tasks for every thread: split the tiles first (down to one microkernel's rows per
+  // task), then the channel blocks. Each task transforms its tiles' input, so every chunk of a
+  // tile group transforms it again: resnet_small's last 3x3 (32 tiles, 128 channels) was
+  // split into 8 chunks of one group and took as long on 2 threads as on 1.
+  if (threads > 1) {
+    const size_t share = (j.tiles + 4 * threads - 1) / (4 * threads);
+    j.per_task = std::min(j.per_task, std::max(kRows, (share + kRows - 1) / kRows * kRows));
+  }
+  const size_t groups = (j.tiles + j.per_task - 1) / j.per_task, blocks = (w.out_channels + kBlock - 1) / kBlock;
+  const size_t chunks =
+      threads == 1 || groups >= 2 * threads ? 1 : std::min(blocks, (2 * threads + groups - 1) / groups);
   j.blocks_per_chunk = (blocks + chunks - 1) / chunks;
   j.chunks = (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk;
   j.tasks = groups * j.chunks;
