@@ -355,9 +355,20 @@ inline TileKind gather_tile(const Job& j, TilePos pos, size_t mr, const float** 
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
   const int64_t span_h = static_cast<int64_t>((w.kernel_h - 1) * g.dilation_h);
   const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w);
+  bool rows = g.dilation_w == 1 && g.in_stride == c;
+  if (rows && pos.ow + mr <= g.out_w) {  // one output row: its first and last windows bound the rest
+    const int64_t ih0 = static_cast<int64_t>(pos.oh * g.stride_h) - g.pad_top;
+    const int64_t iw0 = static_cast<int64_t>(pos.ow * g.stride_w) - g.pad_left;
+    if (ih0 >= 0 && ih0 + span_h < in_h && iw0 >= 0 &&
+        iw0 + static_cast<int64_t>((mr - 1) * g.stride_w) + span_w < in_w) {
+      const float* first = j.x + ((pos.n * g.in_h + static_cast<size_t>(ih0)) * g.in_w + static_cast<size_t>(iw0)) * c;
+      for (size_t r = 0; r < mr; ++r) at[r] = first + r * g.stride_w * c;
+      *n_active = 0;
+      return TileKind::kRow;
+    }
+  }
   size_t n = pos.n, oh = pos.oh, ow = pos.ow;
   size_t pn[kMr], poh[kMr], pow_[kMr];
-  bool rows = g.dilation_w == 1 && g.in_stride == c;
   for (size_t r = 0; r < mr; ++r) {
     pn[r] = n, poh[r] = oh, pow_[r] = ow;
     const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
