@@ -554,7 +554,9 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   // 25 taps; others, such as 7x7, fall back to a grouped GEMM there). Measured per layer
   // (bench/layer_bench.py, batch 1 at 224 and batch 4 at 320, bench/results/issue25_profile.md):
   // at stride 1 Kiln's kernel takes 0.58-0.98x XNNPACK's time on 14 of 18 layers; at stride 2
-  // XNNPACK's is ahead on half of them (Kiln's 0.79-1.31x).
+  // XNNPACK's is ahead on half of them (Kiln's 0.79-1.31x). Kiln's AVX-512 row (16-channel
+  // blocks) takes the strided 5x5 windows too: 0.57-0.90x XNNPACK's time on the four of
+  // bench/layer_bench.py (3x3 stride 2 stays mixed there, 0.70-1.10x: XNNPACK keeps it).
   if (dense_conv_available()) {
     const size_t taps = p.kernel_h * p.kernel_w;
     const bool conv = p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w);
@@ -565,7 +567,8 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
                               p.group_in, p.group_out) && !std::getenv("KILN_NO_WINOGRAD"))
       return std::make_unique<WinogradConv>();
     if ((conv && p.groups == 1) || p.kind == OpKind::kFullyConnected) return std::make_unique<DenseConv>();
-    const bool unipass = taps == 4 || ((taps == 9 || taps == 25) && (p.stride_h > 1 || p.stride_w > 1));
+    const bool strided = p.stride_h > 1 || p.stride_w > 1;
+    const bool unipass = taps == 4 || (strided && (taps == 9 || (taps == 25 && depthwise_lanes() < 16)));
     if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && !unipass &&
         depthwise_fits(p.kernel_h, p.kernel_w))
       return std::make_unique<DepthwiseConv>();

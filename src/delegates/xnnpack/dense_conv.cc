@@ -228,11 +228,6 @@ constexpr PairKernel kAvx512Pairs[2][kMr + 1] = {
 
 #pragma GCC diagnostic pop
 
-bool cpu_has_avx512f() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && simd::cpu_has_avx2();
-  return ok;
-}
-
 template <size_t C>
 void direct_row(void* ctx, size_t row);  // the direct path of one input channel (below)
 #endif  // __x86_64__
@@ -293,7 +288,7 @@ struct Impl {
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, direct_row<1>},
+    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, direct_row<1>},
     {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, direct_row<1>},
 #endif
 #if defined(__aarch64__)

@@ -37,14 +37,14 @@ using PixelFn = void (*)(const float* const* taps, const uint8_t* ids, size_t n_
 
 void pixel_plain(const float* const* taps, const uint8_t* ids, size_t n_taps, size_t c, const DepthwiseWeights& w,
                  float* y, float lo, float hi) {
-  const size_t all = w.kernel_h * w.kernel_w;
+  const size_t all = w.kernel_h * w.kernel_w, lanes = w.lanes;
   for (size_t ch = 0; ch < c; ++ch) {
-    const float* wb = w.w.data() + ch / kLanes * kLanes * all + ch % kLanes;
+    const float* wb = w.w.data() + ch / lanes * lanes * all + ch % lanes;
     float a0 = w.bias[ch], a1 = 0.f;  // even and odd taps, as the vector code sums them
     size_t t = 0;
     for (; t + 1 < n_taps; t += 2)
-      a0 += taps[t][ch] * wb[ids[t] * kLanes], a1 += taps[t + 1][ch] * wb[ids[t + 1] * kLanes];
-    if (t < n_taps) a0 += taps[t][ch] * wb[ids[t] * kLanes];
+      a0 += taps[t][ch] * wb[ids[t] * lanes], a1 += taps[t + 1][ch] * wb[ids[t + 1] * lanes];
+    if (t < n_taps) a0 += taps[t][ch] * wb[ids[t] * lanes];
     const float v = a0 + a1;
     y[ch] = std::isnan(v) ? v : std::min(hi, std::max(lo, v));
   }
@@ -175,20 +175,136 @@ __attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size
     quad_block<true>(base, offs, ids, n_taps, step, full, w.w.data() + full * taps, w.bias.data() + full, y, c, lo, hi,
                      mask);
 }
+
+// The AVX-512 row: the same two kernels on 16-channel blocks (weights packed [block of 16]
+// [tap][16]); the last partial block is a masked load and store (k-masks, no penalty). GCC 12
+// warns inside its own AVX-512 headers (_mm512_undefined_ps), as in dense_conv.cc.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define KILN_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+constexpr size_t kLanes512 = 16;
+
+KILN_AVX512 inline __mmask16 mask512(size_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+template <size_t NB, bool kMasked>
+KILN_AVX512 inline void pixel_block512(const float* const* taps, const uint8_t* ids, size_t n_taps, size_t cb,
+                                       const float* wb, size_t stride, const float* bias, float* y, __m512 lo,
+                                       __m512 hi, __mmask16 mask) {
+  __m512 a[NB], e[NB];
+  for (size_t b = 0; b < NB; ++b) a[b] = _mm512_loadu_ps(bias + b * kLanes512), e[b] = _mm512_setzero_ps();
+#define KILN_DW_LOAD(p) (kMasked ? _mm512_maskz_loadu_ps(mask, (p)) : _mm512_loadu_ps(p))
+  size_t t = 0;
+  for (; t + 1 < n_taps; t += 2) {
+    const float* p = taps[t] + cb;
+    const float* q = taps[t + 1] + cb;
+    const float* wp = wb + ids[t] * kLanes512;
+    const float* wq = wb + ids[t + 1] * kLanes512;
+    for (size_t b = 0; b < NB; ++b) {
+      a[b] = _mm512_fmadd_ps(KILN_DW_LOAD(p + b * kLanes512), _mm512_loadu_ps(wp + b * stride), a[b]);
+      e[b] = _mm512_fmadd_ps(KILN_DW_LOAD(q + b * kLanes512), _mm512_loadu_ps(wq + b * stride), e[b]);
+    }
+  }
+  if (t < n_taps) {
+    const float* p = taps[t] + cb;
+    const float* wp = wb + ids[t] * kLanes512;
+    for (size_t b = 0; b < NB; ++b)
+      a[b] = _mm512_fmadd_ps(KILN_DW_LOAD(p + b * kLanes512), _mm512_loadu_ps(wp + b * stride), a[b]);
+  }
+#undef KILN_DW_LOAD
+  for (size_t b = 0; b < NB; ++b) {
+    const __m512 v = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a[b], e[b])));  // NaN stays NaN (second operand)
+    if constexpr (kMasked) _mm512_mask_storeu_ps(y + cb + b * kLanes512, mask, v);
+    else _mm512_storeu_ps(y + cb + b * kLanes512, v);
+  }
+}
+
+KILN_AVX512 void pixel_avx512(const float* const* taps, const uint8_t* ids, size_t n_taps, size_t c,
+                              const DepthwiseWeights& w, float* y, float lo_s, float hi_s) {
+  const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
+  const __mmask16 mask = mask512(c % kLanes512);
+  const size_t full = c / kLanes512 * kLanes512, stride = w.kernel_h * w.kernel_w * kLanes512;
+  size_t cb = 0;
+  for (; cb + 2 * kLanes512 <= full; cb += 2 * kLanes512)
+    pixel_block512<2, false>(taps, ids, n_taps, cb, w.w.data() + cb / kLanes512 * stride, stride, w.bias.data() + cb,
+                             y, lo, hi, mask);
+  for (; cb < full; cb += kLanes512)
+    pixel_block512<1, false>(taps, ids, n_taps, cb, w.w.data() + cb / kLanes512 * stride, stride, w.bias.data() + cb,
+                             y, lo, hi, mask);
+  if (full < c)
+    pixel_block512<1, true>(taps, ids, n_taps, full, w.w.data() + full / kLanes512 * stride, stride,
+                            w.bias.data() + full, y, lo, hi, mask);
+}
+
+template <bool kMasked>
+KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps,
+                                      size_t step, size_t cb, const float* wb, const float* bias, float* y, size_t c,
+                                      __m512 lo, __m512 hi, __mmask16 mask) {
+#define KILN_DW_LOAD(p) (kMasked ? _mm512_maskz_loadu_ps(mask, (p)) : _mm512_loadu_ps(p))
+  __m512 a0 = _mm512_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+  __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
+  size_t t = 0;
+  for (; t + 1 < n_taps; t += 2) {
+    const __m512 w0 = _mm512_loadu_ps(wb + ids[t] * kLanes512), w1 = _mm512_loadu_ps(wb + ids[t + 1] * kLanes512);
+    const float* p = base + offs[t] + cb;
+    const float* q = base + offs[t + 1] + cb;
+    a0 = _mm512_fmadd_ps(KILN_DW_LOAD(p), w0, a0);
+    a1 = _mm512_fmadd_ps(KILN_DW_LOAD(p + step), w0, a1);
+    a2 = _mm512_fmadd_ps(KILN_DW_LOAD(p + 2 * step), w0, a2);
+    a3 = _mm512_fmadd_ps(KILN_DW_LOAD(p + 3 * step), w0, a3);
+    e0 = _mm512_fmadd_ps(KILN_DW_LOAD(q), w1, e0);
+    e1 = _mm512_fmadd_ps(KILN_DW_LOAD(q + step), w1, e1);
+    e2 = _mm512_fmadd_ps(KILN_DW_LOAD(q + 2 * step), w1, e2);
+    e3 = _mm512_fmadd_ps(KILN_DW_LOAD(q + 3 * step), w1, e3);
+  }
+  if (t < n_taps) {
+    const __m512 w0 = _mm512_loadu_ps(wb + ids[t] * kLanes512);
+    const float* p = base + offs[t] + cb;
+    a0 = _mm512_fmadd_ps(KILN_DW_LOAD(p), w0, a0);
+    a1 = _mm512_fmadd_ps(KILN_DW_LOAD(p + step), w0, a1);
+    a2 = _mm512_fmadd_ps(KILN_DW_LOAD(p + 2 * step), w0, a2);
+    a3 = _mm512_fmadd_ps(KILN_DW_LOAD(p + 3 * step), w0, a3);
+  }
+#undef KILN_DW_LOAD
+  const __m512 v[4] = {_mm512_add_ps(a0, e0), _mm512_add_ps(a1, e1), _mm512_add_ps(a2, e2), _mm512_add_ps(a3, e3)};
+  for (size_t p = 0; p < 4; ++p) {
+    const __m512 o = _mm512_min_ps(hi, _mm512_max_ps(lo, v[p]));  // NaN stays NaN (second operand)
+    if constexpr (kMasked) _mm512_mask_storeu_ps(y + p * c + cb, mask, o);
+    else _mm512_storeu_ps(y + p * c + cb, o);
+  }
+}
+
+KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
+                             size_t c, const DepthwiseWeights& w, float* y, float lo_s, float hi_s) {
+  const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
+  const __mmask16 mask = mask512(c % kLanes512);
+  const size_t full = c / kLanes512 * kLanes512, taps = w.kernel_h * w.kernel_w;
+  if (n_taps > 0)  // as quad_avx2
+    for (size_t b = 0; b < 4 * step * sizeof(float); b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(base + offs[n_taps - 1] + kPrefetchPixels * step) + b, _MM_HINT_T0);
+  for (size_t cb = 0; cb < full; cb += kLanes512)
+    quad_block512<false>(base, offs, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y, c, lo, hi,
+                         mask);
+  if (full < c)
+    quad_block512<true>(base, offs, ids, n_taps, step, full, w.w.data() + full * taps, w.bias.data() + full, y, c, lo,
+                        hi, mask);
+}
+#undef KILN_AVX512
+#pragma GCC diagnostic pop
 #endif  // __x86_64__
 
 // The same four pixels in plain C++, summed in the same order.
 void quad_plain(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step, size_t c,
                 const DepthwiseWeights& w, float* y, float lo, float hi) {
-  const size_t taps = w.kernel_h * w.kernel_w;
+  const size_t taps = w.kernel_h * w.kernel_w, lanes = w.lanes;
   for (size_t p = 0; p < 4; ++p)
     for (size_t ch = 0; ch < c; ++ch) {
-      const float* wb = w.w.data() + ch / kLanes * kLanes * taps + ch % kLanes;
+      const float* wb = w.w.data() + ch / lanes * lanes * taps + ch % lanes;
       const float* x = base + p * step + ch;
       float a0 = w.bias[ch], a1 = 0.f;
       size_t t = 0;
-      for (; t + 1 < n_taps; t += 2) a0 += x[offs[t]] * wb[ids[t] * kLanes], a1 += x[offs[t + 1]] * wb[ids[t + 1] * kLanes];
-      if (t < n_taps) a0 += x[offs[t]] * wb[ids[t] * kLanes];
+      for (; t + 1 < n_taps; t += 2) a0 += x[offs[t]] * wb[ids[t] * lanes], a1 += x[offs[t + 1]] * wb[ids[t + 1] * lanes];
+      if (t < n_taps) a0 += x[offs[t]] * wb[ids[t] * lanes];
       const float v = a0 + a1;
       y[p * c + ch] = std::isnan(v) ? v : std::min(hi, std::max(lo, v));
     }
@@ -203,12 +319,19 @@ struct Impl {
   bool (*available)();
   PixelFn pixel;
   QuadFn quad;
+  size_t lanes;  // the channel block the weights are packed in
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2},
+    {"avx512", simd::cpu_has_avx512f, pixel_avx512, quad_avx512, kLanes512},
+    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2, kLanes},
 #endif
-    {"plain", [] { return true; }, pixel_plain, quad_plain}};
+    {"plain", [] { return true; }, pixel_plain, quad_plain, kLanes}};
+
+const Impl& chosen() {
+  static const Impl* impl = simd::pick_isa(kImpls);
+  return *impl;
+}
 
 // One pixel at the edges: a pointer per tap inside the input.
 void edge_pixel(const Impl& impl, const Job& j, size_t n, size_t oh, size_t ow, float* y) {
@@ -234,7 +357,7 @@ void edge_pixel(const Impl& impl, const Job& j, size_t n, size_t oh, size_t ow, 
 // One output row (n, oh) of every channel: groups of four pixels whose windows lie inside the
 // row take the quad kernel (taps of rows outside the input left out), the rest one by one.
 void row(void* ctx, size_t index) {
-  static const Impl* impl = simd::pick_isa(kImpls);
+  const Impl* impl = &chosen();
   const Job& j = *static_cast<const Job*>(ctx);
   const DepthwiseWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
@@ -281,19 +404,22 @@ void row(void* ctx, size_t index) {
 
 }  // namespace
 
+size_t depthwise_lanes() { return chosen().lanes; }
+
 bool depthwise_fits(size_t kh, size_t kw) { return kh * kw <= kMaxTaps; }
 
 void pack_depthwise(const float* w, const float* bias, size_t c, size_t kh, size_t kw, DepthwiseWeights* out) {
-  const size_t taps = kh * kw;
+  const size_t taps = kh * kw, lanes = chosen().lanes;
   out->channels = c;
-  out->padded = (c + kLanes - 1) / kLanes * kLanes;
+  out->lanes = lanes;
+  out->padded = (c + lanes - 1) / lanes * lanes;
   out->kernel_h = kh;
   out->kernel_w = kw;
-  out->w.assign(out->padded * taps, 0.f);  // [channel block][tap][8]
+  out->w.assign(out->padded * taps, 0.f);  // [channel block][tap][lanes]
   out->bias.assign(out->padded, 0.f);
   for (size_t ch = 0; ch < c; ++ch) {
     if (bias) out->bias[ch] = bias[ch];
-    for (size_t t = 0; t < taps; ++t) out->w[(ch / kLanes * taps + t) * kLanes + ch % kLanes] = w[ch * taps + t];
+    for (size_t t = 0; t < taps; ++t) out->w[(ch / lanes * taps + t) * lanes + ch % lanes] = w[ch * taps + t];
   }
 }
 

@@ -5,8 +5,8 @@
 // XNNPACK keeps the window sizes it has microkernels for (2x2, 3x3, 5x5; 21-25 GFLOP/s here).
 // Groups of four output pixels whose windows lie inside the row share each weight vector
 // (8 accumulators: 4 pixels x even and odd taps); edge pixels go one at a time with a pointer
-// per tap inside the input, four channel blocks at a time. AVX2+FMA, chosen at run time
-// (dense_conv_available()).
+// per tap inside the input, four channel blocks at a time. AVX-512 (16-channel blocks) or
+// AVX2+FMA (8), chosen at run time (dense_conv_available()).
 
 #include <cstddef>
 #include <vector>
@@ -15,12 +15,16 @@
 
 namespace kiln::delegates::xnnpack {
 
-/// Weights [channel block of 8][tap][8] and bias, packed at create.
+/// Weights [channel block][tap][lanes] and bias, packed at create; lanes = 16 for the AVX-512
+/// row, else 8.
 struct DepthwiseWeights {
-  size_t channels = 0, padded = 0, kernel_h = 1, kernel_w = 1;
+  size_t channels = 0, padded = 0, kernel_h = 1, kernel_w = 1, lanes = 8;
   std::vector<float> w;
   std::vector<float> bias;
 };
+
+/// The channel block of the row in use: 16 with AVX-512, else 8.
+size_t depthwise_lanes();
 
 /// True when a kh x kw window fits the kernel's tap table.
 bool depthwise_fits(size_t kh, size_t kw);

@@ -34,6 +34,15 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512f() {
+#if defined(__x86_64__)
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && cpu_has_avx2();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_avx512vnni() {
 #if defined(__x86_64__)
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -16,6 +16,7 @@ bool isa_allowed(const char* name);
 /// The running CPU's features, checked once; false on other architectures, where the x86
 /// rows of the tables are not even compiled.
 bool cpu_has_avx2();        ///< AVX2 and FMA
+bool cpu_has_avx512f();     ///< AVX-512 F and VL (with AVX2 and FMA)
 bool cpu_has_avx512vnni();  ///< AVX-512 F, BW, VL and VNNI
 bool cpu_has_neon_dotprod();  ///< arm64 with the ARMv8.2 dot product (sdot/udot; HWCAP_ASIMDDP)
 
