@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -210,7 +211,12 @@ def bench_case(name, opts):
         kt, ot = [], []
         per_round = max(1, opts.runs // opts.rounds)
         for _ in range(opts.rounds):
+            # ONNX Runtime's pool threads spin for a while after a run: a kiln_runner started
+            # at once found the second core taken (Kiln at 2 threads ran as slow as at 1 on the
+            # short models), so each side starts after a pause, as in bench/ort_compare.py.
+            time.sleep(0.2)
             kt += oc.run_kiln(opts.build, kiln, paths, shapes, t, 1, per_round, "xnnpack")
+            time.sleep(0.2)
             ot += oc.run_ort(session, feeds, 1, per_round)[0]
         rec["totals"][t] = (oc.median(kt), oc.median(ot))
     session = oc.ort_session(model["onnx"], 1)
