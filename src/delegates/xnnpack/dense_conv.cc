@@ -349,6 +349,35 @@ enum class TileKind : uint8_t { kRow, kPatch, kTaps };
 // floats each through the tap path (a pointer and a short loop per tap), one run of 147 here.
 constexpr size_t kPatchFloats = 160;
 
+// One pixel's window (input origin ih0, iw0 of image n) into taps * c floats, zeros for padding.
+inline void copy_window(const Job& j, size_t n, int64_t ih0, int64_t iw0, float* out) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t c = w.in_channels;
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+  for (size_t kh = 0; kh < w.kernel_h; ++kh, out += w.kernel_w * c) {
+    const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
+    if (ih < 0 || ih >= in_h) {
+      std::fill(out, out + w.kernel_w * c, 0.f);
+      continue;
+    }
+    const float* row = j.x + (n * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
+    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+      const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
+      float* dst = out + kw * c;
+      if (iw < 0 || iw >= in_w) {
+        std::fill(dst, dst + c, 0.f);
+      } else if (g.dilation_w == 1 && g.in_stride == c) {  // the rest of the row's taps, inside, in one run
+        const size_t run = std::min<size_t>(w.kernel_w - kw, static_cast<size_t>(in_w - iw));
+        std::copy(row + static_cast<size_t>(iw) * c, row + (static_cast<size_t>(iw) + run) * c, dst);
+        kw += run - 1;
+      } else {
+        std::copy(row + static_cast<size_t>(iw) * g.in_stride, row + static_cast<size_t>(iw) * g.in_stride + c, dst);
+      }
+    }
+  }
+}
+
 // The input pointers of one tile of mr output pixels starting at `pos`, and its kind. A tap
 // tile drops the taps that read only padding for every pixel (their indices in `ids`, their
 // count in *n_active); a patch tile's windows go to `patch` (kMr * kPatchFloats floats).
@@ -395,31 +424,9 @@ inline TileKind gather_tile(const Job& j, TilePos pos, size_t mr, const float** 
   }
   if (taps > 1 && taps * c <= kPatchFloats) {
     for (size_t r = 0; r < mr; ++r) {
-      const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
-      const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
-      float* out = patch + r * kPatchFloats;
-      at[r] = out;
-      for (size_t kh = 0; kh < w.kernel_h; ++kh, out += w.kernel_w * c) {
-        const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
-        if (ih < 0 || ih >= in_h) {
-          std::fill(out, out + w.kernel_w * c, 0.f);
-          continue;
-        }
-        const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
-        for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-          const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
-          float* dst = out + kw * c;
-          if (iw < 0 || iw >= in_w) {
-            std::fill(dst, dst + c, 0.f);
-          } else if (g.dilation_w == 1 && g.in_stride == c) {  // the rest of the row's taps, inside, in one run
-            const size_t run = std::min<size_t>(w.kernel_w - kw, static_cast<size_t>(in_w - iw));
-            std::copy(row + static_cast<size_t>(iw) * c, row + (static_cast<size_t>(iw) + run) * c, dst);
-            kw += run - 1;
-          } else {
-            std::copy(row + static_cast<size_t>(iw) * g.in_stride, row + static_cast<size_t>(iw) * g.in_stride + c, dst);
-          }
-        }
-      }
+      at[r] = patch + r * kPatchFloats;
+      copy_window(j, pn[r], static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top,
+                  static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left, patch + r * kPatchFloats);
     }
     return TileKind::kPatch;
   }
