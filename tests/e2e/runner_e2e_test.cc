@@ -705,6 +705,20 @@ std::vector<double> conv_model_reference(const ConvModel& c, const std::vector<f
 
 const char* const kHugeDims = " --dim batch=1..256 --dim H=1..4096 --dim W=1..4096";
 
+// Peak RSS of a run at a small shape of that ~600 GB bound: 32 MiB, or 48 under AddressSanitizer,
+// whose own shadow and the instrumented binary alone took ~32 MiB (33.0-33.4 MiB measured).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long kSmallRunRssKb = 48 * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr long kSmallRunRssKb = 48 * 1024;
+#else
+constexpr long kSmallRunRssKb = 32 * 1024;
+#endif
+#else
+constexpr long kSmallRunRssKb = 32 * 1024;
+#endif
+
 // Issue 21: a ~600 GB bound, run at 1x3x32x32 with --max_shapes: right, and in a few MB.
 TEST(RunnerActualShape, HugeBoundRunsSmallInAFewMegabytes) {
   const ConvModel c = make_conv_model("conv_huge.onnx");
@@ -720,7 +734,7 @@ TEST(RunnerActualShape, HugeBoundRunsSmallInAFewMegabytes) {
   Measured inspect = run_measured({bin("kiln"), "inspect", kiln_path});
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_NE(inspect.output.find("packed weights"), std::string::npos) << inspect.output;
-  EXPECT_LT(inspect.max_rss_kb, 32 * 1024) << inspect.output;
+  EXPECT_LT(inspect.max_rss_kb, kSmallRunRssKb) << inspect.output;
 
   const std::vector<float> x = random_input(3 * 32 * 32, 21);
   const std::string in = ::kiln::testing::scratch_dir() + "/conv_x.npy", out = ::kiln::testing::scratch_dir() + "/conv_out";
@@ -733,12 +747,12 @@ TEST(RunnerActualShape, HugeBoundRunsSmallInAFewMegabytes) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("Arena: "), std::string::npos) << r.output;
     expect_close(read_floats(out + "-0.bin"), want, 1e-4, "conv at 1x3x32x32, " + delegate);
-    EXPECT_LT(r.max_rss_kb, 32 * 1024) << "peak RSS " << r.max_rss_kb << " KiB\n" << r.output;
+    EXPECT_LT(r.max_rss_kb, kSmallRunRssKb) << "peak RSS " << r.max_rss_kb << " KiB\n" << r.output;
     Measured ones = run_measured({bin("kiln_runner"), "--model_path=" + kiln_path, "--input_shapes=1x3x32x32",
                                   "--max_shapes=1x3x64x64", "--print_output=summary", "--delegate=" + delegate});
     ASSERT_EQ(ones.exit_code, 0) << ones.output;
     EXPECT_NE(ones.output.find("Input 0 'x': f32 1x3x32x32 (ones, at --input_shapes)"), std::string::npos) << ones.output;
-    EXPECT_LT(ones.max_rss_kb, 32 * 1024) << "peak RSS " << ones.max_rss_kb << " KiB\n" << ones.output;
+    EXPECT_LT(ones.max_rss_kb, kSmallRunRssKb) << "peak RSS " << ones.max_rss_kb << " KiB\n" << ones.output;
   }
 }
 
