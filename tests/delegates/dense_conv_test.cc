@@ -59,6 +59,9 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
       // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups
       {2, 11, 12, 256, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      // windows longer than the tap table, unpadded (row tiles only): a 400-tap one-channel DFT at
+      // stride 160 (mel_frontend's; 41 outputs per row), and 2 kernel rows of 70 taps x 3 channels
+      {2, 1, 6800, 1, 40, 1, 400, 1, 160, 1, 1, 0, 0, 0, 0}, {1, 5, 90, 3, 20, 2, 70, 1, 3, 2, 1, 0, 0, 0, 0},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
@@ -85,6 +88,13 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
     }
   }
   pthreadpool_destroy(two);
+}
+
+TEST(DenseConv, WindowsLongerThanTheTapTableFitOnlyAsRows) {
+  EXPECT_TRUE(dense_conv_fits(8, 8, false));
+  EXPECT_FALSE(dense_conv_fits(1, 400, false));  // padding or dilation: edge tiles need a pointer per tap
+  EXPECT_TRUE(dense_conv_fits(1, 400, true));
+  EXPECT_FALSE(dense_conv_fits(65, 1, true));  // more kernel rows than the table holds
 }
 
 TEST(DenseConv, FullyConnectedRowsWithTransposedWeights) {

@@ -559,7 +559,9 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   // bench/layer_bench.py (3x3 stride 2 stays mixed there, 0.70-1.10x: XNNPACK keeps it).
   if (dense_conv_available()) {
     const size_t taps = p.kernel_h * p.kernel_w;
-    const bool conv = p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w);
+    const bool unpadded = !p.same_upper && p.pad_top == 0 && p.pad_left == 0 && p.pad_bottom == 0 && p.pad_right == 0;
+    const bool conv =
+        p.kind == OpKind::kConv && dense_conv_fits(p.kernel_h, p.kernel_w, unpadded && p.dilation_w == 1);
     // 3x3 stride 1 as Winograd F(2x2, 3x3): resnet18's layers at batch 4 and 320 took 0.54-0.74x
     // the direct kernel's time (bench/layer_bench.py --kind dense). KILN_NO_WINOGRAD=1 keeps
     // them direct (DEVELOPERS.md), to measure one against the other.

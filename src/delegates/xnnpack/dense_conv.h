@@ -20,8 +20,9 @@ struct Gate;  // support.h
 
 /// True when this CPU runs the dense kernel (AVX2 and FMA).
 bool dense_conv_available();
-/// True when a kh x kw kernel fits the kernel's tap table.
-bool dense_conv_fits(size_t kh, size_t kw);
+/// True when a kh x kw kernel fits the kernel's tap table, or, `rows_only` (no padding, SAME
+/// included, and dilation_w 1: every tile reads whole kernel rows), when its kh rows do.
+bool dense_conv_fits(size_t kh, size_t kw, bool rows_only);
 
 /// Storage on 64-byte (cache line) boundaries: a microkernel's weight rows (16 floats, one zmm)
 /// then never straddle two lines.
