@@ -689,6 +689,13 @@ void dense_gemm_rows(size_t rows, size_t k, const float* const* a, const float* 
   chosen().kernels[0][rows](1, nullptr, k, a, 0, panel, kNr, bias, y, nc, -INFINITY, INFINITY);
 }
 
+bool dense_gemm_has_pairs() { return chosen().pairs != nullptr; }
+
+void dense_gemm_rows_pair(size_t rows, size_t k, const float* const* a, const float* panel, size_t panel_stride,
+                          const float* bias, float* const* y, size_t nc) {
+  chosen().pairs[0][rows](1, nullptr, k, a, 0, panel, panel_stride, kNr, bias, y, nc, -INFINITY, INFINITY);
+}
+
 MatMulGeometry matmul_geometry(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank) {
   MatMulGeometry g;
   g.m = static_cast<size_t>(a_dims[a_rank - 2]);

@@ -76,6 +76,13 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
 constexpr size_t kDenseTileRows = 6, kDenseBlock = 16;
 void dense_gemm_rows(size_t rows, size_t k, const float* const* a, const float* panel, const float* bias,
                      float* const* y, size_t nc);
+/// True when this CPU's row computes two blocks per call (AVX-512: 32 channels, 12 accumulators;
+/// one block there is 6 accumulators and as many broadcasts as FMAs, bound by the loads).
+bool dense_gemm_has_pairs();
+/// Two blocks at once, where dense_gemm_has_pairs(): the second block's panel `panel_stride`
+/// floats after the first's, `bias` 2 * kDenseBlock floats, y[r][0..nc) with nc <= 2 * kDenseBlock.
+void dense_gemm_rows_pair(size_t rows, size_t k, const float* const* a, const float* panel, size_t panel_stride,
+                          const float* bias, float* const* y, size_t nc);
 
 /// A MatMul whose operands are both computed at run time (attention's Q K^T and A V):
 /// y[t] = a[t] @ b[t] over `batches` broadcast batches, a [M, K], b [K, N], y [M, N] row-major.

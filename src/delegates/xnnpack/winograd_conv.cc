@@ -20,7 +20,12 @@ constexpr size_t kBlock = kDenseBlock;     // output channels per block (one pan
 constexpr size_t kRows = kDenseTileRows;   // tiles per microkernel call
 constexpr size_t kMaxTiles = 48;           // tiles per task
 constexpr size_t kInputBudget = 96 << 10;  // floats of transformed input per worker (384 KiB, in L2)
-constexpr size_t kMinChannels = 16;
+// Fewer channels than this (in or out) run direct. Where the GEMM takes two 16-channel blocks
+// per call (AVX-512) it is twice as fast and the transforms weigh twice as much: squeezenet's
+// 16 -> 64 at 4x79x79 took 4.3 ms as Winograd against 3.3 direct, resnet_small's 16 -> 16 at
+// 8x32x32 0.64 against 0.44; from 32 channels Winograd stays ahead (2.9 vs 3.1 ms at 32 -> 128).
+// With one block per call (AVX2) 16 channels pay.
+size_t min_channels() { return dense_gemm_has_pairs() ? 32 : 16; }
 // Below this many tiles the direct kernel runs (winograd_pays): one layer with its weights in
 // cache won at 4 tiles, but in resnet18 at 1x3x64x64 (4 tiles at 512 channels, weights from
 // memory) Winograd took 1.2x the direct time; from 16 tiles (7x7 at 512) it took 0.76x.
@@ -38,6 +43,7 @@ size_t tiles_per_task(size_t c) {
 // GCC gives for 32-byte vectors without AVX does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float F8 __attribute__((vector_size(32)));
+typedef float F16 __attribute__((vector_size(64)));  // one zmm in the AVX-512 clone
 
 template <typename V>
 __attribute__((always_inline)) inline V load(const float* p) {
@@ -69,12 +75,13 @@ __attribute__((always_inline)) inline void transform_input(const float* const* d
   }
 }
 
-// The four outputs (0,0), (0,1), (1,0), (1,1) of A^T M A for lanes [lane, lane + 8) of a block,
+// The four outputs (0,0), (0,1), (1,0), (1,1) of A^T M A for the lanes of V from `lane`,
 // m[xi] at ms + xi * stride. A^T = [1 1 1 0; 0 1 -1 -1].
-__attribute__((always_inline)) inline void transform_output(const float* ms, size_t stride, size_t lane, F8 out[4]) {
-  F8 m[16];
-  for (int xi = 0; xi < 16; ++xi) m[xi] = load<F8>(ms + xi * stride + lane);
-  F8 s0[4], s1[4];
+template <typename V>
+__attribute__((always_inline)) inline void transform_output(const float* ms, size_t stride, size_t lane, V out[4]) {
+  V m[16];
+  for (int xi = 0; xi < 16; ++xi) m[xi] = load<V>(ms + xi * stride + lane);
+  V s0[4], s1[4];
   for (int k = 0; k < 4; ++k) s0[k] = m[k] + m[4 + k] + m[8 + k], s1[k] = m[4 + k] - m[8 + k] - m[12 + k];
   out[0] = s0[0] + s0[1] + s0[2];
   out[1] = s0[1] - s0[2] - s0[3];
@@ -127,16 +134,19 @@ float direct_output(const Job& j, size_t n, size_t oh, size_t ow, size_t o) {
 
 inline float clamp_keep_nan(float v, float lo, float hi) { return std::isnan(v) ? v : std::min(hi, std::max(lo, v)); }
 
-// One task: per_task tiles (their inputs transformed once) and a chunk of channel blocks.
+// One task: per_task tiles (their inputs transformed once) and a chunk of channel blocks. V is
+// the transforms' vector: F16 in the AVX-512 worker, F8 otherwise.
+template <typename V>
 __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, float* scratch) {
-  alignas(32) static const float kZero[kBlock] = {};
+  constexpr size_t kLanes = sizeof(V) / sizeof(float);
+  alignas(64) static const float kZero[2 * kBlock] = {};
   const WinogradWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t c = w.in_channels, m = w.out_channels, tt = j.per_task;
   const size_t group = task / j.chunks, chunk = task % j.chunks;
   const size_t t0 = group * tt, nt = std::min(j.tiles, t0 + tt) - t0;
   float* v = scratch;               // [16][tt][c]
-  float* ms = scratch + 16 * tt * c;  // [16][tt][kBlock]
+  float* ms = scratch + 16 * tt * c;  // [16][tt][ldm]: one or two blocks' products
   const size_t plane = j.tiles_h * j.tiles_w;
   const TileAt first{t0 / plane, t0 % plane / j.tiles_w, t0 % j.tiles_w};
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
@@ -154,36 +164,42 @@ __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, f
                               : w.zero.data();
       }
     size_t ch = 0;
+    for (; ch + kLanes <= c; ch += kLanes) transform_input<V>(d, ch, v + t * c, tt * c);
     for (; ch + 8 <= c; ch += 8) transform_input<F8>(d, ch, v + t * c, tt * c);
     for (; ch < c; ++ch) transform_input<float>(d, ch, v + t * c, tt * c);
   }
 
+  // Two blocks per GEMM call where the row has them (AVX-512: one block is bound by its loads).
+  const size_t per_call = dense_gemm_has_pairs() ? 2 : 1, ldm = per_call * kBlock;
   const size_t blocks = (m + kBlock - 1) / kBlock;
   const size_t b0 = chunk * j.blocks_per_chunk, b1 = std::min(blocks, b0 + j.blocks_per_chunk);
-  const F8 lo = F8{} + g.out_min, hi = F8{} + g.out_max;
-  for (size_t mb = b0; mb < b1; ++mb) {
-    const size_t nc = std::min(kBlock, m - mb * kBlock);
+  const V lo = V{} + g.out_min, hi = V{} + g.out_max;
+  for (size_t mb = b0, step; mb < b1; mb += step) {
+    step = std::min(per_call, b1 - mb);
+    const size_t nc = std::min(step * kBlock, m - mb * kBlock);
     for (size_t xi = 0; xi < 16; ++xi) {
       const float* panel = w.panels.data() + (mb * 16 + xi) * c * kBlock;
       const float* a[kRows];
       float* out[kRows];
       for (size_t r0 = 0; r0 < nt; r0 += kRows) {
         const size_t mr = std::min(kRows, nt - r0);
-        for (size_t r = 0; r < mr; ++r)
-          a[r] = v + (xi * tt + r0 + r) * c, out[r] = ms + (xi * tt + r0 + r) * kBlock;
-        dense_gemm_rows(mr, c, a, panel, kZero, out, kBlock);
+        for (size_t r = 0; r < mr; ++r) a[r] = v + (xi * tt + r0 + r) * c, out[r] = ms + (xi * tt + r0 + r) * ldm;
+        if (step == 2)
+          dense_gemm_rows_pair(mr, c, a, panel, 16 * c * kBlock, kZero, out, ldm);
+        else
+          dense_gemm_rows(mr, c, a, panel, kZero, out, kBlock);
       }
     }
     const float* bias = w.bias.data() + mb * kBlock;
     at = first;
     for (size_t t = 0; t < nt; ++t, next_tile(j, &at)) {
       const size_t oh0 = 2 * at.th, ow0 = 2 * at.tw;
-      alignas(32) float res[4][kBlock];
-      F8 probe = F8{};
-      for (size_t lane = 0; lane < kBlock; lane += 8) {
-        F8 o[4];
-        transform_output(ms + t * kBlock, tt * kBlock, lane, o);
-        const F8 b = load<F8>(bias + lane);
+      alignas(64) float res[4][2 * kBlock];
+      V probe = V{};
+      for (size_t lane = 0; lane < step * kBlock; lane += kLanes) {
+        V o[4];
+        transform_output(ms + t * ldm, tt * ldm, lane, o);
+        const V b = load<V>(bias + lane);
         for (int q = 0; q < 4; ++q) {
           o[q] += b;
           probe += o[q] * 0.f;  // NaN where an output is NaN or +-Inf
@@ -193,7 +209,7 @@ __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, f
         }
       }
       bool finite = true;
-      for (int l = 0; l < 8; ++l) finite = finite && probe[l] == 0.f;
+      for (size_t l = 0; l < kLanes; ++l) finite = finite && probe[l] == 0.f;
       for (int q = 0; q < 4; ++q) {
         const size_t oh = oh0 + static_cast<size_t>(q / 2), ow = ow0 + static_cast<size_t>(q % 2);
         if (oh >= g.out_h || ow >= g.out_w) continue;
@@ -220,17 +236,23 @@ __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, f
 }
 
 #if defined(__x86_64__)
+__attribute__((target("avx512f,avx2,fma"))) void worker_avx512(void* ctx, size_t slot) {
+  Job& j = *static_cast<Job*>(ctx);
+  for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
+    run_task<F16>(j, t, j.scratch + slot * j.per_slot);
+}
+
 __attribute__((target("avx2,fma"))) void worker_avx2(void* ctx, size_t slot) {
   Job& j = *static_cast<Job*>(ctx);
   for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
-    run_task(j, t, j.scratch + slot * j.per_slot);
+    run_task<F8>(j, t, j.scratch + slot * j.per_slot);
 }
 #endif
 
 void worker_plain(void* ctx, size_t slot) {
   Job& j = *static_cast<Job*>(ctx);
   for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
-    run_task(j, t, j.scratch + slot * j.per_slot);
+    run_task<F8>(j, t, j.scratch + slot * j.per_slot);
 }
 
 struct Impl {
@@ -240,6 +262,7 @@ struct Impl {
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
+    {"avx512", simd::cpu_has_avx512f, worker_avx512},
     {"avx2", simd::cpu_has_avx2, worker_avx2},
 #endif
     {"plain", [] { return true; }, worker_plain}};
@@ -249,7 +272,7 @@ const Impl kImpls[] = {
 bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
                    size_t groups, size_t in_channels, size_t out_channels) {
   return kh == 3 && kw == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && dilation_w == 1 && groups == 1 &&
-         in_channels >= kMinChannels && out_channels >= kMinChannels;
+         in_channels >= min_channels() && out_channels >= min_channels();
 }
 
 void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out) {
@@ -280,7 +303,7 @@ void pack_winograd(const float* w, const float* bias, size_t m, size_t c, Winogr
 }
 
 size_t winograd_scratch_floats(const WinogradWeights& w) {
-  return 16 * tiles_per_task(w.in_channels) * (w.in_channels + kBlock);
+  return 16 * tiles_per_task(w.in_channels) * (w.in_channels + 2 * kBlock);
 }
 
 bool winograd_pays(const DenseConvGeometry& g) {

@@ -22,8 +22,8 @@ namespace kiln::delegates::xnnpack {
 
 
 /// True when a convolution of these static attributes runs here: 3x3, stride 1, no dilation,
-/// one group, at least kWinogradMinChannels in and out (below that the transforms cost more
-/// than the multiplies they save).
+/// one group, at least 16 channels in and out, 32 where the GEMM takes two blocks per call
+/// (AVX-512; below that the transforms cost more than the multiplies they save).
 bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
                    size_t groups, size_t in_channels, size_t out_channels);
 
