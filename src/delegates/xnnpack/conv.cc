@@ -556,7 +556,8 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
   // at stride 1 Kiln's kernel takes 0.58-0.98x XNNPACK's time on 14 of 18 layers; at stride 2
   // XNNPACK's is ahead on half of them (Kiln's 0.79-1.31x). Kiln's AVX-512 row (16-channel
   // blocks) takes the strided 5x5 windows too: 0.57-0.90x XNNPACK's time on the four of
-  // bench/layer_bench.py (3x3 stride 2 stays mixed there, 0.70-1.10x: XNNPACK keeps it).
+  // bench/layer_bench.py (3x3 stride 2 stays mixed there, 0.70-1.10x: XNNPACK keeps it unless
+  // the layer is gated).
   if (dense_conv_available()) {
     const size_t taps = p.kernel_h * p.kernel_w;
     const bool unpadded = !p.same_upper && p.pad_top == 0 && p.pad_left == 0 && p.pad_bottom == 0 && p.pad_right == 0;
@@ -570,7 +571,12 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
       return std::make_unique<WinogradConv>();
     if ((conv && p.groups == 1) || p.kind == OpKind::kFullyConnected) return std::make_unique<DenseConv>();
     const bool strided = p.stride_h > 1 || p.stride_w > 1;
-    const bool unipass = taps == 4 || (strided && (taps == 9 || (taps == 25 && depthwise_lanes() < 16)));
+    // A gated strided 3x3 takes the 16-lane row too: after XNNPACK's operator the gate is a
+    // second pass over the output, from memory (efficientnet_b0 at 4x320: its four strided
+    // depthwise layers 7.8 -> 7.5 ms on Intel AVX-512).
+    const bool wide = depthwise_lanes() == 16;
+    const bool unipass =
+        taps == 4 || (strided && ((taps == 9 && !(wide && src.gate)) || (taps == 25 && !wide)));
     if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && !unipass &&
         depthwise_fits(p.kernel_h, p.kernel_w))
       return std::make_unique<DepthwiseConv>();

@@ -83,7 +83,12 @@ KILN_AVX2 inline __m256 tanh256(__m256 v) {
   __m256 p = _mm256_set1_ps(kTanhP[0]), q = _mm256_set1_ps(kTanhQ[0]);
   for (size_t k = 1; k < 7; ++k) p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(kTanhP[k]));
   for (size_t k = 1; k < 4; ++k) q = _mm256_fmadd_ps(q, t2, _mm256_set1_ps(kTanhQ[k]));
-  return _mm256_div_ps(_mm256_mul_ps(t, p), q);
+  // At and beyond the clamp the rational is 1 - 2.4e-7 evaluated with FMA: there tanh is +-1
+  // in f32, as the scalar twin gives it (and sigmoid(+-big) exactly 1 and 0).
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  const __m256 sat = _mm256_cmp_ps(_mm256_andnot_ps(sign, t), _mm256_set1_ps(kTanhClamp), _CMP_EQ_OQ);
+  const __m256 one = _mm256_or_ps(_mm256_and_ps(sign, t), _mm256_set1_ps(1.f));
+  return _mm256_blendv_ps(_mm256_div_ps(_mm256_mul_ps(t, p), q), one, sat);
 }
 
 KILN_AVX2 inline __m256 sigmoid256(__m256 v) {

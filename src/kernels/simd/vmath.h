@@ -9,7 +9,8 @@
 // - erf: odd rational of degree 13/8 on [-4, 4] (outside, erf is +-1 in f32), as Eigen and
 //   XLA evaluate it; max abs error 4e-7.
 // - tanh: Eigen's rational on [-7.9, 7.9] (clamped outside); max abs error 3e-7 with FMA
-//   (avx2, neon), 4e-7 evaluated without (the plain row on x86-64).
+//   (avx2, neon; avx512 divides by a refined reciprocal), 4e-7 evaluated without (the plain
+//   row on x86-64).
 // - sigmoid(x) = (1 + tanh(x/2)) / 2; max abs error 2e-7.
 // - exp: Cephes' expf (2^n * polynomial on |r| <= ln2/2), inputs clamped to [-87.3, 88.4];
 //   max relative error 2e-7; below -87.3 (exp(-inf) too) it is 0.
@@ -19,9 +20,11 @@
 
 namespace kiln::simd {
 
-/// True when the table's AVX2 row runs (the CPU has AVX2 and FMA, KILN_MAX_ISA allows it).
+/// True when the table's AVX2 row, or the AVX-512 one above it, runs (the CPU has AVX2 and FMA,
+/// KILN_MAX_ISA allows it).
 bool has_avx2();
-/// The row the functions below run: "avx2", "neon" or "plain".
+/// The row the functions below run: "avx512" (tanh, sigmoid and the gates 16 lanes wide, the
+/// rest as avx2), "avx2", "neon" or "plain".
 const char* vmath_isa();
 
 void erf(const float* x, float* y, size_t n);
