@@ -23,8 +23,8 @@ namespace kiln::simd {
 /// True when the table's AVX2 row, or the AVX-512 one above it, runs (the CPU has AVX2 and FMA,
 /// KILN_MAX_ISA allows it).
 bool has_avx2();
-/// The row the functions below run: "avx512" (tanh, sigmoid and the gates 16 lanes wide, the
-/// rest as avx2), "avx2", "neon" or "plain".
+/// The row the functions below run: "avx512" (tanh, sigmoid, the gates and add_vecmat 16 lanes
+/// wide, the rest as avx2), "avx2", "neon" or "plain".
 const char* vmath_isa();
 
 void erf(const float* x, float* y, size_t n);
