@@ -1,7 +1,10 @@
 // The physical limits a kernel is measured against, on one core: f32 FMA peak (AVX2 ymm and,
 // where the CPU has it, AVX-512 zmm: independent accumulator chains, enough to cover the FMA
 // latency) and memory bandwidth (a read-only sum and a triad over buffers far larger than the
-// last-level cache). bench/peak.sh builds and runs it and writes bench/results/peak.md.
+// last-level cache), and the ceiling of a GEMM microkernel with its operands in L1 (what the
+// dense kernels are built of: MR rows of A broadcast against NV vectors of packed B, MR x NV
+// accumulators; the broadcasts and B loads compete with the FMAs, so this sits below the FMA
+// peak). bench/peak.sh builds and runs it and writes bench/results/peak.md.
 //   g++ -O2 -std=c++17 bench/peak.cc -o peak && ./peak
 #include <immintrin.h>
 
@@ -60,6 +63,69 @@ __attribute__((target("avx512f"))) double fma_avx512(long iters) {
   return 2.0 * 16 * N * static_cast<double>(iters);
 }
 
+// One MR x (16 NV) tile of C += A (MR rows, k long, rows k apart) x B (k rows of 16 NV), A
+// broadcast from memory, all in registers; returns the FLOPs.
+template <int MR, int NV>
+__attribute__((target("avx512f"), noinline)) double gemm_tile512(const float* a, const float* b, size_t k, float* c) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (size_t i = 0; i < k; ++i) {
+    __m512 w[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) w[v] = _mm512_loadu_ps(b + i * 16 * NV + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * k + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, w[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + (r * NV + v) * 16, acc[r][v]);
+  return 2.0 * MR * 16 * NV * static_cast<double>(k);
+}
+
+template <int MR, int NV>
+__attribute__((target("avx2,fma"), noinline)) double gemm_tile256(const float* a, const float* b, size_t k, float* c) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (size_t i = 0; i < k; ++i) {
+    __m256 w[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) w[v] = _mm256_loadu_ps(b + i * 8 * NV + 8 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * k + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(x, w[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + (r * NV + v) * 8, acc[r][v]);
+  return 2.0 * MR * 8 * NV * static_cast<double>(k);
+}
+
+// The tile called over and over on the same operands (k = 256: A 6 KiB, B 32 KiB, in L1).
+template <typename Tile>
+double gemm_ceiling(Tile tile, size_t lanes) {
+  const size_t k = 256;
+  std::vector<float> a(16 * k, 0.5f), b(k * lanes, 0.25f), c(16 * lanes);
+  return best_rate(5, [&] {
+    double flops = 0;
+    for (int i = 0; i < 100000; ++i) flops += tile(a.data(), b.data(), k, c.data());
+    g_sink = c[0];
+    return flops;
+  });
+}
+
 // Bytes read per second: a sum over n floats, four accumulators.
 __attribute__((target("avx2"))) double read_bw(const float* x, size_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
@@ -85,11 +151,17 @@ int main() {
   const long iters = 200'000'000 / 16;
   const double avx2 = best_rate(5, [&] { return fma_avx2<12>(iters); });
   std::printf("fma_avx2_gflops %.1f\n", avx2 / 1e9);
+  std::printf("gemm_avx2_gflops %.1f\n", gemm_ceiling(gemm_tile256<6, 2>, 16) / 1e9);  // Kiln's AVX2 tile
   if (__builtin_cpu_supports("avx512f")) {
     const double avx512 = best_rate(5, [&] { return fma_avx512<24>(iters); });
     std::printf("fma_avx512_gflops %.1f\n", avx512 / 1e9);
+    // Kiln's AVX-512 tile (6 x 32), and a taller one: whether more rows per weight load help.
+    std::printf("gemm_avx512_gflops %.1f\n", gemm_ceiling(gemm_tile512<6, 2>, 32) / 1e9);
+    std::printf("gemm_avx512_12x32_gflops %.1f\n", gemm_ceiling(gemm_tile512<12, 2>, 32) / 1e9);
   } else {
     std::printf("fma_avx512_gflops -\n");
+    std::printf("gemm_avx512_gflops -\n");
+    std::printf("gemm_avx512_12x32_gflops -\n");
   }
   const size_t n = size_t{1} << 27;  // 512 MiB of floats per buffer
   std::vector<float> a(n, 1.f), b(n, 2.f), c(n, 3.f);
