@@ -194,6 +194,10 @@ class GraphBuilder {
   };
   /// A guard a node in an open block needs, as a KilnAssert instruction of that block.
   void add_assert(const kernels::Guard& g);
+  /// A Transpose swapping axes 1 and 2 of a view that splits axis 1 of its root into (G, C/G):
+  /// ChannelShuffle(groups = G) of the root and a view of its output with the Transpose's
+  /// shape; -1 when `in` and `attrs` are not that.
+  Result<int> channel_shuffle(const std::string& node_name, int in, const core::AttrStore& attrs);
   /// Records guards a shape function asked for: the method's (deduplicated), or asserts of
   /// the open block.
   void take_guards(std::vector<kernels::Guard>* guards);

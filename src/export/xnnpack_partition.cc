@@ -171,8 +171,13 @@ void Partitioner::ensure_base(int v, format::DelegateRegionDesc* r) {
   base_valid_[b] = true;
 }
 
-// The value to read for v in channels-last: its twin (converted on first use) or v itself.
+// The value to read for v in channels-last: its twin (converted on first use) or v itself. A
+// view with its root's shape and dtype (a reshape back, as after ChannelShuffle's 5-D view)
+// reads the root's twin.
 int Partitioner::nhwc_operand(int v, format::DelegateRegionDesc* r) {
+  const int b = root(v);
+  if (b != v && twin_[b] >= 0 && m_.values[v].shape == m_.values[b].shape && m_.values[v].dtype == m_.values[b].dtype)
+    v = b;
   if (twin_[v] >= 0) return twin_[v];  // written when it was made
   ensure_base(v, r);
   const int t = twin_of(v);

@@ -425,12 +425,22 @@ Status check_placement(const fb::Method* m, const fb::MemoryPlan* plan, const st
   return ok_status();
 }
 
-// x stands for y in a delegate op: the same value, or y's channels-last twin.
+// x stands for y in a delegate op: the same value, or y's channels-last twin, or (y a view with
+// its root's shape and dtype: a reshape back to it) the root's twin.
 bool stands_for(const fb::Method* m, int32_t x, int32_t y) {
   if (x == y) return true;
   const int32_t n = static_cast<int32_t>(m->values()->size());
-  return x >= 0 && y >= 0 && x < n && y < n && m->values()->Get(x)->storage() == fb::StorageKind::Delegate &&
-         m->values()->Get(x)->nhwc_of() == y;
+  if (x < 0 || y < 0 || x >= n || y >= n || m->values()->Get(x)->storage() != fb::StorageKind::Delegate) return false;
+  const int32_t of = m->values()->Get(x)->nhwc_of();
+  if (of == y) return true;
+  const fb::Value* v = m->values()->Get(y);
+  if (v->storage() != fb::StorageKind::Alias || v->alias_of() != of || of < 0 || of >= n) return false;
+  const fb::Value* r = m->values()->Get(of);
+  const auto *vs = v->shape(), *rs = r->shape();
+  if (v->dtype() != r->dtype() || !vs || !rs || vs->size() != rs->size()) return false;
+  for (uint32_t k = 0; k < vs->size(); ++k)
+    if (vs->Get(k) != rs->Get(k)) return false;
+  return true;
 }
 
 // A convolution's gate: the activation reads the source's output y alone, and the fused Mul

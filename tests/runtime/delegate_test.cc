@@ -394,6 +394,95 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   }
 }
 
+// A channel shuffle as shufflenet writes it (Reshape to [N, 2, C/2, H, W], Transpose(0, 2, 1,
+// 3, 4), Reshape back) and its chunk(2, dim = 1) become ChannelShuffle and channel Slices that
+// stay channels-last: one region, a layout change in and one out. The same graph built with
+// export's folding off keeps the Transpose: the portable outputs of the two agree, and the
+// delegated ones agree with both, at shapes down to the minimum over poisoned arenas.
+format::ProgramDesc shuffle_block(bool fold) {
+  exporter::GraphBuilder g;
+  g.set_folding(fold);
+  EXPECT_TRUE(g.add_dim("N", 1, 3).ok());
+  EXPECT_TRUE(g.add_dim("H", 1, 29).ok());
+  EXPECT_TRUE(g.add_dim("W", 1, 23).ok());
+  int x = *g.add_input("x", DType::kF32, {"N", 12, "H", "W"});
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto weights = [&](std::vector<int64_t> shape) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    std::vector<float> v(n);
+    for (float& f : v) f = u(rng);
+    return *g.add_constant<float>("w" + std::to_string(rng()), DType::kF32, shape, v);
+  };
+  auto ints = [&](std::vector<int64_t> v) {
+    return *g.add_constant<int64_t>("i" + std::to_string(rng()), DType::kI64, {static_cast<int64_t>(v.size())}, v);
+  };
+  int c0 = *g.add("Relu", "relu0", {*g.add("Conv", "conv0", {x, weights({16, 12, 1, 1}), weights({16})})});
+  const std::vector<core::ExprId> s = g.shape(c0);
+  core::ExprPool& p = g.pool();
+  int five = *g.add_sym_ints({s[0], p.constant(2), p.constant(8), s[2], s[3]}, "split_shape");
+  int v5 = *g.add("Reshape", "split", {c0, five});
+  core::AttrStore perm;
+  perm.set_ints("perm", {0, 2, 1, 3, 4});
+  int t = *g.add("Transpose", "shuffle", {v5}, perm);
+  int four = *g.add_sym_ints({s[0], p.constant(16), s[2], s[3]}, "back_shape");
+  int sh = *g.add("Reshape", "back", {t, four});
+  int lo = *g.add("Slice", "chunk0", {sh, ints({0}), ints({8}), ints({1})});
+  int hi = *g.add("Slice", "chunk1", {sh, ints({8}), ints({16}), ints({-3})});
+  int c1 = *g.add("Conv", "conv1", {hi, weights({8, 8, 1, 1}), weights({8})});
+  core::AttrStore ch;
+  ch.set_int("axis", 1);
+  int cat = *g.add("Concat", "cat", {lo, c1}, ch);
+  EXPECT_TRUE(g.mark_output(cat, "y").ok());
+  format::ProgramDesc desc;
+  EXPECT_TRUE(g.emit(&desc).ok());
+  EXPECT_TRUE(exporter::partition_xnnpack(&desc.methods[0], desc.constants).ok());
+  return desc;
+}
+
+TEST(Delegate, ChannelShuffleAndChannelSlicesStayChannelsLast) {
+  format::ProgramDesc folded = shuffle_block(true), plain = shuffle_block(false);
+  const format::MethodDesc& m = folded.methods[0];
+  size_t shuffles = 0, transposes = 0;
+  for (const auto& in : m.instructions) shuffles += in.op == "ChannelShuffle", transposes += in.op == "Transpose";
+  EXPECT_EQ(shuffles, 1u);
+  EXPECT_EQ(transposes, 0u);
+  ASSERT_TRUE(m.delegate.declined.empty()) << m.delegate.declined[0].reason;
+  EXPECT_EQ(m.delegate.regions.size(), 1u);
+  EXPECT_EQ(m.delegate.layout_changes, 2);
+  AlignedBytes a_image(*format::serialize_program(folded)), b_image(*format::serialize_program(plain));
+  auto a = a_image.load();
+  auto b = b_image.load();
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  MethodOptions off;
+  off.use_delegate = false;
+  auto d = Method::create(**a, "forward");
+  auto pa = Method::create(**a, "forward", off);
+  auto pb = Method::create(**b, "forward", off);
+  ASSERT_TRUE(d.ok() && pa.ok() && pb.ok());
+  ASSERT_TRUE((*d)->delegated()) << (*d)->delegate_warning();
+  for (int64_t n : {3, 1, 2})
+    for (int64_t h : {29, 1, 2, 7})
+      for (int64_t w : {23, 1, 5}) {
+        std::vector<TensorView> outs;
+        for (auto* meth : {&*d, &*pa, &*pb}) {
+          ASSERT_TRUE((**meth).bind_shapes({{n, 12, h, w}}).ok());
+          MethodAccess::fill_arena(**meth, 0xFF);
+          std::mt19937 r(static_cast<uint32_t>(n * 10000 + h * 100 + w));
+          fill_input((**meth).input(0), nlohmann::json{{"kind", "normal"}}, {}, r);
+          ASSERT_TRUE((**meth).execute().ok());
+          outs.push_back((**meth).output(0));
+        }
+        ASSERT_EQ(outs[0].numel(), n * 16 * h * w);
+        for (int64_t i = 0; i < outs[0].numel(); ++i) {
+          ASSERT_EQ(outs[1].as<float>()[i], outs[2].as<float>()[i]) << "portable, at " << n << "x" << h << "x" << w;
+          ASSERT_NEAR(outs[0].as<float>()[i], outs[1].as<float>()[i], 1e-5) << "delegated, at " << n << "x" << h << "x" << w;
+        }
+      }
+}
+
 }  // namespace
 }  // namespace kiln::testing
 

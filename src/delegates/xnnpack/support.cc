@@ -73,9 +73,9 @@ Result<OpPlan> plan_op(const std::string& op, core::Attrs attrs, const std::vect
   const OpEntry* entry = find_entry(op);
   if (!entry) return decline("op not supported by XNNPACK");
   if (ins.empty() || !ins[0].present) return decline("no input");
-  // Resize's roi/scales/sizes and FusedAttention's masks may be integers or bool.
-  if (op == "Resize" || op == "FusedAttention") {
-    for (size_t k = 0; k < (op == "Resize" ? 1u : std::min<size_t>(3, ins.size())); ++k)
+  // Resize's roi/scales/sizes, FusedAttention's masks and Slice's bounds may be integers or bool.
+  if (op == "Resize" || op == "FusedAttention" || op == "Slice") {
+    for (size_t k = 0; k < (op == "FusedAttention" ? std::min<size_t>(3, ins.size()) : 1u); ++k)
       if (ins[k].dtype != DType::kF32) return decline("only f32 is delegated");
   } else if (op != "QLinearConv" && op != "QuantizeLinear" && op != "DequantizeLinear" && !all_f32(ins)) {
     // The quantized ops' planners check their dtypes.

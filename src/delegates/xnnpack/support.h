@@ -43,6 +43,8 @@ enum class OpKind : uint8_t {
   kAttention,    ///< FusedAttention (export's fusion): Kiln's online-softmax kernel
   kPRelu,        ///< PRelu with a constant slope: one value, or per channel (axis 1) or last axis
   kQConv,        ///< QLinearConv: int8 activations and weights (qc8) or uint8 both (qu8)
+  kChannelShuffle,  ///< ChannelShuffle (export's): a channel permutation per pixel (channels-last)
+  kSlice,           ///< Slice of a static channel range of a 4-D tensor (channels-last)
 };
 
 /// Which layout the op computes in: channels-last (activations of rank >= 3 as NHWC twins),
@@ -67,8 +69,9 @@ struct OpPlan {
   bool same_upper = false;     ///< auto_pad SAME_UPPER: XNNPACK's TensorFlow SAME padding
   size_t group_in = 0, group_out = 0;  ///< conv channels per group
   uint32_t adjust_h = 0, adjust_w = 0;  ///< ConvTranspose output_padding
-  size_t channels = 0;         ///< pools, softmax, PRelu: channels; fully connected: input channels
-  size_t out_channels = 0;     ///< fully connected: output channels
+  size_t channels = 0;         ///< pools, softmax, PRelu, Slice: channels; fully connected: input channels
+  size_t out_channels = 0;     ///< fully connected, Slice: output channels
+  size_t first_channel = 0;    ///< Slice: the input channel output channel 0 reads
   bool transpose_weights = false;  ///< fully connected: weights stored [K, N]
   BinaryOp binary = BinaryOp::kAdd;
   UnaryOp unary = UnaryOp::kClamp;
