@@ -323,7 +323,7 @@ Result<int> GraphBuilder::fold_shape_math(const kernels::SymTensor& out, const s
 // (shufflenet_v2 at 8x3x224x224 spent 30% of its time in the layout changes around them).
 Result<int> GraphBuilder::channel_shuffle(const std::string& node_name, int in, const core::AttrStore& attrs) {
   const Value& v = values_[in];
-  if (v.kind != Kind::kView || v.alias_of < 0 || !fold_ || is_constant(in)) return -1;
+  if (v.kind != Kind::kView || v.alias_of < 0 || !fold_ || !rewrite_ || is_constant(in)) return -1;
   const int src = v.alias_of;
   const std::vector<core::ExprId> vs = v.shape, ss = values_[src].shape;
   const size_t r = vs.size();

@@ -133,6 +133,9 @@ class GraphBuilder {
   /// becomes a constant; an integer node whose values shape inference knows as SymExprs
   /// becomes one SymbolicInts instruction (dropped if only shape functions read it).
   void set_folding(bool on) { fold_ = on; }
+  /// Rewrites (on by default, and only with folding): a channel shuffle written as a Transpose of
+  /// a 5-D view becomes ChannelShuffle (channel_shuffle below). Export's --no-fusion turns them off.
+  void set_rewrites(bool on) { rewrite_ = on; }
   size_t folded_constant_nodes() const { return folded_constant_nodes_; }
   size_t folded_shape_nodes() const { return folded_shape_nodes_; }
   /// Bytes of a constant value (or of the constant a view aliases); nullptr otherwise.
@@ -227,6 +230,7 @@ class GraphBuilder {
                                            const std::string& node_name, const std::vector<int>& inputs,
                                            const core::AttrStore& attrs, const std::vector<std::string>& fused_from);
   bool fold_ = true;
+  bool rewrite_ = true;
   size_t folded_constant_nodes_ = 0;
   size_t folded_shape_nodes_ = 0;
 

@@ -67,6 +67,7 @@ Status Importer::run(onnx::ModelProto& model) {
     report_->removed_nodes += dyn_removed;
   }
   KILN_TRY(check_supported(graph));
+  g_.set_rewrites(opts_.fuse);  // --no-fusion keeps a channel shuffle's Transpose too
   if (opts_.fuse) {
     std::vector<FusionMiss> misses;
     fusions_ = find_fusions(graph, opset_, &misses);
