@@ -84,7 +84,8 @@ TEST_F(ConvSupport, ThreeDimensionalConvolutionsAreDeclined) {
 }
 
 // PRelu: the slope's one varying axis decides the layout (channels: channels-last; the last
-// axis: plain); one value runs in either; a slope along another axis, or two, is declined.
+// axis: plain); one value runs in either, as a LeakyRelu over the whole tensor; a slope along
+// another axis, or two, is declined.
 TEST_F(ConvSupport, PReluLayoutFollowsTheSlopeAxis) {
   struct Case {
     std::vector<int64_t> x, slope;
@@ -103,7 +104,9 @@ TEST_F(ConvSupport, PReluLayoutFollowsTheSlopeAxis) {
     Result<OpPlan> p = plan("PRelu", c.x, c.slope, c.x);
     ASSERT_EQ(p.ok(), c.taken) << ::testing::PrintToString(c.slope) << ": " << p.status().message();
     if (!c.taken) continue;
-    EXPECT_EQ(p->kind, OpKind::kPRelu);
+    const bool one = c.channels == 1;
+    EXPECT_EQ(p->kind, one ? OpKind::kUnary : OpKind::kPRelu);
+    if (one) EXPECT_EQ(p->unary, UnaryOp::kLeakyRelu);
     EXPECT_EQ(p->layout, c.layout) << ::testing::PrintToString(c.slope);
     EXPECT_EQ(p->channels, c.channels) << ::testing::PrintToString(c.slope);
   }

@@ -308,7 +308,8 @@ namespace {
 // channels-first and channels-last (with a fused Relu), dense Conv (1x1, 3x3 with
 // SAME_UPPER), MaxPool with ceil_mode (and a 1x1 window with stride 2, which XNNPACK
 // refuses), portable pointwise ops on channels-last buffers (Tanh), the gates
-// x * hardsigmoid(x) and sigmoid(x) * x as one kernel each, Pow by 2 and 0.5, the vectorized Erf, ConvTranspose with output_padding (XNNPACK) and a linear
+// x * hardsigmoid(x) and sigmoid(x) * x as one kernel each, Pow by 2 and 0.5, the vectorized Erf, a
+// PRelu of one slope (a LeakyRelu), ConvTranspose with output_padding (XNNPACK) and a linear
 // Resize channels-last, all at many H, W down to the minimum.
 TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   exporter::GraphBuilder g;
@@ -346,7 +347,9 @@ TEST(Delegate, OwnKernelsMatchPortableBelowTheBound) {
   int sq = *g.add("Pow", "square", {m1, two});
   int rt = *g.add("Pow", "root", {sq, half});
   int er = *g.add("Erf", "erf", {rt});
-  int t1 = *g.add("Tanh", "tanh", {er});
+  int slope = *g.add_constant<float>("slope", DType::kF32, {1}, {0.25f});
+  int pr = *g.add("PRelu", "prelu_scalar", {er, slope});  // one slope: a LeakyRelu
+  int t1 = *g.add("Tanh", "tanh", {pr});
   core::AttrStore one;
   one.set_ints("kernel_shape", {1, 1}).set_ints("strides", {2, 2});
   int s1 = *g.add("Sigmoid", "sig", {t1});

@@ -468,7 +468,15 @@ Status plan_prelu(const PlanInput& in, OpPlan* p) {
   p->kind = OpKind::kPRelu;
   p->channels = 1;
   p->layout = Layout::kEither;
-  if (axis == rank) return ok_status();
+  if (axis == rank) {
+    // One slope is a LeakyRelu: XNNPACK runs that over the tensor as one block, where its
+    // PRelu takes rows of one channel (conv1d_separator's eight PRelus over 2 x 256 x 16000:
+    // 11.7 ms at 1 thread and 11.2 at 2).
+    p->kind = OpKind::kUnary;
+    p->unary = UnaryOp::kLeakyRelu;
+    p->alpha = *static_cast<const float*>(in.ins[1].const_data);
+    return ok_status();
+  }
   if (rank >= 3 && axis == 1) p->layout = Layout::kNhwc;
   else if (axis == rank - 1) p->layout = Layout::kPlain;
   else return decline("a slope along axis " + std::to_string(axis) + ", neither the channels nor the last axis");
@@ -487,6 +495,9 @@ std::unique_ptr<Op> make_unary(const OpPlan& p, const OpSource& src) {
 
 std::unique_ptr<Op> make_batch_norm(const OpPlan&, const OpSource&) { return std::make_unique<ChannelAffine>(); }
 
-std::unique_ptr<Op> make_prelu(const OpPlan&, const OpSource&) { return std::make_unique<XnnPRelu>(); }
+std::unique_ptr<Op> make_prelu(const OpPlan& p, const OpSource& src) {
+  if (p.kind == OpKind::kUnary) return make_unary(p, src);  // one slope: a LeakyRelu
+  return std::make_unique<XnnPRelu>();
+}
 
 }  // namespace kiln::delegates::xnnpack
