@@ -1,7 +1,8 @@
 // kernels/simd/vmath: the error bounds its header states, on dense grids against double libm
 // (erf, tanh and softmax are also checked through the delegate's threaded wrappers in
 // tests/delegates/pointwise_test.cc), and add_vecmat against a plain double loop at sizes
-// around every vector-block edge (8 and 24 columns on the AVX2 row, 16 and 48 on AVX-512).
+// around every vector-block edge (8 and 24 columns on the AVX2 row, 16 and 48 on AVX-512, which
+// takes matrices of 2^13 elements and more).
 #include "kernels/simd/vmath.h"
 
 #include <gtest/gtest.h>
@@ -100,7 +101,7 @@ TEST(Vmath, AddVecmatMatchesDoubleAtBlockEdges) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (size_t rows : {1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40, 47, 48, 49, 64, 65, 96, 97, 128})
-    for (size_t cols : {0, 1, 5, 16, 33})
+    for (size_t cols : {0, 1, 5, 16, 33, 700})
       for (size_t nv : {1, 2, 3, 4, 5, 9}) {
         const size_t ld = rows + 3;                 // a column block of a wider matrix, as Rh^T in GRU
         const size_t ldv = cols + 2, ldo = rows + 5;  // vectors and outputs as rows of wider buffers
@@ -118,7 +119,7 @@ TEST(Vmath, AddVecmatMatchesDoubleAtBlockEdges) {
         simd::add_vecmat(mt.data(), ld, rows, cols, v.data(), ldv, out.data(), ldo, nv);
         for (size_t i = 0; i < out.size(); ++i) {
           const bool written = i % ldo < rows;
-          ASSERT_NEAR(out[i], want[i], written ? 1e-5 : 0.0) << rows << "x" << cols << " nv=" << nv << " i=" << i;
+          ASSERT_NEAR(out[i], want[i], written ? 2e-7 * (cols + 10) * (1 + std::fabs(want[i])) : 0.0) << rows << "x" << cols << " nv=" << nv << " i=" << i;
           ASSERT_EQ(out[i], one[i]) << rows << "x" << cols << " nv=" << nv << " i=" << i;
         }
       }
