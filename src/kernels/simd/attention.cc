@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "kernels/simd/avx2_math.h"
 #include "kernels/simd/isa.h"
@@ -559,7 +560,11 @@ const Impl kImpls[] = {
 void attention_rows(const AttentionSlice& a, size_t row_begin, size_t row_end) {
   if (a.dv == 0) return;
   static const Impl* impl = pick_isa(kImpls);
-  impl->rows(a, row_begin, row_end);
+  // Fewer query rows than a group (a decode step's one) run the AVX2 row: nothing to share,
+  // and the 512-bit warm-up of a short burst cost gpt_kv_step 1.12x at 2 threads.
+  static const Impl* narrow = find_isa(kImpls, "avx2");
+  const bool few = row_end - row_begin < 4 && std::string(impl->name) == "avx512" && narrow && narrow->available();
+  (few ? narrow : impl)->rows(a, row_begin, row_end);
 }
 
 }  // namespace kiln::simd
