@@ -134,100 +134,126 @@ float direct_output(const Job& j, size_t n, size_t oh, size_t ow, size_t o) {
 
 inline float clamp_keep_nan(float v, float lo, float hi) { return std::isnan(v) ? v : std::min(hi, std::max(lo, v)); }
 
-// One task: per_task tiles (their inputs transformed once) and a chunk of channel blocks. V is
-// the transforms' vector: F16 in the AVX-512 worker, F8 otherwise.
-template <typename V>
-__attribute__((always_inline)) inline void run_task(const Job& j, size_t task, float* scratch) {
-  constexpr size_t kLanes = sizeof(V) / sizeof(float);
-  alignas(64) static const float kZero[2 * kBlock] = {};
-  const WinogradWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  const size_t c = w.in_channels, m = w.out_channels, tt = j.per_task;
-  const size_t group = task / j.chunks, chunk = task % j.chunks;
-  const size_t t0 = group * tt, nt = std::min(j.tiles, t0 + tt) - t0;
-  float* v = scratch;               // [16][tt][c]
-  float* ms = scratch + 16 * tt * c;  // [16][tt][ldm]: one or two blocks' products
-  const size_t plane = j.tiles_h * j.tiles_w;
-  const TileAt first{t0 / plane, t0 % plane / j.tiles_w, t0 % j.tiles_w};
-  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+// A task's tiles: per_task of them from `first` (nt in all), the scratch's v [16][tt][c] their
+// transformed inputs, ms [16][tt][ldm] one or two blocks' products.
+struct TaskTiles {
+  TileAt first;
+  size_t nt, tt;
+  float* v;
+  float* ms;
+};
 
-  TileAt at = first;
-  for (size_t t = 0; t < nt; ++t, next_tile(j, &at)) {
+// V = B^T d B of every tile of the task, V's lanes of channels at a time.
+template <typename V>
+__attribute__((always_inline)) inline void transform_tiles(const Job& j, const TaskTiles& k) {
+  constexpr size_t kLanes = sizeof(V) / sizeof(float);
+  const DenseConvGeometry& g = *j.g;
+  const size_t c = j.w->in_channels;
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+  TileAt at = k.first;
+  for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at)) {
     const float* d[16];
     const int64_t ih0 = static_cast<int64_t>(2 * at.th) - g.pad_top, iw0 = static_cast<int64_t>(2 * at.tw) - g.pad_left;
     for (int i = 0; i < 4; ++i)
-      for (int k = 0; k < 4; ++k) {
-        const int64_t ih = ih0 + i, iw = iw0 + k;
+      for (int q = 0; q < 4; ++q) {
+        const int64_t ih = ih0 + i, iw = iw0 + q;
         const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
-        d[4 * i + k] = inside ? j.x + ((at.n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) *
+        d[4 * i + q] = inside ? j.x + ((at.n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) *
                                           g.in_stride
-                              : w.zero.data();
+                              : j.w->zero.data();
       }
     size_t ch = 0;
-    for (; ch + kLanes <= c; ch += kLanes) transform_input<V>(d, ch, v + t * c, tt * c);
-    for (; ch + 8 <= c; ch += 8) transform_input<F8>(d, ch, v + t * c, tt * c);
-    for (; ch < c; ++ch) transform_input<float>(d, ch, v + t * c, tt * c);
+    for (; ch + kLanes <= c; ch += kLanes) transform_input<V>(d, ch, k.v + t * c, k.tt * c);
+    for (; ch + 8 <= c; ch += 8) transform_input<F8>(d, ch, k.v + t * c, k.tt * c);
+    for (; ch < c; ++ch) transform_input<float>(d, ch, k.v + t * c, k.tt * c);
   }
+}
 
-  // Two blocks per GEMM call where the row has them (AVX-512: one block is bound by its loads).
+// M = U V for the 16 positions and blocks [mb, mb + step) (step 2: one pair call per row group).
+inline void multiply_blocks(const Job& j, const TaskTiles& k, size_t mb, size_t step, size_t ldm) {
+  alignas(64) static const float kZero[2 * kBlock] = {};
+  const size_t c = j.w->in_channels, tt = k.tt;
+  for (size_t xi = 0; xi < 16; ++xi) {
+    const float* panel = j.w->panels.data() + (mb * 16 + xi) * c * kBlock;
+    const float* a[kRows];
+    float* out[kRows];
+    for (size_t r0 = 0; r0 < k.nt; r0 += kRows) {
+      const size_t mr = std::min(kRows, k.nt - r0);
+      for (size_t r = 0; r < mr; ++r) a[r] = k.v + (xi * tt + r0 + r) * c, out[r] = k.ms + (xi * tt + r0 + r) * ldm;
+      if (step == 2)
+        dense_gemm_rows_pair(mr, c, a, panel, 16 * c * kBlock, kZero, out, ldm);
+      else
+        dense_gemm_rows(mr, c, a, panel, kZero, out, kBlock);
+    }
+  }
+}
+
+// Y = A^T M A + bias, clamped, for blocks [mb, mb + step) of every tile; a tile whose outputs are
+// not all finite is summed again directly (the direct sum's classes, NaN or +-Inf, exactly).
+template <typename V>
+__attribute__((always_inline)) inline void output_tiles(const Job& j, const TaskTiles& k, size_t mb, size_t step,
+                                                         size_t ldm) {
+  constexpr size_t kLanes = sizeof(V) / sizeof(float);
+  const DenseConvGeometry& g = *j.g;
+  const size_t m = j.w->out_channels, nc = std::min(step * kBlock, m - mb * kBlock);
+  const V lo = V{} + g.out_min, hi = V{} + g.out_max;
+  const float* bias = j.w->bias.data() + mb * kBlock;
+  TileAt at = k.first;
+  for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at)) {
+    alignas(64) float res[4][2 * kBlock];
+    V probe = V{};
+    for (size_t lane = 0; lane < step * kBlock; lane += kLanes) {
+      V o[4];
+      transform_output(k.ms + t * ldm, k.tt * ldm, lane, o);
+      const V b = load<V>(bias + lane);
+      for (int q = 0; q < 4; ++q) {
+        o[q] += b;
+        probe += o[q] * 0.f;  // NaN where an output is NaN or +-Inf
+        o[q] = o[q] < lo ? lo : o[q];  // comparisons with NaN are false: NaN stays
+        o[q] = o[q] > hi ? hi : o[q];
+        store(res[q] + lane, o[q]);
+      }
+    }
+    bool finite = true;
+    for (size_t l = 0; l < kLanes; ++l) finite = finite && probe[l] == 0.f;
+    for (int q = 0; q < 4; ++q) {
+      const size_t oh = 2 * at.th + static_cast<size_t>(q / 2), ow = 2 * at.tw + static_cast<size_t>(q % 2);
+      if (oh >= g.out_h || ow >= g.out_w) continue;
+      float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + mb * kBlock;
+      if (finite) {
+        std::memcpy(yp, res[q], nc * sizeof(float));
+        continue;
+      }
+      for (size_t o = 0; o < nc; ++o)
+        yp[o] = clamp_keep_nan(direct_output(j, at.n, oh, ow, mb * kBlock + o), g.out_min, g.out_max);
+    }
+  }
+}
+
+// One task: per_task tiles (their inputs transformed once) and a chunk of channel blocks, two
+// blocks per GEMM call where the row has them (AVX-512: one block is bound by its loads), then
+// the gate over the chunk's outputs, still in cache. V is the transforms' vector: F16 in the
+// AVX-512 worker, F8 otherwise.
+template <typename V>
+__attribute__((always_inline)) inline void run_task(const Job& j, size_t task, float* scratch) {
+  const DenseConvGeometry& g = *j.g;
+  const size_t c = j.w->in_channels, m = j.w->out_channels, tt = j.per_task;
+  const size_t group = task / j.chunks, chunk = task % j.chunks, t0 = group * tt, plane = j.tiles_h * j.tiles_w;
+  const TaskTiles k{{t0 / plane, t0 % plane / j.tiles_w, t0 % j.tiles_w}, std::min(j.tiles, t0 + tt) - t0, tt, scratch,
+                    scratch + 16 * tt * c};
+  transform_tiles<V>(j, k);
   const size_t per_call = dense_gemm_has_pairs() ? 2 : 1, ldm = per_call * kBlock;
   const size_t blocks = (m + kBlock - 1) / kBlock;
   const size_t b0 = chunk * j.blocks_per_chunk, b1 = std::min(blocks, b0 + j.blocks_per_chunk);
-  const V lo = V{} + g.out_min, hi = V{} + g.out_max;
   for (size_t mb = b0, step; mb < b1; mb += step) {
     step = std::min(per_call, b1 - mb);
-    const size_t nc = std::min(step * kBlock, m - mb * kBlock);
-    for (size_t xi = 0; xi < 16; ++xi) {
-      const float* panel = w.panels.data() + (mb * 16 + xi) * c * kBlock;
-      const float* a[kRows];
-      float* out[kRows];
-      for (size_t r0 = 0; r0 < nt; r0 += kRows) {
-        const size_t mr = std::min(kRows, nt - r0);
-        for (size_t r = 0; r < mr; ++r) a[r] = v + (xi * tt + r0 + r) * c, out[r] = ms + (xi * tt + r0 + r) * ldm;
-        if (step == 2)
-          dense_gemm_rows_pair(mr, c, a, panel, 16 * c * kBlock, kZero, out, ldm);
-        else
-          dense_gemm_rows(mr, c, a, panel, kZero, out, kBlock);
-      }
-    }
-    const float* bias = w.bias.data() + mb * kBlock;
-    at = first;
-    for (size_t t = 0; t < nt; ++t, next_tile(j, &at)) {
-      const size_t oh0 = 2 * at.th, ow0 = 2 * at.tw;
-      alignas(64) float res[4][2 * kBlock];
-      V probe = V{};
-      for (size_t lane = 0; lane < step * kBlock; lane += kLanes) {
-        V o[4];
-        transform_output(ms + t * ldm, tt * ldm, lane, o);
-        const V b = load<V>(bias + lane);
-        for (int q = 0; q < 4; ++q) {
-          o[q] += b;
-          probe += o[q] * 0.f;  // NaN where an output is NaN or +-Inf
-          o[q] = o[q] < lo ? lo : o[q];  // comparisons with NaN are false: NaN stays
-          o[q] = o[q] > hi ? hi : o[q];
-          store(res[q] + lane, o[q]);
-        }
-      }
-      bool finite = true;
-      for (size_t l = 0; l < kLanes; ++l) finite = finite && probe[l] == 0.f;
-      for (int q = 0; q < 4; ++q) {
-        const size_t oh = oh0 + static_cast<size_t>(q / 2), ow = ow0 + static_cast<size_t>(q % 2);
-        if (oh >= g.out_h || ow >= g.out_w) continue;
-        float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + mb * kBlock;
-        if (finite) {
-          std::memcpy(yp, res[q], nc * sizeof(float));
-          continue;
-        }
-        for (size_t o = 0; o < nc; ++o)
-          yp[o] = clamp_keep_nan(direct_output(j, at.n, oh, ow, mb * kBlock + o), g.out_min, g.out_max);
-      }
-    }
+    multiply_blocks(j, k, mb, step, ldm);
+    output_tiles<V>(j, k, mb, step, ldm);
   }
   if (!g.gate) return;
-  // The gate over the chunk's channels of the task's outputs, still in cache.
   const size_t c0 = b0 * kBlock, c1 = std::min(m, b1 * kBlock);
-  at = first;
-  for (size_t t = 0; t < nt; ++t, next_tile(j, &at))
+  TileAt at = k.first;
+  for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at))
     for (size_t oh = 2 * at.th; oh < std::min(g.out_h, 2 * at.th + 2); ++oh)
       for (size_t ow = 2 * at.tw; ow < std::min(g.out_w, 2 * at.tw + 2); ++ow) {
         float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + c0;

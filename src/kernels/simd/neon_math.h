@@ -30,7 +30,12 @@ inline float32x4_t erf4(float32x4_t a) {
 
 inline float32x4_t tanh4(float32x4_t a) {
   const float32x4_t t = clamp4(a, -kTanhClamp, kTanhClamp), t2 = vmulq_f32(t, t);
-  return vdivq_f32(vmulq_f32(t, horner4(kTanhP, t2)), horner4(kTanhQ, t2));
+  const float32x4_t y = vdivq_f32(vmulq_f32(t, horner4(kTanhP, t2)), horner4(kTanhQ, t2));
+  // At and beyond the clamp the rational is 1 - 2.4e-7 evaluated with FMA: there tanh is +-1
+  // in f32, as the scalar twin gives it (and sigmoid(+-big) exactly 1 and 0).
+  const uint32x4_t sat = vceqq_f32(vabsq_f32(t), vdupq_n_f32(kTanhClamp));
+  const float32x4_t one = vbslq_f32(vdupq_n_u32(0x80000000u), t, vdupq_n_f32(1.f));  // 1 with t's sign
+  return vbslq_f32(sat, one, y);
 }
 
 inline float32x4_t sigmoid4(float32x4_t v) {
