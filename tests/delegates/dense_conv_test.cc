@@ -55,6 +55,11 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {3, 6, 6, 32, 64, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {1, 1, 1, 40, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 8, 9, 16, 24, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},    {1, 4, 17, 5, 48, 1, 5, 1, 3, 1, 1, 0, 2, 0, 2},
       {2, 3, 3, 64, 16, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
+      // one block of 9-16 channels over many pixels: two tiles per call where the row has the wide
+      // kernel (AVX-512), row and patch tiles, pixel counts not multiples of 12; and a 48-channel
+      // layer's third block (the pair kernel, then the wide single block)
+      {2, 20, 21, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {1, 14, 15, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 9, 26, 24, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       // one input channel takes the direct path (a spectrogram's first layer); dilated C = 2 the GEMM
       {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
       // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups

@@ -22,6 +22,7 @@ namespace {
 
 constexpr size_t kNr = 16;       // output channels per block (two 8-float vectors)
 constexpr size_t kMr = 6;        // output pixels per microkernel call
+constexpr size_t kWideRows = 2 * kMr;  // two tiles per call (the single-block wide kernel)
 constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
 constexpr size_t kWeightBudget = size_t{512} << 10;  // weight bytes a task's chunk keeps in L2
@@ -158,7 +159,8 @@ constexpr Microkernel kAvx2Kernels[2][kMr + 1] = {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define KILN_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
-#define KILN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+// Up to two tiles' rows (kWideRows, the single-block wide kernel); rows past MR compile away.
+#define KILN_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 template <size_t MR, bool kMaskedB, size_t NB>
 KILN_AVX512 void microkernel512(size_t taps, const uint16_t* tap_ids, size_t c, const float* const* a, size_t a_step,
                                 const float* panel, size_t panel_stride, size_t ldb, const float* bias,
@@ -220,6 +222,10 @@ constexpr Microkernel kAvx512Kernels[2][kMr + 1] = {
      single512<5, false>, single512<6, false>},
     {nullptr, single512<1, true>, single512<2, true>, single512<3, true>, single512<4, true>, single512<5, true>,
      single512<6, true>}};
+// Two full tiles of one block (12 rows, 12 accumulators): six FMA chains of 4-cycle latency
+// keep two FMA units 75% busy at most, so a single block (a 16-channel layer, or a layer's odd
+// last block) of six rows ran at half the pair kernel's rate (resnet_small's 3x3 layers).
+constexpr Microkernel kAvx512Wide = single512<kWideRows, false>;
 constexpr PairKernel kAvx512Pairs[2][kMr + 1] = {
     {nullptr, microkernel512<1, false, 2>, microkernel512<2, false, 2>, microkernel512<3, false, 2>,
      microkernel512<4, false, 2>, microkernel512<5, false, 2>, microkernel512<6, false, 2>},
@@ -284,17 +290,18 @@ struct Impl {
   const Microkernel (*kernels)[kMr + 1];
   const PairKernel (*pairs)[kMr + 1];  // two blocks per call, where the row has them
   const Microkernel (*half)[kMr + 1];  // nc <= 8: one 8-float vector per row, where the row has it
+  Microkernel wide;                    // one block of kWideRows rows (two full tiles), where the row has it
   void (*direct)(void*, size_t);
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, direct_row<1>},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, direct_row<1>},
+    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, direct_row<1>},
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, direct_row<1>},
 #endif
 #if defined(__aarch64__)
-    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr},
+    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr},
 #endif
-    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr}};
+    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -503,8 +510,23 @@ void run_task(void* ctx, size_t i, size_t k) {
       const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
       if (taps == 1 && mb == first_block && tile + kAhead < last)
         prefetch_tile(a[tile + kAhead - first], std::min(kMr, j.pixels - p0 - kAhead * kMr), c);
-      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
       const TileKind kind = kinds[tile - first];
+      if (!pair && nc > kNr / 2 && impl.wide && tile + 1 < last && p0 + kWideRows <= j.pixels &&
+          kind != TileKind::kTaps && kinds[tile + 1 - first] == kind) {
+        // Two tiles of the same kind in one call: their row (or patch) pointers side by side.
+        const float* a2[kWideRows];
+        float* y2[kWideRows];
+        for (size_t r = 0; r < kMr; ++r) a2[r] = a[tile - first][r], a2[kMr + r] = a[tile + 1 - first][r];
+        for (size_t r = 0; r < kWideRows; ++r) y2[r] = j.y + (p0 + r) * m + mb * kNr;
+        const bool row = kind == TileKind::kRow;
+        impl.wide(row ? w.kernel_h : 1, nullptr, row ? w.kernel_w * c : taps * c, a2, row ? row_step : 0, panel, kNr,
+                  bias, y2, nc, g.out_min, g.out_max);
+        if (taps == 1 && mb == first_block && tile + 1 + kAhead < last)
+          prefetch_tile(a[tile + 1 + kAhead - first], std::min(kMr, j.pixels - p0 - (kAhead + 1) * kMr), c);
+        ++tile;
+        continue;
+      }
+      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
       const bool row = kind == TileKind::kRow;
       const size_t n_taps = row ? w.kernel_h : kind == TileKind::kPatch ? 1 : active[tile - first];
       const size_t n_c = row ? w.kernel_w * c : kind == TileKind::kPatch ? taps * c : c;
