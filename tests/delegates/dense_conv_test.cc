@@ -143,6 +143,11 @@ TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
       // every pixel at an edge (5x5 dilated 2 on 8x8, LR-ASPP's last stage), channel blocks
       // in fours, then ones, then a masked tail
       {2, 8, 8, 75, 75, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4},   {1, 4, 6, 36, 36, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      // edge pixels in quads from zero-padded copies: mnasnet's small layers, pads wider than the
+      // kernel (windows wholly in the padding: the bias alone), asymmetric pads, 5 and 7 pixels
+      {2, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 9, 17, 48, 48, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
+      {1, 5, 9, 16, 16, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},   {1, 6, 5, 24, 24, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0},
+      {1, 7, 7, 17, 17, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;

@@ -4,8 +4,9 @@
 // sizes (others fall back to a grouped GEMM: ConvNeXt's 7x7 took 2.4 ms for 20x20x96), and
 // XNNPACK keeps the window sizes it has microkernels for (2x2, 3x3, 5x5; 21-25 GFLOP/s here).
 // Groups of four output pixels whose windows lie inside the row share each weight vector
-// (8 accumulators: 4 pixels x even and odd taps); edge pixels go one at a time with a pointer
-// per tap inside the input, four channel blocks at a time. AVX-512 (16-channel blocks) or
+// (8 accumulators: 4 pixels x even and odd taps); edge pixels go in quads too, with a pointer
+// per tap and pixel (zeros for the padding), or, in rows of fewer than four pixels, one at a
+// time with a pointer per tap inside the input, four channel blocks at a time. AVX-512 (16-channel blocks) or
 // AVX2+FMA (8), chosen at run time (dense_conv_available()).
 
 #include <cstddef>
