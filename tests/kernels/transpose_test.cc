@@ -78,6 +78,26 @@ TEST(Transpose, RandomSweep) {
   }
 }
 
+// Axes long enough for the blocked path (8 x 8 blocks: full blocks and remainders on both
+// axes, the odometer over the other axes), f32 and i64 (4- and 8-byte words), and i8 (rows).
+TEST(Transpose, RandomSweepOfLongerAxes) {
+  std::mt19937 rng(78);
+  const DType dtypes[] = {DType::kF32, DType::kI64, DType::kI32, DType::kBool};
+  for (int iter = 0; iter < 120; ++iter) {
+    const int rank = 2 + static_cast<int>(rng() % 3);
+    Shape shape(rank);
+    for (int k = 0; k < rank; ++k) shape[k] = 1 + static_cast<int64_t>(rng() % 21);
+    Shape perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    Tensor x = random_tensor(rng, dtypes[iter % 4], shape);
+    OpResult r = run_op("Transpose", {x}, perm_attr(perm));
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    ASSERT_EQ(r.kernel, kernels::KernelStatus::kOk);
+    expect_picked(r.outputs[0], x, reference(shape, perm), "transpose");
+  }
+}
+
 TEST(Transpose, Errors) {
   Tensor x = make_tensor<float>({2, 3, 4}, std::vector<float>(24, 0));
   EXPECT_TRUE(has_text(run_op("Transpose", {x}, perm_attr({0, 0, 1})).status,

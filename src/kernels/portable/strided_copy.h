@@ -22,6 +22,53 @@ inline void copy_strided_row(unsigned char* dst, const unsigned char* src, int64
   }
 }
 
+// The copy when the innermost axis is strided and axis j (not the innermost) is contiguous in
+// the source: a transpose of two axes (attention's K^T). Row by row, every element read is a
+// cache line of its own (16x128x64 floats: 0.86 ns per element); in blocks of kB x kB, each
+// line read serves kB outputs. The axes other than j and the innermost run as an odometer.
+template <typename Word>
+inline void transpose_blocks(unsigned char* dst, const unsigned char* src, int rank, const int64_t* dims,
+                             const int64_t* strides, int64_t base, int j) {
+  constexpr int64_t kB = 8;
+  const int64_t inner = dims[rank - 1], in_stride = strides[rank - 1], rows = dims[j];
+  int64_t out_strides[kMaxRank];
+  int64_t s = 1;
+  for (int k = rank - 1; k >= 0; --k) out_strides[k] = s, s *= dims[k];
+  const int64_t row_step = out_strides[j];  // output elements between j and j + 1
+  int64_t idx[kMaxRank] = {};
+  int64_t off = base, out_off = 0;
+  constexpr int64_t w = sizeof(Word);
+  for (;;) {
+    for (int64_t j0 = 0; j0 < rows; j0 += kB) {
+      const int64_t jn = std::min(kB, rows - j0);
+      for (int64_t i0 = 0; i0 < inner; i0 += kB) {
+        const int64_t in_n = std::min(kB, inner - i0);
+        for (int64_t jj = 0; jj < jn; ++jj)
+          copy_strided_row<Word>(dst + (out_off + (j0 + jj) * row_step + i0) * w,
+                                 src + (off + j0 + jj + i0 * in_stride) * w, in_n, in_stride);
+      }
+    }
+    int k = rank - 2;
+    for (; k >= 0; --k) {  // odometer over the axes other than j and the innermost
+      if (k == j) continue;
+      off += strides[k], out_off += out_strides[k];
+      if (++idx[k] < dims[k]) break;
+      off -= strides[k] * dims[k], out_off -= out_strides[k] * dims[k];
+      idx[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+// The axis to transpose in blocks (contiguous in the source, at least 4 long, the innermost
+// at least 4 long and strided), or -1.
+inline int transpose_axis(int rank, const int64_t* dims, const int64_t* strides) {
+  if (rank < 2 || strides[rank - 1] == 1 || dims[rank - 1] < 4) return -1;
+  for (int k = rank - 2; k >= 0; --k)
+    if (strides[k] == 1 && dims[k] >= 4) return k;
+  return -1;
+}
+
 }  // namespace detail
 
 /// Fills the contiguous `dst` with dst[i] = src[base + sum_k idx_k * strides[k]], where idx
@@ -39,6 +86,11 @@ inline void strided_copy(void* dst, const void* src, size_t elem_size, int rank,
   }
   for (int k = 0; k < rank; ++k)
     if (dims[k] == 0) return;
+  if (const int j = detail::transpose_axis(rank, dims, strides); j >= 0 && (elem_size == 4 || elem_size == 8)) {
+    if (elem_size == 4) detail::transpose_blocks<uint32_t>(out, in, rank, dims, strides, base, j);
+    else detail::transpose_blocks<uint64_t>(out, in, rank, dims, strides, base, j);
+    return;
+  }
   const int64_t inner = dims[rank - 1], inner_stride = strides[rank - 1];
   int64_t idx[kMaxRank] = {};
   int64_t off = base;
