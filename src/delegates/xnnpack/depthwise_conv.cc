@@ -20,8 +20,14 @@ namespace {
 constexpr size_t kLanes = 8;
 constexpr size_t kMaxTaps = 64;
 constexpr size_t kPrefetchPixels = 8;
-constexpr size_t kZeroFloats = 1024;  // the padding an edge quad's taps read (layers of up to 1024 channels)
-alignas(64) const float kZeros[kZeroFloats] = {};
+
+// Which of an edge quad's taps read inside the input: kw_of[t] is tap t's kernel column, and bit p
+// of cols[kw] is set when pixel p's column kw is inside. The quad kernels load the others with an
+// all-zero mask (no memory is touched: masked loads suppress faults) or, in plain C++, skip them.
+struct EdgeCols {
+  const uint8_t* kw_of;
+  uint8_t cols[kMaxTaps];
+};
 
 struct Job {
   const DepthwiseWeights* w;
@@ -120,34 +126,41 @@ __attribute__((target("avx2,fma"))) void pixel_avx2(const float* const* taps, co
 // both FMA pipes busy, and each weight vector is loaded once for the four pixels: XNNPACK
 // 2022's unipass kernels and the one-pixel path above hold one pixel's chain of 9 or 25
 // dependent FMAs (latency bound: 21-25 GFLOP/s).
-template <bool kMasked, bool kPtrs>
-__attribute__((target("avx2,fma"))) inline void quad_block(const float* base, const size_t* offs,
-                                                           const float* const* ptrs, const uint8_t* ids, size_t n_taps,
-                                                           size_t step, size_t cb, const float* wb, const float* bias,
-                                                           float* y, size_t c, __m256 lo, __m256 hi, __m256i mask) {
-#define KILN_DW_LOAD(p) (kMasked ? _mm256_maskload_ps((p), mask) : _mm256_loadu_ps(p))
-#define KILN_DW_AT(t, k) (kPtrs ? ptrs[4 * (t) + (k)] + cb : base + offs[t] + cb + (k) * step)
+template <bool kMasked, bool kEdge>
+__attribute__((target("avx2,fma"))) inline void quad_block(const float* base, const size_t* offs, const EdgeCols* edge,
+                                                           const uint8_t* ids, size_t n_taps, size_t step, size_t cb,
+                                                           const float* wb, const float* bias, float* y, size_t c,
+                                                           __m256 lo, __m256 hi, __m256i mask) {
+  const __m256i all = kMasked ? mask : _mm256_set1_epi32(-1);
+#define KILN_DW_AT(t, k) (base + offs[t] + cb + (k) * step)
+#define KILN_DW_LOAD_AT(t, k)                                                                                           \
+  (kEdge ? _mm256_maskload_ps(KILN_DW_AT(t, k),                                                                       \
+                              _mm256_and_si256(all, _mm256_set1_epi32(-((edge->cols[edge->kw_of[t]] >> (k)) & 1)))) \
+   : kMasked ? _mm256_maskload_ps(KILN_DW_AT(t, k), mask)                                                              \
+             : _mm256_loadu_ps(KILN_DW_AT(t, k)))
+#define KILN_DW_LOAD(p) (p)
   __m256 a0 = _mm256_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
   __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
   size_t t = 0;
   for (; t + 1 < n_taps; t += 2) {
     const __m256 w0 = _mm256_loadu_ps(wb + ids[t] * kLanes), w1 = _mm256_loadu_ps(wb + ids[t + 1] * kLanes);
-    a0 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 0)), w0, a0);
-    a1 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 1)), w0, a1);
-    a2 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 2)), w0, a2);
-    a3 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 3)), w0, a3);
-    e0 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 0)), w1, e0);
-    e1 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 1)), w1, e1);
-    e2 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 2)), w1, e2);
-    e3 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 3)), w1, e3);
+    a0 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 0), w0, a0);
+    a1 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 1), w0, a1);
+    a2 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 2), w0, a2);
+    a3 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 3), w0, a3);
+    e0 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 0), w1, e0);
+    e1 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 1), w1, e1);
+    e2 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 2), w1, e2);
+    e3 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 3), w1, e3);
   }
   if (t < n_taps) {
     const __m256 w0 = _mm256_loadu_ps(wb + ids[t] * kLanes);
-    a0 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 0)), w0, a0);
-    a1 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 1)), w0, a1);
-    a2 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 2)), w0, a2);
-    a3 = _mm256_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 3)), w0, a3);
+    a0 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 0), w0, a0);
+    a1 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 1), w0, a1);
+    a2 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 2), w0, a2);
+    a3 = _mm256_fmadd_ps(KILN_DW_LOAD_AT(t, 3), w0, a3);
   }
+#undef KILN_DW_LOAD_AT
 #undef KILN_DW_AT
 #undef KILN_DW_LOAD
   const __m256 v[4] = {_mm256_add_ps(a0, e0), _mm256_add_ps(a1, e1), _mm256_add_ps(a2, e2), _mm256_add_ps(a3, e3)};
@@ -158,18 +171,18 @@ __attribute__((target("avx2,fma"))) inline void quad_block(const float* base, co
   }
 }
 
-__attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size_t* offs, const float* const* ptrs,
+__attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size_t* offs, const EdgeCols* edge,
                                                   const uint8_t* ids, size_t n_taps, size_t step, size_t c,
                                                   const DepthwiseWeights& w, float* y, float lo_s, float hi_s) {
   const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
   const __m256i mask = tail_mask(c % kLanes ? c % kLanes : kLanes);
   const size_t full = c / kLanes * kLanes, taps = w.kernel_h * w.kernel_w;
-  if (ptrs) {
+  if (edge) {
     for (size_t cb = 0; cb < full; cb += kLanes)
-      quad_block<false, true>(base, offs, ptrs, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y,
+      quad_block<false, true>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y,
                               c, lo, hi, mask);
     if (full < c)
-      quad_block<true, true>(base, offs, ptrs, ids, n_taps, step, full, w.w.data() + full * taps,
+      quad_block<true, true>(base, offs, edge, ids, n_taps, step, full, w.w.data() + full * taps,
                              w.bias.data() + full, y, c, lo, hi, mask);
     return;
   }
@@ -180,10 +193,10 @@ __attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size
     for (size_t b = 0; b < 4 * step * sizeof(float); b += 64)
       _mm_prefetch(reinterpret_cast<const char*>(base + offs[n_taps - 1] + kPrefetchPixels * step) + b, _MM_HINT_T0);
   for (size_t cb = 0; cb < full; cb += kLanes)
-    quad_block<false, false>(base, offs, ptrs, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y, c,
+    quad_block<false, false>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y, c,
                              lo, hi, mask);
   if (full < c)
-    quad_block<true, false>(base, offs, ptrs, ids, n_taps, step, full, w.w.data() + full * taps, w.bias.data() + full,
+    quad_block<true, false>(base, offs, edge, ids, n_taps, step, full, w.w.data() + full * taps, w.bias.data() + full,
                             y, c, lo, hi, mask);
 }
 
@@ -247,33 +260,40 @@ KILN_AVX512 void pixel_avx512(const float* const* taps, const uint8_t* ids, size
                             w.bias.data() + full, y, lo, hi, mask);
 }
 
-template <bool kMasked, bool kPtrs>
-KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, const float* const* ptrs,
-                                      const uint8_t* ids, size_t n_taps, size_t step, size_t cb, const float* wb,
-                                      const float* bias, float* y, size_t c, __m512 lo, __m512 hi, __mmask16 mask) {
-#define KILN_DW_LOAD(p) (kMasked ? _mm512_maskz_loadu_ps(mask, (p)) : _mm512_loadu_ps(p))
-#define KILN_DW_AT(t, k) (kPtrs ? ptrs[4 * (t) + (k)] + cb : base + offs[t] + cb + (k) * step)
+template <bool kMasked, bool kEdge>
+KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
+                                      size_t n_taps, size_t step, size_t cb, const float* wb, const float* bias,
+                                      float* y, size_t c, __m512 lo, __m512 hi, __mmask16 mask) {
+  const unsigned all = kMasked ? mask : 0xFFFFu;
+#define KILN_DW_AT(t, k) (base + offs[t] + cb + (k) * step)
+#define KILN_DW_LOAD_AT(t, k)                                                                                 \
+  (kEdge ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(all & -((edge->cols[edge->kw_of[t]] >> (k)) & 1u)), \
+                                 KILN_DW_AT(t, k))                                                           \
+   : kMasked ? _mm512_maskz_loadu_ps(mask, KILN_DW_AT(t, k))                                                 \
+             : _mm512_loadu_ps(KILN_DW_AT(t, k)))
+#define KILN_DW_LOAD(p) (p)
   __m512 a0 = _mm512_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
   __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
   size_t t = 0;
   for (; t + 1 < n_taps; t += 2) {
     const __m512 w0 = _mm512_loadu_ps(wb + ids[t] * kLanes512), w1 = _mm512_loadu_ps(wb + ids[t + 1] * kLanes512);
-    a0 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 0)), w0, a0);
-    a1 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 1)), w0, a1);
-    a2 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 2)), w0, a2);
-    a3 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 3)), w0, a3);
-    e0 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 0)), w1, e0);
-    e1 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 1)), w1, e1);
-    e2 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 2)), w1, e2);
-    e3 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t + 1, 3)), w1, e3);
+    a0 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 0), w0, a0);
+    a1 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 1), w0, a1);
+    a2 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 2), w0, a2);
+    a3 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 3), w0, a3);
+    e0 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 0), w1, e0);
+    e1 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 1), w1, e1);
+    e2 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 2), w1, e2);
+    e3 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t + 1, 3), w1, e3);
   }
   if (t < n_taps) {
     const __m512 w0 = _mm512_loadu_ps(wb + ids[t] * kLanes512);
-    a0 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 0)), w0, a0);
-    a1 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 1)), w0, a1);
-    a2 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 2)), w0, a2);
-    a3 = _mm512_fmadd_ps(KILN_DW_LOAD(KILN_DW_AT(t, 3)), w0, a3);
+    a0 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 0), w0, a0);
+    a1 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 1), w0, a1);
+    a2 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 2), w0, a2);
+    a3 = _mm512_fmadd_ps(KILN_DW_LOAD_AT(t, 3), w0, a3);
   }
+#undef KILN_DW_LOAD_AT
 #undef KILN_DW_AT
 #undef KILN_DW_LOAD
   const __m512 v[4] = {_mm512_add_ps(a0, e0), _mm512_add_ps(a1, e1), _mm512_add_ps(a2, e2), _mm512_add_ps(a3, e3)};
@@ -284,18 +304,18 @@ KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, con
   }
 }
 
-KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const float* const* ptrs, const uint8_t* ids,
+KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                              size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo_s,
                              float hi_s) {
   const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
   const __mmask16 mask = mask512(c % kLanes512);
   const size_t full = c / kLanes512 * kLanes512, taps = w.kernel_h * w.kernel_w;
-  if (ptrs) {
+  if (edge) {
     for (size_t cb = 0; cb < full; cb += kLanes512)
-      quad_block512<false, true>(base, offs, ptrs, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb,
+      quad_block512<false, true>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb,
                                  y, c, lo, hi, mask);
     if (full < c)
-      quad_block512<true, true>(base, offs, ptrs, ids, n_taps, step, full, w.w.data() + full * taps,
+      quad_block512<true, true>(base, offs, edge, ids, n_taps, step, full, w.w.data() + full * taps,
                                 w.bias.data() + full, y, c, lo, hi, mask);
     return;
   }
@@ -303,10 +323,10 @@ KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const float*
     for (size_t b = 0; b < 4 * step * sizeof(float); b += 64)
       _mm_prefetch(reinterpret_cast<const char*>(base + offs[n_taps - 1] + kPrefetchPixels * step) + b, _MM_HINT_T0);
   for (size_t cb = 0; cb < full; cb += kLanes512)
-    quad_block512<false, false>(base, offs, ptrs, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y,
+    quad_block512<false, false>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y,
                                 c, lo, hi, mask);
   if (full < c)
-    quad_block512<true, false>(base, offs, ptrs, ids, n_taps, step, full, w.w.data() + full * taps,
+    quad_block512<true, false>(base, offs, edge, ids, n_taps, step, full, w.w.data() + full * taps,
                                w.bias.data() + full, y, c, lo, hi, mask);
 }
 #undef KILN_AVX512
@@ -314,13 +334,15 @@ KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const float*
 #endif  // __x86_64__
 
 // The same four pixels in plain C++, summed in the same order.
-void quad_plain(const float* base, const size_t* offs, const float* const* ptrs, const uint8_t* ids, size_t n_taps,
+void quad_plain(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids, size_t n_taps,
                 size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo, float hi) {
   const size_t taps = w.kernel_h * w.kernel_w, lanes = w.lanes;
   for (size_t p = 0; p < 4; ++p)
     for (size_t ch = 0; ch < c; ++ch) {
       const float* wb = w.w.data() + ch / lanes * lanes * taps + ch % lanes;
-      auto x = [&](size_t t) { return ptrs ? ptrs[4 * t + p][ch] : base[offs[t] + p * step + ch]; };
+      auto x = [&](size_t t) {
+        return edge && !(edge->cols[edge->kw_of[t]] >> p & 1) ? 0.f : base[offs[t] + p * step + ch];
+      };
       float a0 = w.bias[ch], a1 = 0.f;
       size_t t = 0;
       for (; t + 1 < n_taps; t += 2) a0 += x(t) * wb[ids[t] * lanes], a1 += x(t + 1) * wb[ids[t + 1] * lanes];
@@ -330,9 +352,9 @@ void quad_plain(const float* base, const size_t* offs, const float* const* ptrs,
     }
 }
 
-// Tap t of pixel p reads base + offs[t] + p * step, or, with `ptrs`, ptrs[4 t + p] (an edge quad:
-// taps over the padding point at zeros).
-using QuadFn = void (*)(const float* base, const size_t* offs, const float* const* ptrs, const uint8_t* ids,
+// Tap t of pixel p reads base + offs[t] + p * step; with `edge`, only where it is inside (zero
+// elsewhere: base may then point before the row).
+using QuadFn = void (*)(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                         size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo, float hi);
 
 // The table (kernels/simd/isa.h): best first, the last runs anywhere.
@@ -388,13 +410,14 @@ void row(void* ctx, size_t index) {
   const int64_t span_w = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), sw = static_cast<int64_t>(g.stride_w);
   // The taps inside for this row: offsets from the input pixel (n, 0, iw0), their weights' index.
   size_t offs[kMaxTaps];
-  uint8_t ids[kMaxTaps];
+  uint8_t ids[kMaxTaps], kw_of[kMaxTaps];
   size_t n_taps = 0;
   for (size_t kh = 0; kh < w.kernel_h; ++kh) {
     const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
     if (ih < 0 || ih >= in_h) continue;
     for (size_t kw = 0; kw < w.kernel_w; ++kw) {
       offs[n_taps] = (static_cast<size_t>(ih) * g.in_w + kw * g.dilation_w) * c;
+      kw_of[n_taps] = static_cast<uint8_t>(kw);
       ids[n_taps++] = static_cast<uint8_t>(kh * w.kernel_w + kw);
     }
   }
@@ -410,7 +433,8 @@ void row(void* ctx, size_t index) {
       for (size_t k = 0; k < g.in_w * c; k += 64 / sizeof(float)) __builtin_prefetch(r + k);
     }
   }
-  const bool edge_quads = g.out_w >= 4 && c <= kZeroFloats;
+  const bool edge_quads = g.out_w >= 4;
+  EdgeCols edge{kw_of, {}};
   for (size_t ow = 0; ow < g.out_w;) {
     const int64_t iw0 = static_cast<int64_t>(ow) * sw - g.pad_left;
     if (ow + 4 <= g.out_w && iw0 >= 0 && iw0 + 3 * sw + span_w < in_w) {
@@ -419,19 +443,21 @@ void row(void* ctx, size_t index) {
       ow += 4;
     } else if (edge_quads) {
       // Four pixels at an edge (the last four of the row at its end: some computed twice,
-      // alike), a pointer per tap and pixel, zeros for the padding: one at a time, an edge
+      // alike), the taps over the padding loaded under an all-zero mask: one at a time, an edge
       // pixel was a chain of dependent FMAs (mnasnet's 16-48-channel rows of 8-64 pixels).
       const size_t q = std::min(ow, g.out_w - 4);
-      const float* ptrs[4 * kMaxTaps];
-      for (size_t t = 0; t < n_taps; ++t) {
-        const size_t kw = ids[t] % w.kernel_w * g.dilation_w;
-        const float* in_row = image + offs[t] - kw * c;  // offs[t]: the tap's input row, plus kw
+      const int64_t q0 = static_cast<int64_t>(q) * sw - g.pad_left;
+      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+        uint8_t bits = 0;
         for (size_t p = 0; p < 4; ++p) {
-          const int64_t iw = static_cast<int64_t>(q + p) * sw - g.pad_left + static_cast<int64_t>(kw);
-          ptrs[4 * t + p] = iw >= 0 && iw < in_w ? in_row + static_cast<size_t>(iw) * c : kZeros;
+          const int64_t iw = q0 + static_cast<int64_t>(p) * sw + static_cast<int64_t>(kw * g.dilation_w);
+          bits = static_cast<uint8_t>(bits | (iw >= 0 && iw < in_w ? 1u << p : 0u));
         }
+        edge.cols[kw] = bits;
       }
-      impl->quad(nullptr, offs, ptrs, ids, n_taps, 0, c, w, out + q * c, g.out_min, g.out_max);
+      // base: pixel q's window origin, before the row where it reaches into the left padding
+      impl->quad(image + q0 * static_cast<int64_t>(c), offs, &edge, ids, n_taps, g.stride_w * c, c, w, out + q * c,
+                 g.out_min, g.out_max);
       ow = q + 4;
     } else {
       edge_pixel(*impl, j, n, oh, ow, out + ow * c);
