@@ -304,12 +304,114 @@ KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, con
   }
 }
 
+// One channel block of a quad of interior pixels of a T-tap window whose kernel rows are all
+// inside (ids 0 .. T - 1 in order): the tap loop unrolled at compile time, each tap's weights at
+// a constant offset in the block, full blocks read by the FMAs themselves. The generic quad
+// reads ids and offsets per tap (about 13 instructions per 4 FMAs: 45-52 GFLOP/s at any channel
+// count, in L1 or not). Not inlined into the run's loop: there GCC hoisted every tap's four
+// addresses out of it (36 for 3x3) and spilled them.
+// With kEdge (an edge quad, KW kernel columns), pixel k's loads of kernel column kw take the mask
+// edge[kw * 4 + k] (the block's channels, or none where the column is over the padding).
+template <size_t T, bool kMasked, size_t KW = 1, bool kEdge = false>
+__attribute__((noinline)) KILN_AVX512 void quad_full_block512(const float* xb, const size_t* o, size_t step,
+                                                              const float* wb, const float* bias, float* y, size_t c,
+                                                              float lo_s, float hi_s, unsigned m_bits,
+                                                              const __mmask16* edge = nullptr) {
+  // Scalars, not vectors, in its arguments: a call with __m512 arguments leaves the upper
+  // state dirty across the return (the AVX-SSE transition, see dense_conv.cc's note).
+  const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
+  const __mmask16 m = static_cast<__mmask16>(m_bits);
+#define KILN_DW_LOADK(p, t, k) \
+  (kEdge ? _mm512_maskz_loadu_ps(edge[(t) % KW * 4 + (k)], (p)) : kMasked ? _mm512_maskz_loadu_ps(m, (p)) : _mm512_loadu_ps(p))
+  __m512 a0 = _mm512_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+  __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
+#pragma GCC unroll 32
+  for (size_t t = 0; t + 1 < T; t += 2) {
+    const __m512 w0 = _mm512_loadu_ps(wb + t * kLanes512), w1 = _mm512_loadu_ps(wb + (t + 1) * kLanes512);
+    const float* p = xb + o[t];
+    const float* r = xb + o[t + 1];
+    a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p, t, 0), w0, a0);
+    a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step, t, 1), w0, a1);
+    a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step, t, 2), w0, a2);
+    a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step, t, 3), w0, a3);
+    e0 = _mm512_fmadd_ps(KILN_DW_LOADK(r, t + 1, 0), w1, e0);
+    e1 = _mm512_fmadd_ps(KILN_DW_LOADK(r + step, t + 1, 1), w1, e1);
+    e2 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 2 * step, t + 1, 2), w1, e2);
+    e3 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 3 * step, t + 1, 3), w1, e3);
+  }
+  if constexpr (T % 2 == 1) {
+    const __m512 w0 = _mm512_loadu_ps(wb + (T - 1) * kLanes512);
+    const float* p = xb + o[T - 1];
+    a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p, T - 1, 0), w0, a0);
+    a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step, T - 1, 1), w0, a1);
+    a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step, T - 1, 2), w0, a2);
+    a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step, T - 1, 3), w0, a3);
+  }
+#undef KILN_DW_LOADK
+  // max/min return their second operand when either is NaN: NaN stays NaN.
+  const __m512 v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0)));
+  const __m512 v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1)));
+  const __m512 v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a2, e2)));
+  const __m512 v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a3, e3)));
+  if constexpr (kMasked || kEdge) {
+    _mm512_mask_storeu_ps(y, m, v0), _mm512_mask_storeu_ps(y + c, m, v1);
+    _mm512_mask_storeu_ps(y + 2 * c, m, v2), _mm512_mask_storeu_ps(y + 3 * c, m, v3);
+  } else {
+    _mm512_storeu_ps(y, v0), _mm512_storeu_ps(y + c, v1), _mm512_storeu_ps(y + 2 * c, v2), _mm512_storeu_ps(y + 3 * c, v3);
+  }
+}
+
+// A run of `count` quads (4 * count interior pixels from base and y), every channel block.
+template <size_t T>
+KILN_AVX512 void quads_full512(const float* base, const size_t* offs, size_t step, size_t c, const DepthwiseWeights& w,
+                               float* y, float lo_s, float hi_s, size_t count) {
+  const __mmask16 tail = mask512(c % kLanes512);
+  const size_t full = c / kLanes512 * kLanes512;
+  for (size_t q = 0; q < count; ++q, base += 4 * step, y += 4 * c) {
+    for (size_t cb = 0; cb < full; cb += kLanes512)
+      quad_full_block512<T, false>(base + cb, offs, step, w.w.data() + cb * T, w.bias.data() + cb, y + cb, c, lo_s,
+                                   hi_s, tail);
+    if (full < c)
+      quad_full_block512<T, true>(base + full, offs, step, w.w.data() + full * T, w.bias.data() + full, y + full, c,
+                                  lo_s, hi_s, tail);
+  }
+}
+
+// Runs of interior quads: the unrolled kernels for full 3x3 and 5x5 windows, else a quad at a time.
+KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
+                             size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo_s,
+                             float hi_s);
+KILN_AVX512 void quads_avx512(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
+                              size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count) {
+  const size_t taps = w.kernel_h * w.kernel_w;
+  if (n_taps == taps && taps == 9) return quads_full512<9>(base, offs, step, c, w, y, lo, hi, count);
+  if (n_taps == taps && taps == 25) return quads_full512<25>(base, offs, step, c, w, y, lo, hi, count);
+  for (size_t q = 0; q < count; ++q)
+    quad_avx512(base + q * 4 * step, offs, nullptr, ids, n_taps, step, c, w, y + q * 4 * c, lo, hi);
+}
+
 KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                              size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo_s,
                              float hi_s) {
   const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
   const __mmask16 mask = mask512(c % kLanes512);
   const size_t full = c / kLanes512 * kLanes512, taps = w.kernel_h * w.kernel_w;
+  // Every kernel row inside, 3x3 or 5x5: the unrolled kernels.
+  if (edge && n_taps == taps && ((taps == 9 && w.kernel_w == 3) || (taps == 25 && w.kernel_w == 5))) {
+    __mmask16 mk[4 * 5];
+    for (size_t cb = 0; cb < c; cb += kLanes512) {
+      const __mmask16 m = cb + kLanes512 <= c ? __mmask16(0xFFFF) : mask;
+      for (size_t kw = 0; kw < w.kernel_w; ++kw)
+        for (size_t k = 0; k < 4; ++k) mk[kw * 4 + k] = edge->cols[kw] >> k & 1 ? m : __mmask16(0);
+      if (taps == 9)
+        quad_full_block512<9, true, 3, true>(base + cb, offs, step, w.w.data() + cb * 9, w.bias.data() + cb, y + cb, c,
+                                             lo_s, hi_s, m, mk);
+      else
+        quad_full_block512<25, true, 5, true>(base + cb, offs, step, w.w.data() + cb * 25, w.bias.data() + cb, y + cb,
+                                              c, lo_s, hi_s, m, mk);
+    }
+    return;
+  }
   if (edge) {
     for (size_t cb = 0; cb < full; cb += kLanes512)
       quad_block512<false, true>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb,
@@ -357,20 +459,25 @@ void quad_plain(const float* base, const size_t* offs, const EdgeCols* edge, con
 using QuadFn = void (*)(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                         size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo, float hi);
 
+// `count` interior quads from base and y (4 * count pixels), in one call.
+using QuadsFn = void (*)(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
+                         size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count);
+
 // The table (kernels/simd/isa.h): best first, the last runs anywhere.
 struct Impl {
   const char* name;
   bool (*available)();
   PixelFn pixel;
   QuadFn quad;
-  size_t lanes;  // the channel block the weights are packed in
+  QuadsFn quads;  // runs of interior quads in one call, where the row has it (else a quad per call)
+  size_t lanes;   // the channel block the weights are packed in
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", simd::cpu_has_avx512f, pixel_avx512, quad_avx512, kLanes512},
-    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2, kLanes},
+    {"avx512", simd::cpu_has_avx512f, pixel_avx512, quad_avx512, quads_avx512, kLanes512},
+    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2, nullptr, kLanes},
 #endif
-    {"plain", [] { return true; }, pixel_plain, quad_plain, kLanes}};
+    {"plain", [] { return true; }, pixel_plain, quad_plain, nullptr, kLanes}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -425,8 +532,11 @@ void row(void* ctx, size_t index) {
   const float* image = j.x + n * g.in_h * g.in_w * c;
   // The input rows the next output row reads first (the lowest taps' rows move down by the
   // stride), fetched while this row computes: from memory, the row loop waits on them
-  // otherwise (80x80x144 3x3 at batch 4: measured below).
-  if (oh + 1 < g.out_h) {
+  // otherwise (80x80x144 3x3 at batch 4, on AMD). Not on the AVX-512 row: on the Intel host
+  // the burst of prefetches stalled the row when they missed (line fill buffers full): the
+  // unrolled kernels ran 20-45% faster from memory without it, and without their quads'
+  // prefetches (2x80x80x144: 0.81 -> 0.60 ms).
+  if (!impl->quads && oh + 1 < g.out_h) {
     const int64_t top = static_cast<int64_t>((oh + 1) * g.stride_h + (w.kernel_h - 1) * g.dilation_h) - g.pad_top;
     for (int64_t ih = std::max<int64_t>(0, top - static_cast<int64_t>(g.stride_h) + 1); ih <= std::min(top, in_h - 1); ++ih) {
       const float* r = image + static_cast<size_t>(ih) * g.in_w * c;
@@ -438,9 +548,15 @@ void row(void* ctx, size_t index) {
   for (size_t ow = 0; ow < g.out_w;) {
     const int64_t iw0 = static_cast<int64_t>(ow) * sw - g.pad_left;
     if (ow + 4 <= g.out_w && iw0 >= 0 && iw0 + 3 * sw + span_w < in_w) {
-      impl->quad(image + static_cast<size_t>(iw0) * c, offs, nullptr, ids, n_taps, g.stride_w * c, c, w, out + ow * c,
-                 g.out_min, g.out_max);
-      ow += 4;
+      // The run of interior quads from ow: the last starts where its fourth window still fits.
+      const size_t q_last = std::min(g.out_w - 4, static_cast<size_t>((in_w - 1 - span_w + g.pad_left) / sw) - 3);
+      const size_t count = impl->quads ? (q_last - ow) / 4 + 1 : 1;
+      const float* x0 = image + static_cast<size_t>(iw0) * c;
+      if (impl->quads)
+        impl->quads(x0, offs, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max, count);
+      else
+        impl->quad(x0, offs, nullptr, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max);
+      ow += 4 * count;
     } else if (edge_quads) {
       // Four pixels at an edge (the last four of the row at its end: some computed twice,
       // alike), the taps over the padding loaded under an all-zero mask: one at a time, an edge
