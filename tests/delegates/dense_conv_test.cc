@@ -60,6 +60,11 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // layer's third block (the pair kernel, then the wide single block)
       {2, 20, 21, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {1, 14, 15, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 9, 26, 24, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // 2-4 input channels (RGB stems) take the direct rows where the row has them (AVX-512):
+      // 12-pixel groups of one block, 6-pixel groups of two, a masked last block, edge pixels
+      {2, 13, 29, 3, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   {1, 9, 40, 4, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+      {1, 6, 31, 2, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {3, 17, 18, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 25, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    {1, 3, 19, 4, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       // one input channel takes the direct path (a spectrogram's first layer); dilated C = 2 the GEMM
       {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
       // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups
