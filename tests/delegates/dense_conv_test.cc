@@ -65,6 +65,10 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {2, 13, 29, 3, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   {1, 9, 40, 4, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
       {1, 6, 31, 2, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {3, 17, 18, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 25, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    {1, 3, 19, 4, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      // two tiles of evenly spaced rows, two blocks (the 12-row pair kernel where the row has it):
+      // a 1x1 layer's plain matrix with a third, masked block; one output row of an unpadded 3x3
+      {2, 7, 9, 24, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 30, 16, 32, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 4, 40, 8, 24, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0},
       // one input channel takes the direct path (a spectrogram's first layer); dilated C = 2 the GEMM
       {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
       // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups
@@ -110,7 +114,9 @@ TEST(DenseConv, WindowsLongerThanTheTapTableFitOnlyAsRows) {
 TEST(DenseConv, FullyConnectedRowsWithTransposedWeights) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (size_t rows : {1, 5, 6, 7, 13}) {
+  // 13 and 30 rows: the 12-row pair kernel where the row has it (evenly spaced rows), with a
+  // masked second block (n = 19), and rows strided past their k values (in_stride > k)
+  for (size_t rows : {1, 5, 6, 7, 13, 30}) {
     const size_t k = 37, n = 19;
     std::vector<float> a(rows * k), w(k * n);  // w is [K, N] as MatMul's right operand
     for (float& v : a) v = u(rng);

@@ -232,6 +232,50 @@ constexpr PairKernel kAvx512Pairs[2][kMr + 1] = {
     {nullptr, microkernel512<1, true, 2>, microkernel512<2, true, 2>, microkernel512<3, true, 2>,
      microkernel512<4, true, 2>, microkernel512<5, true, 2>, microkernel512<6, true, 2>}};
 
+// Two full tiles of two blocks (12 rows x 32 channels, 24 accumulators) whose rows are evenly
+// spaced: row r reads a + r * lda (+ t * a_step for kernel row t), writes y + r * ldy. Twice the
+// rows per weight vector loaded of the 6-row pair kernel, and the rows addressed from two bases
+// and lda's multiples instead of twelve pointers (which spilled). On the Sapphire Rapids host:
+// a 12 x 32 tile in L1 reaches 183 GFLOP/s against 169 for 6 x 32 (bench/peak.sh).
+KILN_AVX512 void pair12_strided512(size_t taps, size_t c, const float* a, size_t lda, size_t a_step, const float* panel,
+                                   size_t panel_stride, const float* bias, float* y, size_t ldy, size_t nc, float lo,
+                                   float hi) {
+  const __mmask16 m1 = nc >= 32 ? __mmask16(0xFFFF) : __mmask16((1u << (nc - 16)) - 1);
+  const __m512 b0 = _mm512_loadu_ps(bias), b1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+#define KILN_R12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define KILN_INIT(r) __m512 lo##r = b0, hi##r = b1;
+  KILN_R12(KILN_INIT)
+#undef KILN_INIT
+  const size_t l1 = lda, l3 = 3 * lda, l5 = 5 * lda;
+  for (size_t t = 0; t < taps; ++t) {
+    const float* w = panel + t * c * kNr;
+    const float* p = a + t * a_step;  // rows 0-5 from p, 6-11 from q
+    const float* q = p + 6 * lda;
+#pragma GCC unroll 2
+    for (size_t k = 0; k < c; ++k, w += kNr, ++p, ++q) {
+      const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + panel_stride);
+#define KILN_FMA(r, src)                           \
+  {                                                \
+    const __m512 v = _mm512_set1_ps(src);          \
+    lo##r = _mm512_fmadd_ps(v, w0, lo##r);         \
+    hi##r = _mm512_fmadd_ps(v, w1, hi##r);         \
+  }
+      KILN_FMA(0, p[0]) KILN_FMA(1, p[l1]) KILN_FMA(2, p[2 * l1]) KILN_FMA(3, p[l3]) KILN_FMA(4, p[4 * l1])
+      KILN_FMA(5, p[l5]) KILN_FMA(6, q[0]) KILN_FMA(7, q[l1]) KILN_FMA(8, q[2 * l1]) KILN_FMA(9, q[l3])
+      KILN_FMA(10, q[4 * l1]) KILN_FMA(11, q[l5])
+#undef KILN_FMA
+    }
+  }
+  // max/min return their second operand when either is NaN: NaN stays NaN.
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+#define KILN_STORE(r)                                                                        \
+  _mm512_storeu_ps(y + r * ldy, _mm512_min_ps(vhi, _mm512_max_ps(vlo, lo##r)));              \
+  _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_min_ps(vhi, _mm512_max_ps(vlo, hi##r)));
+  KILN_R12(KILN_STORE)
+#undef KILN_STORE
+#undef KILN_R12
+}
+
 #pragma GCC diagnostic pop
 
 template <size_t C>
@@ -293,19 +337,22 @@ struct Impl {
   const PairKernel (*pairs)[kMr + 1];  // two blocks per call, where the row has them
   const Microkernel (*half)[kMr + 1];  // nc <= 8: one 8-float vector per row, where the row has it
   Microkernel wide;                    // one block of kWideRows rows (two full tiles), where the row has it
+  // two blocks of kWideRows evenly spaced rows (pair12_strided512), where the row has it
+  void (*pair12)(size_t, size_t, const float*, size_t, size_t, const float*, size_t, const float*, float*, size_t,
+                 size_t, float, float);
   void (*direct)(void*, size_t);
   void (*direct_few[5])(void*, size_t);  // 2-4 input channels (RGB stems), where the row has them
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, direct_row<1>,
+    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row<1>,
      {nullptr, nullptr, direct_row512<2>, direct_row512<3>, direct_row512<4>}},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, direct_row<1>, {}},
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row<1>, {}},
 #endif
 #if defined(__aarch64__)
-    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, {}},
+    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}},
 #endif
-    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, {}}};
+    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -515,6 +562,25 @@ void run_task(void* ctx, size_t i, size_t k) {
       if (taps == 1 && mb == first_block && tile + kAhead < last)
         prefetch_tile(a[tile + kAhead - first], std::min(kMr, j.pixels - p0 - kAhead * kMr), c);
       const TileKind kind = kinds[tile - first];
+      if (pair && nc > kNr && impl.pair12 && kind == TileKind::kRow && tile + 1 < last &&
+          p0 + kWideRows <= j.pixels && kinds[tile + 1 - first] == kind) {
+        // Two row tiles whose twelve rows are evenly spaced (a 1x1 layer's plain matrix, or
+        // one output row of a wider window): the 12-row pair kernel.
+        const float* const* a0 = a[tile - first];
+        const float* const* a1 = a[tile + 1 - first];
+        const ptrdiff_t lda = a0[1] - a0[0];
+        bool even = lda > 0;
+        for (size_t r = 2; r < kMr && even; ++r) even = a0[r] - a0[0] == static_cast<ptrdiff_t>(r) * lda;
+        for (size_t r = 0; r < kMr && even; ++r) even = a1[r] - a0[0] == static_cast<ptrdiff_t>(kMr + r) * lda;
+        if (even) {
+          impl.pair12(w.kernel_h, w.kernel_w * c, a0[0], static_cast<size_t>(lda), row_step, panel, block_floats, bias,
+                      j.y + p0 * m + mb * kNr, m, nc, g.out_min, g.out_max);
+          if (taps == 1 && mb == first_block && tile + 1 + kAhead < last)
+            prefetch_tile(a[tile + 1 + kAhead - first], std::min(kMr, j.pixels - p0 - (kAhead + 1) * kMr), c);
+          ++tile;
+          continue;
+        }
+      }
       if (!pair && nc > kNr / 2 && impl.wide && tile + 1 < last && p0 + kWideRows <= j.pixels &&
           kind != TileKind::kTaps && kinds[tile + 1 - first] == kind) {
         // Two tiles of the same kind in one call: their row (or patch) pointers side by side.
