@@ -865,6 +865,13 @@ void dense_gemm_rows_pair(size_t rows, size_t k, const float* const* a, const fl
   chosen().pairs[0][rows](1, nullptr, k, a, 0, panel, panel_stride, kNr, bias, y, nc, -INFINITY, INFINITY);
 }
 
+bool dense_gemm_has_pair12() { return chosen().pair12 != nullptr; }
+
+void dense_gemm_rows_pair12(size_t k, const float* a, size_t lda, const float* panel, size_t panel_stride,
+                            const float* bias, float* y, size_t ldy, size_t nc) {
+  chosen().pair12(1, k, a, lda, 0, panel, panel_stride, bias, y, ldy, nc, -INFINITY, INFINITY);
+}
+
 MatMulGeometry matmul_geometry(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank) {
   MatMulGeometry g;
   g.m = static_cast<size_t>(a_dims[a_rank - 2]);

@@ -84,6 +84,15 @@ bool dense_gemm_has_pairs();
 void dense_gemm_rows_pair(size_t rows, size_t k, const float* const* a, const float* panel, size_t panel_stride,
                           const float* bias, float* const* y, size_t nc);
 
+/// True when this CPU's row has the 12-row pair kernel (AVX-512: 12 rows x 32 channels, 24
+/// accumulators).
+bool dense_gemm_has_pair12();
+/// Twelve evenly spaced rows of two blocks, where dense_gemm_has_pair12(): y[r][0..nc) = bias +
+/// a[r * lda][0..k) x (panel, the second block's `panel_stride` floats after), y[r] at y + r * ldy,
+/// 16 < nc <= 2 * kDenseBlock.
+void dense_gemm_rows_pair12(size_t k, const float* a, size_t lda, const float* panel, size_t panel_stride,
+                            const float* bias, float* y, size_t ldy, size_t nc);
+
 /// A MatMul whose operands are both computed at run time (attention's Q K^T and A V):
 /// y[t] = a[t] @ b[t] over `batches` broadcast batches, a [M, K], b [K, N], y [M, N] row-major.
 struct MatMulGeometry {

@@ -177,7 +177,12 @@ inline void multiply_blocks(const Job& j, const TaskTiles& k, size_t mb, size_t 
     const float* panel = j.w->panels.data() + (mb * 16 + xi) * c * kBlock;
     const float* a[kRows];
     float* out[kRows];
-    for (size_t r0 = 0; r0 < k.nt; r0 += kRows) {
+    size_t r0 = 0;
+    if (step == 2 && dense_gemm_has_pair12())  // twelve tiles per call (their rows c apart)
+      for (; r0 + 2 * kRows <= k.nt; r0 += 2 * kRows)
+        dense_gemm_rows_pair12(c, k.v + (xi * tt + r0) * c, c, panel, 16 * c * kBlock, kZero,
+                               k.ms + (xi * tt + r0) * ldm, ldm, ldm);
+    for (; r0 < k.nt; r0 += kRows) {
       const size_t mr = std::min(kRows, k.nt - r0);
       for (size_t r = 0; r < mr; ++r) a[r] = k.v + (xi * tt + r0 + r) * c, out[r] = k.ms + (xi * tt + r0 + r) * ldm;
       if (step == 2)
