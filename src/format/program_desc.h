@@ -47,6 +47,7 @@ struct DelegateOpDesc {
   std::vector<int32_t> inputs;
   std::vector<int32_t> outputs;
   int32_t gate = -1;  ///< a convolution's gate activation (fused is then the gate's Mul)
+  int32_t into = -1;  ///< the Concat output whose channel slice the op may write (schema)
 };
 struct DelegateRegionDesc {
   int32_t first = 0;

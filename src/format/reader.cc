@@ -118,9 +118,11 @@ std::vector<Step> schedule_steps(const fb::Method* m, bool delegated, std::vecto
   if (delegated && m->delegate() && m->delegate()->regions()) {
     for (const fb::DelegateRegion* r : *m->delegate()->regions()) {
       for (; next < static_cast<size_t>(r->first()); ++next) portable_step(next);
-      for (const fb::DelegateOp* op : *r->ops())
+      for (const fb::DelegateOp* op : *r->ops()) {
         steps.push_back(Step{std::vector<int32_t>(op->inputs()->begin(), op->inputs()->end()),
                              std::vector<int32_t>(op->outputs()->begin(), op->outputs()->end())});
+        if (op->into() >= 0) steps.back().writes.push_back(op->into());  // a Concat's slice (schema)
+      }
       next = static_cast<size_t>(r->first() + r->count());
     }
   }
@@ -468,6 +470,7 @@ Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const
   if (!op->inputs() || !op->outputs()) return bad(what + " lacks its operand lists");
   auto in_region = [&](int32_t i) { return i >= first && i < last; };
   if (op->kind() == fb::DelegateOpKind::ToNhwc || op->kind() == fb::DelegateOpKind::ToNchw) {
+    if (op->into() != -1) return bad(what + " changes layout into a Concat's slice");
     if (op->inputs()->size() != 1 || op->outputs()->size() != 1) return bad(what + " changes layout of other than one value");
     const int32_t from = op->inputs()->Get(0), to = op->outputs()->Get(0);
     const bool ok = op->kind() == fb::DelegateOpKind::ToNhwc ? stands_for(m, to, from) && to != from
@@ -476,6 +479,8 @@ Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const
     return ok_status();
   }
   if (op->kind() != fb::DelegateOpKind::Kernel) return bad(what + " has an unknown kind");
+  if (op->into() < -1 || (op->into() >= 0 && static_cast<size_t>(op->into()) >= m->values()->size()))
+    return bad(what + " writes into no valid value");
   if (!in_region(op->source())) return bad(what + " computes an instruction outside its region");
   const fb::Instruction* src = m->instructions()->Get(op->source());
   ++covered[op->source()];
@@ -513,6 +518,32 @@ Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const
     if (!stands_for(m, op->inputs()->Get(k), src->inputs()->Get(k))) return bad(what + " reads another value than its instruction");
   for (size_t k = 0; k < op->outputs()->size(); ++k)
     if (!stands_for(m, op->outputs()->Get(k), target->Get(k))) return bad(what + " writes another value than its instruction");
+  return ok_status();
+}
+
+// A convolution writing into a Concat's slice (DelegateOp::into): its output is a twin that a
+// later Concat of the same region reads once, `into` is that Concat's channels-last output,
+// and no other step reads the convolution's output (its bytes are then never written).
+Status check_into(const fb::Method* m, const fb::DelegateRegion* r, const std::string& rw, const std::vector<int>& reads) {
+  auto twin = [&](int32_t v) { return m->values()->Get(v)->storage() == fb::StorageKind::Delegate; };
+  for (size_t k = 0; k < r->ops()->size(); ++k) {
+    const fb::DelegateOp* op = r->ops()->Get(k);
+    if (op->into() < 0) continue;
+    const std::string what = rw + " op #" + std::to_string(k);
+    const int32_t y = op->outputs()->size() == 1 ? op->outputs()->Get(0) : -1;
+    if (y < 0 || m->instructions()->Get(op->source())->op()->str() != "Conv" || !twin(y) || !twin(op->into()))
+      return bad(what + " writes into a Concat's slice but is not a channels-last convolution");
+    bool found = false;
+    for (size_t c = k + 1; c < r->ops()->size() && !found; ++c) {
+      const fb::DelegateOp* cat = r->ops()->Get(c);
+      if (cat->kind() != fb::DelegateOpKind::Kernel || cat->outputs()->size() != 1 || cat->outputs()->Get(0) != op->into() ||
+          m->instructions()->Get(cat->source())->op()->str() != "Concat")
+        continue;
+      found = std::count(cat->inputs()->begin(), cat->inputs()->end(), y) == 1;
+    }
+    if (!found) return bad(what + " writes into value #" + std::to_string(op->into()) + ", not a later Concat's output reading it");
+    if (reads[y] != 1) return bad(what + " writes into a Concat's slice an output that another step reads");
+  }
   return ok_status();
 }
 
@@ -577,6 +608,13 @@ Status check_delegate(const fb::Method* m) {
   }
   for (int32_t v : *m->outputs())
     if (!written[root[v]]) return bad(name + " never writes output value #" + std::to_string(v));
+  std::vector<int> reads(n_values, 0);
+  for (const Step& st : steps)
+    for (int32_t v : st.reads)
+      if (v >= 0) ++reads[root[v]];
+  for (int32_t v : *m->outputs()) ++reads[root[v]];
+  for (size_t ri = 0; ri < len(d->regions()); ++ri)
+    KILN_TRY(check_into(m, d->regions()->Get(ri), name + " region #" + std::to_string(ri), reads));
   const Lifetimes life = compute_lifetimes(n_values, steps, value_list(m->inputs()), value_list(m->outputs()), root, loops);
   const uint64_t arena = d->plan()->arena_bytes();
   uint64_t slot_bytes = 0;

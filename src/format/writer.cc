@@ -55,7 +55,8 @@ Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d)
     std::vector<Offset<fb::DelegateOp>> ops;
     for (const DelegateOpDesc& op : r.ops)
       ops.push_back(fb::CreateDelegateOp(b, static_cast<fb::DelegateOpKind>(op.kind), op.source, op.fused,
-                                         b.CreateVector(op.inputs), b.CreateVector(op.outputs), op.gate));
+                                         b.CreateVector(op.inputs), b.CreateVector(op.outputs), op.gate,
+                                         op.into));
     regions.push_back(fb::CreateDelegateRegion(b, r.first, r.count, b.CreateVector(ops)));
   }
   std::vector<Offset<fb::Declined>> declined;

@@ -313,6 +313,21 @@ DenseConvGeometry dense_geometry(const Op& op) {
   return g;
 }
 
+// Where a convolution writes a Concat's slice (Op::into): the output's pixels `into`'s channels
+// apart, from its slice's first channel; else its own output.
+Status slice_geometry(const Op& op, DenseConvGeometry* g) {
+  if (!op.into) return ok_status();
+  size_t n, h, w, total, m;
+  nhwc_dims(*op.into, true, &n, &h, &w, &total);
+  nhwc_dims(*op.out, op.out_twin, &n, &h, &w, &m);
+  nhwc_dims(*op.into, true, &n, &h, &w, &total);
+  if (n != g->batch || h != g->out_h || w != g->out_w || op.into_channel + m > total)
+    return internal_error(op.what + ": its output does not fit its slice of the Concat");
+  g->out_stride = total;
+  return ok_status();
+}
+float* conv_output(const Op& op) { return op.into ? op.into->as<float>() + op.into_channel : op.out->as<float>(); }
+
 struct DenseConv : Op {
   Status create(const OpSource& src) override {
     gated.keep(src);
@@ -323,13 +338,14 @@ struct DenseConv : Op {
       pack_dense_conv(src.operand_f32(1), bias_of(src), p.out_channels, p.channels, 1, 1, p.transpose_weights, &weights);
     return ok_status();
   }
+  bool writes_slices() const override { return plan.kind == OpKind::kConv; }
   Status setup() override {
     geom = dense_geometry(*this);
     geom.gate = gated.get();
-    return ok_status();
+    return slice_geometry(*this, &geom);
   }
   Status run() override {
-    dense_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), pool);
+    dense_conv(weights, geom, ins[0]->as<float>(), conv_output(*this), pool);
     return ok_status();
   }
   DenseConvWeights weights;
@@ -348,9 +364,11 @@ struct WinogradConv : Op {
     pack_dense_conv(src.operand_f32(1), bias_of(src), plan.group_out, plan.group_in, 3, 3, false, &direct);
     return ok_status();
   }
+  bool writes_slices() const override { return true; }
   Status setup() override {
     geom = dense_geometry(*this);
     geom.gate = gated.get();
+    KILN_TRY(slice_geometry(*this, &geom));
     slots = pool ? pthreadpool_get_threads_count(pool) : 1;
     const size_t need = slots * winograd_scratch_floats(weights);
     if (scratch.size() < need) scratch.resize(need);
@@ -359,9 +377,9 @@ struct WinogradConv : Op {
   }
   Status run() override {
     if (winograd_pays(geom))
-      winograd_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), scratch.data(), slots, pool);
+      winograd_conv(weights, geom, ins[0]->as<float>(), conv_output(*this), scratch.data(), slots, pool);
     else
-      dense_conv(direct, geom, ins[0]->as<float>(), out->as<float>(), pool);
+      dense_conv(direct, geom, ins[0]->as<float>(), conv_output(*this), pool);
     return ok_status();
   }
   WinogradWeights weights;

@@ -348,6 +348,37 @@ Result<std::unique_ptr<Op>> create_op(OpSource src) {
   return op;
 }
 
+// Convolutions that write their Concat's slice (DelegateOp::into; the reader checked that a
+// later Concat of the region reads the output once and nothing else does): where the op can,
+// it writes there from the slice's first channel and the Concat skips that input.
+void wire_slices(const fb::Method* m, const fb::DelegateRegion* r, const std::vector<core::ExprNode>& exprs,
+                 std::vector<std::unique_ptr<Op>>& ops) {
+  auto channels = [&](int32_t v) {
+    const fb::Value* val = m->values()->Get(v);
+    const bool twin = val->storage() == fb::StorageKind::Delegate;
+    return static_cast<size_t>(exprs[val->shape()->Get(twin ? val->shape()->size() - 1 : 1)].value);
+  };
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const fb::DelegateOp* dop = r->ops()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (dop->into() < 0 || !ops[k]->writes_slices()) continue;
+    const int32_t y = dop->outputs()->Get(0);
+    for (size_t c = k + 1; c < ops.size(); ++c) {
+      const fb::DelegateOp* cat = r->ops()->Get(static_cast<flatbuffers::uoffset_t>(c));
+      if (cat->kind() != fb::DelegateOpKind::Kernel || cat->outputs()->Get(0) != dop->into()) continue;
+      size_t offset = 0;
+      for (size_t i = 0; i < cat->inputs()->size(); ++i) {
+        const int32_t v = cat->inputs()->Get(static_cast<flatbuffers::uoffset_t>(i));
+        if (v == y) {
+          if (ops[c]->input_in_place(i)) ops[k]->into = ops[c]->out, ops[k]->into_channel = offset;
+          break;
+        }
+        offset += channels(v);
+      }
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const format::ProgramFile& file,
@@ -372,6 +403,7 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
       KILN_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, create_op(src));
       ops.push_back(std::move(op));
     }
+    wire_slices(m, r, exprs, ops);
     del->regions_.push_back(std::move(ops));
   }
   del->packed_bytes_ = g_bytes - bytes_before;
@@ -399,6 +431,10 @@ Status Delegate::setup() {
         }
       for (int k = 0; k < op.out->rank; ++k) now.push_back(static_cast<size_t>(op.out->dims[k]));
       now.push_back(reinterpret_cast<uintptr_t>(op.out->data));
+      if (op.into) {
+        for (int k = 0; k < op.into->rank; ++k) now.push_back(static_cast<size_t>(op.into->dims[k]));
+        now.push_back(reinterpret_cast<uintptr_t>(op.into->data));
+      }
       if (now == op.last && !op.last.empty()) continue;
       op.last = now;
       op.skip = numel(*op.out) == 0;  // an empty input with a non-empty output (MatMul, K = 0) still runs

@@ -27,6 +27,20 @@ constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
 constexpr size_t kWeightBudget = size_t{512} << 10;  // weight bytes a task's chunk keeps in L2
 
+// Floats between output pixels: M, or a Concat's total channels when the layer writes its slice.
+inline size_t out_stride(const DenseConvWeights& w, const DenseConvGeometry& g) {
+  return g.out_stride ? g.out_stride : w.out_channels;
+}
+
+// The gate over one output row of `pixels` pixels of `m` channels, `stride` floats apart.
+inline void gate_row(const Gate& gt, float* row, size_t pixels, size_t m, size_t stride) {
+  if (stride == m) {
+    simd::gate(row, row, pixels * m, gt.hard, gt.alpha, gt.beta);
+    return;
+  }
+  for (size_t p = 0; p < pixels; ++p) simd::gate(row + p * stride, row + p * stride, m, gt.hard, gt.alpha, gt.beta);
+}
+
 // (taps, tap ids or null, c, a, a_step, panel, ldb, bias, y, nc, lo, hi): tap t of row r reads
 // c floats at a[t * MR + r], or, with a_step != 0 (a "row" tile: one pointer per row), at
 // a[r] + t * a_step.
@@ -531,7 +545,7 @@ void run_task(void* ctx, size_t i, size_t k) {
   const size_t group = j.chunks_outer ? k : i, chunk = j.chunks_outer ? i : k;
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels;
+  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels, ys = out_stride(w, g);
   const size_t first = group * kTilesPerTask, last = std::min(j.tiles, first + kTilesPerTask);
   const float* a[kTilesPerTask][kMaxTaps * kMr];
   TileKind kinds[kTilesPerTask];
@@ -574,7 +588,7 @@ void run_task(void* ctx, size_t i, size_t k) {
         for (size_t r = 0; r < kMr && even; ++r) even = a1[r] - a0[0] == static_cast<ptrdiff_t>(kMr + r) * lda;
         if (even) {
           impl.pair12(w.kernel_h, w.kernel_w * c, a0[0], static_cast<size_t>(lda), row_step, panel, block_floats, bias,
-                      j.y + p0 * m + mb * kNr, m, nc, g.out_min, g.out_max);
+                      j.y + p0 * ys + mb * kNr, ys, nc, g.out_min, g.out_max);
           if (taps == 1 && mb == first_block && tile + 1 + kAhead < last)
             prefetch_tile(a[tile + 1 + kAhead - first], std::min(kMr, j.pixels - p0 - (kAhead + 1) * kMr), c);
           ++tile;
@@ -587,7 +601,7 @@ void run_task(void* ctx, size_t i, size_t k) {
         const float* a2[kWideRows];
         float* y2[kWideRows];
         for (size_t r = 0; r < kMr; ++r) a2[r] = a[tile - first][r], a2[kMr + r] = a[tile + 1 - first][r];
-        for (size_t r = 0; r < kWideRows; ++r) y2[r] = j.y + (p0 + r) * m + mb * kNr;
+        for (size_t r = 0; r < kWideRows; ++r) y2[r] = j.y + (p0 + r) * ys + mb * kNr;
         const bool row = kind == TileKind::kRow;
         impl.wide(row ? w.kernel_h : 1, nullptr, row ? w.kernel_w * c : taps * c, a2, row ? row_step : 0, panel, kNr,
                   bias, y2, nc, g.out_min, g.out_max);
@@ -596,7 +610,7 @@ void run_task(void* ctx, size_t i, size_t k) {
         ++tile;
         continue;
       }
-      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * m + mb * kNr;
+      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * ys + mb * kNr;
       const bool row = kind == TileKind::kRow;
       const size_t n_taps = row ? w.kernel_h : kind == TileKind::kPatch ? 1 : active[tile - first];
       const size_t n_c = row ? w.kernel_w * c : kind == TileKind::kPatch ? taps * c : c;
@@ -615,11 +629,7 @@ void run_task(void* ctx, size_t i, size_t k) {
   const size_t c0 = chunk * j.blocks_per_chunk * kNr, c1 = std::min(m, (chunk + 1) * j.blocks_per_chunk * kNr);
   const size_t p0 = first * kMr, p1 = std::min(j.pixels, last * kMr);
   const Gate& gt = *g.gate;
-  if (c0 == 0 && c1 == m) {
-    simd::gate(j.y + p0 * m, j.y + p0 * m, (p1 - p0) * m, gt.hard, gt.alpha, gt.beta);
-    return;
-  }
-  for (size_t p = p0; p < p1; ++p) simd::gate(j.y + p * m + c0, j.y + p * m + c0, c1 - c0, gt.hard, gt.alpha, gt.beta);
+  gate_row(*g.gate, j.y + p0 * ys + c0, p1 - p0, c1 - c0, ys);
 }
 
 }  // namespace
@@ -673,7 +683,7 @@ __attribute__((target("avx2,fma"))) inline void direct_pixels(const DirectJob& j
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   constexpr size_t c = C;  // a constant: the loops unroll and the accumulators stay in registers
-  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * c;
+  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * c, ys = out_stride(w, g);
   const float* panel = w.panels.data() + b * k * kNr;
   const float* bias = w.bias.data() + b * kNr;
   __m256 acc0[NP], acc1[NP];
@@ -701,7 +711,7 @@ __attribute__((target("avx2,fma"))) inline void direct_pixels(const DirectJob& j
   const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
   const size_t nc = std::min(kNr, m - b * kNr);
   for (size_t p = 0; p < NP; ++p) {
-    float* yp = out_row + (ow0 + p) * m + b * kNr;
+    float* yp = out_row + (ow0 + p) * ys + b * kNr;
     const __m256 r0 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc0[p])), r1 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc1[p]));
     if (nc == kNr) {
       _mm256_storeu_ps(yp, r0);
@@ -721,7 +731,7 @@ void direct_row(void* ctx, size_t row) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels;
-  float* out_row = j.y + row * g.out_w * m;
+  float* out_row = j.y + row * g.out_w * out_stride(w, g);
   const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
   for (size_t b = 0; b * kNr < m; ++b)
     for (size_t ow0 = 0; ow0 < g.out_w;) {
@@ -734,7 +744,7 @@ void direct_row(void* ctx, size_t row) {
         ow0 += 1;
       }
     }
-  if (g.gate) simd::gate(out_row, out_row, g.out_w * m, g.gate->hard, g.gate->alpha, g.gate->beta);
+  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, out_stride(w, g));
 }
 // AVX-512, 2-4 input channels and one block of outputs (an RGB stem of 16 channels or fewer):
 // the same direct rows with zmm accumulators, 12 pixels at a time; each tap's input is an FMA's
@@ -748,7 +758,7 @@ template <size_t NP, bool kChecked, size_t C>
 KILN_AVX512 inline void direct_pixels512(const DirectJob& j, size_t n, size_t oh, size_t ow0, size_t b, float* out_row) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C;
+  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C, ys = out_stride(w, g);
   const float* panel = w.panels.data() + b * k * kNr;
   __m512 acc[NP];
   for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_loadu_ps(w.bias.data() + b * kNr);
@@ -773,7 +783,7 @@ KILN_AVX512 inline void direct_pixels512(const DirectJob& j, size_t n, size_t oh
   const size_t nc = std::min(kNr, m - b * kNr);
   const __mmask16 mask = nc >= kNr ? __mmask16(0xFFFF) : __mmask16((1u << nc) - 1);
   for (size_t p = 0; p < NP; ++p)
-    _mm512_mask_storeu_ps(out_row + (ow0 + p) * m + b * kNr, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
+    _mm512_mask_storeu_ps(out_row + (ow0 + p) * ys + b * kNr, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
 }
 
 template <size_t C>
@@ -782,7 +792,7 @@ KILN_AVX512 void direct_row512(void* ctx, size_t row) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels, blocks = (m + kNr - 1) / kNr;
-  float* out_row = j.y + row * g.out_w * m;
+  float* out_row = j.y + row * g.out_w * out_stride(w, g);
   const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
   const int64_t in_w = static_cast<int64_t>(g.in_w);
   // Groups of 12 pixels whose windows lie inside the row unchecked, then groups of 4, then edge
@@ -801,7 +811,7 @@ KILN_AVX512 void direct_row512(void* ctx, size_t row) {
         ow0 += 1;
       }
     }
-  if (g.gate) simd::gate(out_row, out_row, g.out_w * m, g.gate->hard, g.gate->alpha, g.gate->beta);
+  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, out_stride(w, g));
 }
 #pragma GCC diagnostic pop
 #endif  // __x86_64__

@@ -60,7 +60,8 @@ struct DenseConvGeometry {
   size_t batch = 0, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
   size_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0;
-  size_t in_stride = 0;  ///< floats between input pixels (C unless FC rows are strided)
+  size_t in_stride = 0;   ///< floats between input pixels (C unless FC rows are strided)
+  size_t out_stride = 0;  ///< floats between output pixels; 0: M (a Concat's slice when larger)
   float out_min = -INFINITY, out_max = INFINITY;
   /// y * act(y) (SiLU, hard swish) applied to each task's output while it is in cache.
   const Gate* gate = nullptr;

@@ -17,8 +17,9 @@
 namespace kiln::delegates::xnnpack {
 namespace {
 
-// Concat: one strided copy per input into its channel slice. Channel counts are static (the
-// support check said so); views have no dims before bind.
+// Concat: one strided copy per input into its channel slice, but for inputs their producer
+// wrote there in place (DelegateOp::into). Channel counts are static (the support check said
+// so); views have no dims before bind.
 struct Concat : Op {
   ~Concat() override {
     for (xnn_operator_t c : copies) xnn_delete_operator(c);
@@ -36,7 +37,12 @@ struct Concat : Op {
       KILN_TRY(check_create(xnn_create_copy_nc_x32(c, c, total, 0, &copy), what));
       copies.push_back(copy);
     }
+    in_place.assign(ins.size(), false);
     return ok_status();
+  }
+  bool input_in_place(size_t k) override {
+    in_place[k] = true;
+    return true;
   }
   Status setup() override {
     size_t on, oh, ow, total, n, h, w, c;
@@ -44,18 +50,21 @@ struct Concat : Op {
     size_t offset = 0;
     for (size_t k = 0; k < ins.size(); ++k) {
       nhwc_dims(*ins[k], in_twin[k], &n, &h, &w, &c);  // c: this input's channels
-      KILN_TRY(check_setup(
+      if (!in_place[k])
+        KILN_TRY(check_setup(
           xnn_setup_copy_nc_x32(copies[k], on * oh * ow, ins[k]->data, out->as<float>() + offset, pool), *this));
       offset += c;
     }
     return ok_status();
   }
   Status run() override {
-    for (xnn_operator_t c : copies)
-      if (xnn_run_operator(c, pool) != xnn_status_success) return internal_error(what + ": XNNPACK run failed");
+    for (size_t k = 0; k < copies.size(); ++k)
+      if (!in_place[k] && xnn_run_operator(copies[k], pool) != xnn_status_success)
+        return internal_error(what + ": XNNPACK run failed");
     return ok_status();
   }
   std::vector<xnn_operator_t> copies;
+  std::vector<bool> in_place;  ///< written by its producer
 };
 
 // ChannelShuffle (export's, from shufflenet's Reshape-Transpose-Reshape): output channel

@@ -75,6 +75,12 @@ struct Op {
   virtual Status run() = 0;
   /// Layout changes choose their pool at every run and have no setup.
   virtual bool is_layout_change() const { return false; }
+  /// Whether the op can write its output as channels [into_channel, +M) of the wider
+  /// channels-last value `into` (a Concat's output, DelegateOp::into) instead of `out`.
+  virtual bool writes_slices() const { return false; }
+  /// A Concat: its input k is written in place by its producer (no copy). False: the op
+  /// cannot skip it (the producer then writes its own output).
+  virtual bool input_in_place(size_t /*k*/) { return false; }
 
   const char* step_kind = "kernel";  ///< profiles: "kernel", "to_nhwc", "to_nchw"
   std::string what;                  ///< "instruction #3 'Conv_3' (Conv)"
@@ -85,6 +91,8 @@ struct Op {
   std::vector<bool> in_twin;           ///< operand k is a channels-last twin
   TensorView* out = nullptr;
   bool out_twin = false;
+  TensorView* into = nullptr;       ///< where writes_slices(): the Concat output it writes a slice of
+  size_t into_channel = 0;          ///< the slice's first channel
   bool nhwc = false;                ///< computes channels-last
   pthreadpool_t pool = nullptr;     ///< the Method's pool, or none when the op is too small to split
   uint64_t ns = 0;                  ///< profiling: time spent running it

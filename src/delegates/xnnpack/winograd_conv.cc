@@ -201,6 +201,7 @@ __attribute__((always_inline)) inline void output_tiles(const Job& j, const Task
   constexpr size_t kLanes = sizeof(V) / sizeof(float);
   const DenseConvGeometry& g = *j.g;
   const size_t m = j.w->out_channels, nc = std::min(step * kBlock, m - mb * kBlock);
+  const size_t ys = g.out_stride ? g.out_stride : m;
   const V lo = V{} + g.out_min, hi = V{} + g.out_max;
   const float* bias = j.w->bias.data() + mb * kBlock;
   TileAt at = k.first;
@@ -224,7 +225,7 @@ __attribute__((always_inline)) inline void output_tiles(const Job& j, const Task
     for (int q = 0; q < 4; ++q) {
       const size_t oh = 2 * at.th + static_cast<size_t>(q / 2), ow = 2 * at.tw + static_cast<size_t>(q % 2);
       if (oh >= g.out_h || ow >= g.out_w) continue;
-      float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + mb * kBlock;
+      float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * ys + mb * kBlock;
       if (finite) {
         std::memcpy(yp, res[q], nc * sizeof(float));
         continue;
@@ -256,12 +257,12 @@ __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, f
     output_tiles<V>(j, k, mb, step, ldm);
   }
   if (!g.gate) return;
-  const size_t c0 = b0 * kBlock, c1 = std::min(m, b1 * kBlock);
+  const size_t c0 = b0 * kBlock, c1 = std::min(m, b1 * kBlock), ys = g.out_stride ? g.out_stride : m;
   TileAt at = k.first;
   for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at))
     for (size_t oh = 2 * at.th; oh < std::min(g.out_h, 2 * at.th + 2); ++oh)
       for (size_t ow = 2 * at.tw; ow < std::min(g.out_w, 2 * at.tw + 2); ++ow) {
-        float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * m + c0;
+        float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * ys + c0;
         simd::gate(yp, yp, c1 - c0, g.gate->hard, g.gate->alpha, g.gate->beta);
       }
 }
