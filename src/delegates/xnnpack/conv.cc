@@ -318,7 +318,6 @@ DenseConvGeometry dense_geometry(const Op& op) {
 Status slice_geometry(const Op& op, DenseConvGeometry* g) {
   if (!op.into) return ok_status();
   size_t n, h, w, total, m;
-  nhwc_dims(*op.into, true, &n, &h, &w, &total);
   nhwc_dims(*op.out, op.out_twin, &n, &h, &w, &m);
   nhwc_dims(*op.into, true, &n, &h, &w, &total);
   if (n != g->batch || h != g->out_h || w != g->out_w || op.into_channel + m > total)
