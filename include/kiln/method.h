@@ -35,6 +35,7 @@ struct ThreadProfile {
   uint64_t wait_ns = 0;       ///< the caller waiting for workers' chunks after finishing its own
   uint64_t long_waits = 0;    ///< waits over 200 us: a worker preempted while it held a chunk
   uint64_t alone_jobs = 0;    ///< jobs the caller ran alone: the workers had found no core
+  uint64_t moves = 0;         ///< workers moved off the caller's core, where the OS had queued them
   uint64_t wall_ns = 0;       ///< execute's wall time over `runs`
   uint64_t caller_cpu_ns = 0; ///< the calling thread's CPU time in it: below wall_ns, the OS ran other work on its core
 };

@@ -121,10 +121,12 @@ void run_groups(const void* p, size_t b, size_t e) {
 
 bool ThreadPool::start(size_t threads) {
   if (threads <= 1) return true;
-  workers_.reset(new (std::nothrow) pthread_t[threads - 1]);
+  workers_.reset(new (std::nothrow) Worker[threads - 1]);
   if (!workers_) return false;
   for (size_t t = 1; t < threads; ++t) {
-    if (pthread_create(&workers_[num_workers_], nullptr, &ThreadPool::worker_main, this) != 0) return false;
+    Worker& w = workers_[num_workers_];
+    w.pool = this;
+    if (pthread_create(&w.thread, nullptr, &ThreadPool::worker_main, &w) != 0) return false;
     ++num_workers_;
   }
   return true;
@@ -134,7 +136,7 @@ ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_seq_cst);
   epoch_.fetch_add(1, std::memory_order_seq_cst);
   wake_all(epoch_);
-  for (size_t t = 0; t < num_workers_; ++t) pthread_join(workers_[t], nullptr);
+  for (size_t t = 0; t < num_workers_; ++t) pthread_join(workers_[t].thread, nullptr);
 }
 
 ThreadPool::Stats ThreadPool::stats() const {
@@ -147,15 +149,17 @@ ThreadPool::Stats ThreadPool::stats() const {
   s.long_waits = long_waits_.load(std::memory_order_relaxed);
   s.alone_periods = alone_periods_.load(std::memory_order_relaxed);
   s.alone_jobs = alone_jobs_.load(std::memory_order_relaxed);
+  s.moves = moves_.load(std::memory_order_relaxed);
   return s;
 }
 
 void* ThreadPool::worker_main(void* self) {
-  static_cast<ThreadPool*>(self)->worker_loop();
+  Worker& w = *static_cast<Worker*>(self);
+  w.pool->worker_loop(w);
   return nullptr;
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(Worker& me) {
   uint32_t seen = epoch_.load(std::memory_order_acquire);
   for (;;) {
     // A worker that starts after the destructor began reads the final epoch as `seen`: stop_
@@ -170,6 +174,14 @@ void ThreadPool::worker_loop() {
     }
     seen = epoch_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
+#if defined(__linux__)
+    if (me.widen.load(std::memory_order_acquire)) {  // moved off the caller's core: free again
+      pthread_setaffinity_np(pthread_self(), sizeof(me.allowed), &me.allowed);
+      me.widen.store(false, std::memory_order_relaxed);
+    }
+    me.cpu.store(sched_getcpu(), std::memory_order_relaxed);
+#endif
+    me.arrivals.fetch_add(1, std::memory_order_release);
     const size_t ran = participate(seen);
     if (ran) worker_items_.fetch_add(ran, std::memory_order_relaxed);
   }
@@ -227,17 +239,54 @@ void ThreadPool::judge(size_t items, size_t own) {
   // idle on a transformer of 30-us jobs: its probes kept failing, so it ran on one thread).
   if (++window_jobs_ < kWindowJobs || now - window_start_us_ < kWindowUs) return;
   // Their fair share is (threads - 1) / threads of the items; an eighth of it means they were
-  // not running while the caller was (the cores are taken by other work).
+  // not running while the caller was (the cores are taken by other work, or the OS queued a
+  // worker behind the caller on its core).
   const bool idle_workers = window_worker_items_ * 8 * threads() < window_items_ * num_workers_;
   window_jobs_ = 0;
   window_items_ = window_worker_items_ = 0;
+  const bool moved = move_off_caller_core(now);
   if (!idle_workers) {
     backoff_us_ = kMinAloneUs;
+    if (!moved) move_backoff_us_ = kMinAloneUs;
     return;
   }
+  if (moved) return;  // the moved workers get a window before they are judged idle
   alone_periods_.fetch_add(1, std::memory_order_relaxed);
   alone_until_us_ = now_us() + backoff_us_;
   backoff_us_ = std::min(2 * backoff_us_, kMaxAloneUs);
+}
+
+bool ThreadPool::move_off_caller_core(int64_t now) {
+  bool moved = false;
+#if defined(__linux__)
+  const int here = sched_getcpu();
+  cpu_set_t others;
+  const bool can_move = now >= next_move_us_ && here >= 0 && here < CPU_SETSIZE &&
+                        pthread_getaffinity_np(pthread_self(), sizeof(others), &others) == 0;
+  cpu_set_t allowed = others;
+  if (can_move) CPU_CLR(here, &others);
+  for (size_t t = 0; t < num_workers_; ++t) {
+    Worker& w = workers_[t];
+    const uint32_t arrivals = w.arrivals.load(std::memory_order_acquire);
+    const bool woke = arrivals != w.window_arrivals;
+    w.window_arrivals = arrivals;
+    if (!can_move || CPU_COUNT(&others) == 0 || w.widen.load(std::memory_order_acquire) ||
+        (woke && w.cpu.load(std::memory_order_relaxed) != here))
+      continue;
+    w.allowed = allowed;  // written before `widen`; the worker reads it after
+    if (pthread_setaffinity_np(w.thread, sizeof(others), &others) != 0) continue;
+    w.widen.store(true, std::memory_order_release);
+    moves_.fetch_add(1, std::memory_order_relaxed);
+    moved = true;
+  }
+  if (moved) {
+    next_move_us_ = now + move_backoff_us_;
+    move_backoff_us_ = std::min(2 * move_backoff_us_, kMaxAloneUs);
+  }
+#else
+  (void)now;
+#endif
+  return moved;
 }
 
 void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denormals) {

@@ -13,13 +13,20 @@
 //   on a shared one it hands the core to the caller or whoever waits), then sleeps. Measured
 //   with bench/contention.py: without the yield phase, 2 threads idle ran up to 15% slower
 //   than pthreadpool's long spin on small-op models, and up to 1.85x their 1-thread time
-//   beside a busy process at nice 10.
+//   beside a busy process at nice 10;
+// - a worker that the OS placed on the caller's core (seen on a 2-vCPU VM: a freshly woken
+//   worker queued behind the spinning caller for milliseconds while the other core idled, in
+//   3 of 10 runs) is moved off it once, by its affinity, which it widens again when it next
+//   runs; only then are idle workers taken for busy cores (see judge()).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include <pthread.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace kiln::kernels {
 
@@ -50,10 +57,11 @@ class ThreadPool {
   /// (a worker preempted while it held a chunk: on a shared CPU, where 2 threads lose to 1).
   /// Also how often the workers were found idle (below an eighth of their share of the items
   /// over a window of at least kWindowJobs jobs and kWindowUs) and the jobs then run on the
-  /// caller alone.
+  /// caller alone, and the workers moved off the caller's core.
   struct Stats {
     uint64_t jobs = 0, items = 0, worker_items = 0, caller_sleeps = 0, wait_ns = 0, long_waits = 0;
     uint64_t alone_periods = 0, alone_jobs = 0;
+    uint64_t moves = 0;  ///< workers moved off the caller's core
   };
   static constexpr uint64_t kLongWaitNs = 200000;
   Stats stats() const;
@@ -66,13 +74,25 @@ class ThreadPool {
   }
 
  private:
+  struct Worker;
   static void* worker_main(void* self);
-  void worker_loop();
+  void worker_loop(Worker& me);
   // Claims and runs chunks of epoch `epoch` until none is left; returns the items it ran.
   size_t participate(uint32_t epoch);
   void run_range(uint32_t epoch, Task task, const void* job, size_t items, bool flush);
 
-  std::unique_ptr<pthread_t[]> workers_;
+  struct Worker {
+    ThreadPool* pool = nullptr;
+    pthread_t thread{};
+    std::atomic<int> cpu{-1};            // the CPU it last woke on for a job
+    std::atomic<uint32_t> arrivals{0};   // jobs it woke for
+    std::atomic<bool> widen{false};      // moved: set its affinity back to `allowed` when it runs
+    uint32_t window_arrivals = 0;        // caller-only: `arrivals` when the window began
+#if defined(__linux__)
+    cpu_set_t allowed;                   // the caller's affinity when the worker was moved
+#endif
+  };
+  std::unique_ptr<Worker[]> workers_;
   size_t num_workers_ = 0;
   // (epoch << 32) | next unclaimed item. A chunk is claimed by a CAS that also checks the epoch,
   // so a worker that wakes late can never take an item of a job that has moved on.
@@ -88,7 +108,7 @@ class ThreadPool {
   std::atomic<bool> caller_asleep_{false};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> jobs_{0}, items_run_{0}, worker_items_{0}, caller_sleeps_{0}, wait_ns_{0}, long_waits_{0};
-  std::atomic<uint64_t> alone_periods_{0}, alone_jobs_{0};
+  std::atomic<uint64_t> alone_periods_{0}, alone_jobs_{0}, moves_{0};
   // Workers that take almost none of the items are not running while the caller is: the cores
   // are busy with other work, and waking them only costs. The caller then runs jobs alone for a
   // period (20 ms, doubling while it keeps happening, up to 640 ms) and tries the workers again.
@@ -101,8 +121,12 @@ class ThreadPool {
   uint64_t window_items_ = 0, window_worker_items_ = 0;
   int64_t alone_until_us_ = 0;  // steady clock; 0: not alone
   int64_t backoff_us_ = kMinAloneUs;
+  int64_t next_move_us_ = 0, move_backoff_us_ = kMinAloneUs;
   bool alone();
   void judge(size_t items, size_t own);
+  // Moves the workers that were on the caller's core over the window, or did not wake at all
+  // (placement unknown), to the caller's other allowed CPUs; true when it moved one.
+  bool move_off_caller_core(int64_t now);
   uint32_t spin_us_ = 20;
   uint32_t yield_us_ = 200;  // then this long checking with sched_yield between checks
 };

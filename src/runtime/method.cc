@@ -607,6 +607,7 @@ ThreadProfile Method::thread_profile() const {
   t.wait_ns = now.wait_ns - was.wait_ns;
   t.long_waits = now.long_waits - was.long_waits;
   t.alone_jobs = now.alone_jobs - was.alone_jobs;
+  t.moves = now.moves - was.moves;
   return t;
 }
 

@@ -242,7 +242,8 @@ std::string thread_text(const ThreadProfile& t) {
       << "% of their items on the workers; the caller waited " << std::setprecision(3)
       << static_cast<double>(t.wait_ns) / 1e6 / runs << " ms for workers' chunks (" << std::setprecision(2)
       << static_cast<double>(t.long_waits) / runs << " waits over 0.2 ms: a worker preempted holding a chunk); "
-      << static_cast<double>(t.alone_jobs) / runs << " jobs on the caller alone (the workers found no free core)";
+      << static_cast<double>(t.alone_jobs) / runs << " jobs on the caller alone (the workers found no free core); "
+      << t.moves << " workers moved off the caller's core";
   }
   o << "\n";
   return o.str();

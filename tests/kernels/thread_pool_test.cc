@@ -5,6 +5,8 @@
 // busy elsewhere still finishes (the caller takes what nobody claims).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <pthreadpool.h>
 
 #include <atomic>
@@ -112,6 +114,55 @@ TEST(ThreadPool, WorkersThatFindNoCoreAreLeftAloneForAPeriod) {
   EXPECT_EQ(pool->stats().alone_jobs, alone + 1) << "the workers were not tried again after the period";
   pthreadpool_destroy(pool);
 }
+
+#if defined(__linux__)
+// A worker queued on the caller's core (the OS's placement; here forced: the pool is created
+// while the caller is pinned to one CPU, so its worker inherits that CPU, then the caller may
+// run anywhere again) is moved to another CPU the caller may use, rather than taken for a
+// worker that found no free core; after the move it takes its share, or, if that core is busy
+// too, the pool runs jobs alone.
+TEST(ThreadPool, WorkerQueuedOnTheCallersCoreIsMovedOff) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one CPU allowed: nowhere to move a worker to";
+  struct Spin {
+    static void items(const void*, size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        volatile float x = 0;
+        for (int k = 0; k < 400; ++k) x = x + 1.f;
+      }
+    }
+  };
+  uint64_t moves = 0, items = 0, worker_items = 0, alone_jobs = 0;
+  for (int attempt = 0; attempt < 5 && moves == 0; ++attempt) {
+    const int cpu = sched_getcpu();
+    ASSERT_GE(cpu, 0);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    pthreadpool_t pool = pthreadpool_create(2);  // its worker inherits {cpu}
+    ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+    ASSERT_NE(pool, nullptr);
+    // Jobs of about 20 us x 64 items, until the pool has judged a few windows.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
+    while (std::chrono::steady_clock::now() < until) pool->run(&Spin::items, nullptr, 64, false);
+    const kernels::ThreadPool::Stats before = pool->stats();
+    moves = before.moves;
+    for (int j = 0; j < 200; ++j) pool->run(&Spin::items, nullptr, 64, false);
+    const kernels::ThreadPool::Stats after = pool->stats();
+    items = after.items - before.items;
+    worker_items = after.worker_items - before.worker_items;
+    alone_jobs = after.alone_jobs - before.alone_jobs;
+    pthreadpool_destroy(pool);
+  }
+  ASSERT_GE(moves, 1u) << "the worker stayed queued on the caller's core";
+  // Moved, it takes its share on the other core; when that core is busy (ctest -j2 runs another
+  // test there), the pool has found so and runs jobs alone.
+  EXPECT_TRUE(worker_items * 4 > items || alone_jobs > 0)
+      << "after the move the worker took " << worker_items << " of " << items << ", and no job ran alone";
+}
+#endif
 
 #if defined(__x86_64__)
 TEST(ThreadPool, DenormalsFlagReachesEveryThread) {
