@@ -40,6 +40,7 @@ struct StepInfo {
   int32_t source = -1;          ///< kernel: the instruction it computes
   int32_t fused = -1;           ///< kernel: the activation folded into it
   int32_t gate = -1;            ///< kernel: a convolution's gate activation (fused is its Mul)
+  int32_t clamp = -1;           ///< kernel: an activation after a fused bias Add
   const TensorView* out = nullptr;
   uint64_t ns = 0;              ///< time over the profiled runs
 };

@@ -96,6 +96,7 @@ class Partitioner {
   bool needed_outside(int v, int32_t first, int32_t last) const;
   int fusable_next(int32_t i, int32_t last) const;
   int fusable_conv_gate(int32_t i, int32_t last, int32_t* gate) const;
+  int fusable_clamp_after(int32_t i, int32_t fused, int32_t last) const;
   void plan_arena();
   void mark_concat_slices();
 
@@ -233,6 +234,23 @@ int Partitioner::fusable_next(int32_t i, int32_t last) const {
   return xnn::fusable_activation(a.op, a.attrs.view(), operands(a)).ok() ? j : -1;
 }
 
+// The Relu/Clip after a fully connected layer's fused bias Add (instruction `fused`), or -1:
+// it reads the Add's output alone, which nothing else reads, and becomes the layer's clamp.
+int Partitioner::fusable_clamp_after(int32_t i, int32_t fused, int32_t last) const {
+  if (fused < 0 || !plans_[i] || plans_[i]->kind != xnn::OpKind::kFullyConnected) return -1;
+  const format::InstructionDesc& add = m_.instructions[fused];
+  if (add.op != "Add" || add.outputs.size() != 1) return -1;
+  const int y = add.outputs[0];
+  if (is_output_[y] || readers_[y].size() != 1) return -1;
+  const int32_t j = readers_[y][0];
+  if (j <= fused || j >= last || !plans_[j]) return -1;
+  const format::InstructionDesc& a = m_.instructions[j];
+  if (a.inputs.empty() || a.inputs[0] != y || a.outputs.size() != 1) return -1;
+  for (size_t k = 1; k < a.inputs.size(); ++k)
+    if (a.inputs[k] == y || (a.inputs[k] >= 0 && !const_data(a.inputs[k]))) return -1;
+  return xnn::fusable_activation(a.op, a.attrs.view(), operands(a)).ok() ? j : -1;
+}
+
 // The gate y * act(y) after a float convolution (SiLU: Sigmoid then Mul; hard swish:
 // HardSigmoid then Mul), computed in the convolution's output tiles: y is read by the
 // activation and the Mul alone, the activation's output by the Mul alone, and neither leaves
@@ -274,9 +292,12 @@ Status Partitioner::build_region(int32_t first, int32_t last) {
     op.source = i;
     op.fused = fusable_conv_gate(i, last, &op.gate);
     if (op.fused < 0) op.fused = fusable_next(i, last);
+    if (op.gate < 0) op.clamp = fusable_clamp_after(i, op.fused, last);
     if (op.fused >= 0) fused_away[op.fused - first] = true;
     if (op.gate >= 0) fused_away[op.gate - first] = true;
-    const std::vector<int32_t> outs = op.fused >= 0 ? m_.instructions[op.fused].outputs : in.outputs;
+    if (op.clamp >= 0) fused_away[op.clamp - first] = true;
+    const int32_t writer = op.clamp >= 0 ? op.clamp : op.fused;
+    const std::vector<int32_t> outs = writer >= 0 ? m_.instructions[writer].outputs : in.outputs;
     const size_t out_rank = m_.values[outs[0]].shape.size();
     bool nhwc = p.layout == xnn::Layout::kNhwc;
     if (p.layout == xnn::Layout::kEither && out_rank >= 3) {

@@ -48,6 +48,7 @@ struct DelegateOpDesc {
   std::vector<int32_t> outputs;
   int32_t gate = -1;  ///< a convolution's gate activation (fused is then the gate's Mul)
   int32_t into = -1;  ///< the Concat output whose channel slice the op may write (schema)
+  int32_t clamp = -1; ///< a Relu/Clip after a fused bias Add, folded into the output clamp (schema)
 };
 struct DelegateRegionDesc {
   int32_t first = 0;

@@ -464,6 +464,26 @@ Status check_gate(const fb::Method* m, const fb::DelegateOp* op, const std::stri
   return ok_status();
 }
 
+// An activation after a fused bias Add (DelegateOp::clamp): it reads the Add's output first and
+// otherwise constants only, has one output, and is an instruction of the region of its own.
+Status check_clamp(const fb::Method* m, const fb::DelegateOp* op, const std::string& what, int32_t first, int32_t last) {
+  const int32_t s = op->source(), f = op->fused(), c = op->clamp();
+  if (op->gate() != -1 || f < 0) return bad(what + " folds an activation without a fused bias Add");
+  if (c < first || c >= last || c == s || c == f) return bad(what + " folds an activation outside its region");
+  const fb::Instruction* add = m->instructions()->Get(f);
+  const fb::Instruction* act = m->instructions()->Get(c);
+  if (add->outputs()->size() != 1 || act->outputs()->size() != 1 || act->inputs()->size() < 1 ||
+      act->inputs()->Get(0) != add->outputs()->Get(0))
+    return bad(what + " folds an activation that does not read the fused instruction's output");
+  for (uint32_t k = 1; k < act->inputs()->size(); ++k) {
+    const int32_t v = act->inputs()->Get(k);
+    const fb::Value* val = v < 0 ? nullptr : m->values()->Get(v);
+    if (val && val->storage() == fb::StorageKind::Alias) val = m->values()->Get(val->alias_of());
+    if (val && val->storage() != fb::StorageKind::Constant) return bad(what + " folds an activation that reads another value");
+  }
+  return ok_status();
+}
+
 Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const fb::DelegateOp* op, const std::string& what,
                          std::vector<int>& covered) {
   const int32_t first = r->first(), last = r->first() + r->count();
@@ -511,6 +531,11 @@ Status check_delegate_op(const fb::Method* m, const fb::DelegateRegion* r, const
       return bad(what + " fuses an instruction that does not consume its output");
     ++covered[op->fused()];
     target = f->outputs();
+  }
+  if (op->clamp() != -1) {
+    KILN_TRY(check_clamp(m, op, what, first, last));
+    ++covered[op->clamp()];
+    target = m->instructions()->Get(op->clamp())->outputs();
   }
   if (op->inputs()->size() != src->inputs()->size() || op->outputs()->size() != target->size())
     return bad(what + " has operands that do not match its instruction's");

@@ -56,7 +56,7 @@ Offset<fb::Delegate> write_delegate(FlatBufferBuilder& b, const DelegateDesc& d)
     for (const DelegateOpDesc& op : r.ops)
       ops.push_back(fb::CreateDelegateOp(b, static_cast<fb::DelegateOpKind>(op.kind), op.source, op.fused,
                                          b.CreateVector(op.inputs), b.CreateVector(op.outputs), op.gate,
-                                         op.into));
+                                         op.into, op.clamp));
     regions.push_back(fb::CreateDelegateRegion(b, r.first, r.count, b.CreateVector(ops)));
   }
   std::vector<Offset<fb::Declined>> declined;

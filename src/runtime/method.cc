@@ -640,6 +640,7 @@ std::vector<ProfileRow> Method::profile() const {
         row.op = s.op_name(static_cast<size_t>(info.source));
         if (info.gate >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.gate));
         if (info.fused >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.fused));
+        if (info.clamp >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.clamp));
         row.node = s.node_name(static_cast<size_t>(info.source));
       } else {
         row.op = std::string(info.kind) == "to_nhwc" ? "ToNhwc" : "ToNchw";

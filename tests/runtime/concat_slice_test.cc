@@ -15,6 +15,7 @@
 
 #include "aligned_bytes.h"
 #include "load_status.h"
+#include "random_graph.h"
 #include "core/status.h"
 #include "export/graph.h"
 #include "export/xnnpack_partition.h"
@@ -31,16 +32,7 @@ format::ProgramDesc concat_program() {
   EXPECT_TRUE(g.add_dim("H", 1, 36).ok());
   EXPECT_TRUE(g.add_dim("W", 1, 29).ok());
   int x = *g.add_input("x", DType::kF32, {2, 8, "H", "W"});
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  int n_consts = 0;
-  auto weights = [&](std::vector<int64_t> shape) {
-    size_t n = 1;
-    for (int64_t d : shape) n *= static_cast<size_t>(d);
-    std::vector<float> v(n);
-    for (float& f : v) f = u(rng);
-    return *g.add_constant<float>("w" + std::to_string(n_consts++), DType::kF32, shape, v);
-  };
+  RandomConstants weights(g, 11, 0.5f);
   auto conv = [&](const std::string& name, int in, std::vector<int64_t> w, int64_t pad) {
     core::AttrStore a;
     a.set_ints("pads", {pad, pad, pad, pad});
@@ -84,12 +76,6 @@ TEST(ConcatSlice, ExportMarksTheConvolutionsOnlyTheConcatReads) {
         EXPECT_EQ(m.values[static_cast<size_t>(op.into)].storage, format::Storage::kDelegate);
       }
   EXPECT_EQ(marked, (std::set<std::string>{"expand_1x1", "expand_3x3", "gated_3x3", "direct_c1", "direct_c3"}));
-}
-
-void fill_normal(TensorView t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.5f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = n(rng);
 }
 
 TEST(ConcatSlice, MatchesPortableBelowTheBoundAndKeepsNaN) {

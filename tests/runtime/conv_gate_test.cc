@@ -15,6 +15,7 @@
 
 #include "aligned_bytes.h"
 #include "load_status.h"
+#include "random_graph.h"
 #include "core/status.h"
 #include "export/graph.h"
 #include "export/xnnpack_partition.h"
@@ -31,16 +32,7 @@ format::ProgramDesc gated_program() {
   EXPECT_TRUE(g.add_dim("H", 1, 40).ok());
   EXPECT_TRUE(g.add_dim("W", 1, 33).ok());
   int x = *g.add_input("x", DType::kF32, {2, 8, "H", "W"});
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-0.6f, 0.6f);
-  int n_consts = 0;
-  auto weights = [&](std::vector<int64_t> shape) {
-    size_t n = 1;
-    for (int64_t d : shape) n *= static_cast<size_t>(d);
-    std::vector<float> v(n);
-    for (float& f : v) f = u(rng);
-    return *g.add_constant<float>("w" + std::to_string(n_consts++), DType::kF32, shape, v);
-  };
+  RandomConstants weights(g, 5, 0.6f);
   auto conv = [&](const std::string& name, int in, std::vector<int64_t> w, int64_t group, int64_t stride, int64_t pad) {
     core::AttrStore a;
     a.set_int("group", group).set_ints("strides", {stride, stride}).set_ints("pads", {pad, pad, pad, pad});
@@ -84,12 +76,6 @@ TEST(ConvGate, ExportFoldsTheGateIntoTheConvolution) {
                                                        {"dw_7x7", "sig_2+silu_2"},
                                                        {"down_3x3", "hsig_3+hswish_3"},
                                                        {"dw_3x3_s2", "sig_4+silu_4"}}));
-}
-
-void fill_normal(TensorView t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.5f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = n(rng);
 }
 
 TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {

@@ -265,6 +265,20 @@ Status apply_fusion(const OpSource& src, OpPlan* plan, Gate* gate, OpSource* out
   return ok_status();
 }
 
+// An activation after a fully connected layer's fused bias Add (DelegateOp::clamp; the reader
+// checked what it reads) narrows the layer's output clamp.
+Status apply_clamp(const OpSource& src, OpPlan* plan, const std::string& what) {
+  const fb::Instruction* a = src.m->instructions()->Get(src.dop->clamp());
+  std::vector<core::AttrRef> attrs;
+  Result<std::pair<float, float>> clamp =
+      fusable_activation(a->op()->str(), attrs_of(a, &attrs), operands_of(src.m, *src.file, a));
+  if (!clamp.ok() || plan->kind != OpKind::kFullyConnected || src.dop->fused() < 0)
+    return unimplemented(what + " cannot fold instruction #" + std::to_string(src.dop->clamp()) + " into its clamp");
+  plan->out_min = std::max(plan->out_min, clamp->first);
+  plan->out_max = std::min(plan->out_max, clamp->second);
+  return ok_status();
+}
+
 // The op's operands and output, in the layouts export chose.
 void wire(const OpSource& src, Op* op) {
   const int32_t out_id = src.dop->outputs()->Get(0);
@@ -336,12 +350,14 @@ Result<std::unique_ptr<Op>> create_op(OpSource src) {
   OpPlan plan = *planned;
   Gate gate;
   if (dop->fused() >= 0) KILN_TRY(apply_fusion(src, &plan, &gate, &src, what));
+  if (dop->clamp() >= 0) KILN_TRY(apply_clamp(src, &plan, what));
   std::unique_ptr<Op> op = find_entry(in->op()->str())->make(plan, src);
   op->plan = plan;
   op->what = what;
   op->source = dop->source();
   op->fused = dop->fused();
   op->gate_act = dop->gate();
+  op->clamp = dop->clamp();
   wire(src, op.get());
   KILN_TRY(check_layouts(src, *op));
   KILN_TRY(op->create(src));
@@ -458,6 +474,7 @@ StepInfo Delegate::step_info(size_t r, size_t k) const {
   s.source = op.source;
   s.fused = op.fused;
   s.gate = op.gate_act;
+  s.clamp = op.clamp;
   s.out = op.out;
   s.ns = op.ns;
   return s;

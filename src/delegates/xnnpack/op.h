@@ -86,6 +86,7 @@ struct Op {
   std::string what;                  ///< "instruction #3 'Conv_3' (Conv)"
   int32_t source = -1, fused = -1;   ///< the instructions it computes
   int32_t gate_act = -1;             ///< and a convolution's gate activation (fused: its Mul)
+  int32_t clamp = -1;                ///< and an activation after a fused bias Add
   OpPlan plan;
   std::vector<const TensorView*> ins;  ///< activation operands (constants appear as nullptr)
   std::vector<bool> in_twin;           ///< operand k is a channels-last twin
