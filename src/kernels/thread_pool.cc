@@ -257,22 +257,29 @@ void ThreadPool::judge(size_t items, size_t own) {
 }
 
 bool ThreadPool::move_off_caller_core(int64_t now) {
-  bool moved = false;
 #if defined(__linux__)
+  // Which workers sat on the caller's core over the window (or did not wake at all); the
+  // affinity calls only when one did and the last move is long enough ago.
   const int here = sched_getcpu();
-  cpu_set_t others;
-  const bool can_move = now >= next_move_us_ && here >= 0 && here < CPU_SETSIZE &&
-                        pthread_getaffinity_np(pthread_self(), sizeof(others), &others) == 0;
-  cpu_set_t allowed = others;
-  if (can_move) CPU_CLR(here, &others);
+  bool any = false;
   for (size_t t = 0; t < num_workers_; ++t) {
     Worker& w = workers_[t];
     const uint32_t arrivals = w.arrivals.load(std::memory_order_acquire);
-    const bool woke = arrivals != w.window_arrivals;
+    w.stuck = arrivals == w.window_arrivals || w.cpu.load(std::memory_order_relaxed) == here;
     w.window_arrivals = arrivals;
-    if (!can_move || CPU_COUNT(&others) == 0 || w.widen.load(std::memory_order_acquire) ||
-        (woke && w.cpu.load(std::memory_order_relaxed) != here))
-      continue;
+    any = any || w.stuck;
+  }
+  cpu_set_t allowed, others;
+  if (!any || now < next_move_us_ || here < 0 || here >= CPU_SETSIZE ||
+      pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0)
+    return false;
+  others = allowed;
+  CPU_CLR(here, &others);
+  if (CPU_COUNT(&others) == 0) return false;
+  bool moved = false;
+  for (size_t t = 0; t < num_workers_; ++t) {
+    Worker& w = workers_[t];
+    if (!w.stuck || w.widen.load(std::memory_order_acquire)) continue;
     w.allowed = allowed;  // written before `widen`; the worker reads it after
     if (pthread_setaffinity_np(w.thread, sizeof(others), &others) != 0) continue;
     w.widen.store(true, std::memory_order_release);
@@ -283,10 +290,11 @@ bool ThreadPool::move_off_caller_core(int64_t now) {
     next_move_us_ = now + move_backoff_us_;
     move_backoff_us_ = std::min(2 * move_backoff_us_, kMaxAloneUs);
   }
+  return moved;
 #else
   (void)now;
+  return false;
 #endif
-  return moved;
 }
 
 void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denormals) {

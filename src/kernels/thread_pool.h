@@ -88,6 +88,7 @@ class ThreadPool {
     std::atomic<uint32_t> arrivals{0};   // jobs it woke for
     std::atomic<bool> widen{false};      // moved: set its affinity back to `allowed` when it runs
     uint32_t window_arrivals = 0;        // caller-only: `arrivals` when the window began
+    bool stuck = false;                  // caller-only: on the caller's core over the last window
 #if defined(__linux__)
     cpu_set_t allowed;                   // the caller's affinity when the worker was moved
 #endif

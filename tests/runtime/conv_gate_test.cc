@@ -15,6 +15,7 @@
 
 #include "aligned_bytes.h"
 #include "load_status.h"
+#include "delegate_pair.h"
 #include "random_graph.h"
 #include "core/status.h"
 #include "export/graph.h"
@@ -79,37 +80,18 @@ TEST(ConvGate, ExportFoldsTheGateIntoTheConvolution) {
 }
 
 TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {
-  AlignedBytes image(*format::serialize_program(gated_program()));
-  auto program = image.load();
-  ASSERT_TRUE(program.ok()) << program.status().message();
-  MethodOptions off;
-  off.use_delegate = false;
-  MethodOptions on;
-  on.check_finite_inputs = false;  // the NaN goes in: do the gates carry it?
-  auto d = Method::create(**program, "forward", on);
-  auto p = Method::create(**program, "forward", off);
-  ASSERT_TRUE(d.ok() && p.ok());
-  ASSERT_TRUE((*d)->delegated()) << (*d)->delegate_warning();
-  (*d)->set_profiling(true);
+  DelegatePair pair(gated_program());  // the NaN goes in: do the gates carry it?
+  ASSERT_EQ(pair.make(), "");
+  std::unique_ptr<Method>& d = pair.delegated;
+  std::unique_ptr<Method>& p = pair.portable;
+  d->set_profiling(true);
   for (int64_t h : {40, 1, 2, 7, 23}) {
     for (int64_t w : {33, 1, 5, 16}) {
       for (bool nan : {false, true}) {
-        ASSERT_TRUE((*d)->bind_shapes({{2, 8, h, w}}).ok());
-        ASSERT_TRUE((*p)->bind_shapes({{2, 8, h, w}}).ok());
-        MethodAccess::fill_arena(**d, 0xFF);
-        const uint32_t seed = static_cast<uint32_t>(h * 100 + w);
-        fill_normal((*d)->input(0), seed);
-        fill_normal((*p)->input(0), seed);
-        if (nan) {
-          TensorView di = (*d)->input(0), pi = (*p)->input(0);
-          di.as<float>()[h * w / 2] = pi.as<float>()[h * w / 2] = NAN;
-        }
-        Status ds = (*d)->execute();
-        ASSERT_TRUE(ds.ok()) << ds.message();
-        ASSERT_TRUE((*p)->execute().ok());
+        ASSERT_EQ(pair.run({2, 8, h, w}, static_cast<uint32_t>(h * 100 + w), nan ? h * w / 2 : -1), "");
         for (size_t o : {1, 0}) {
-          const TensorView& a = (*d)->output(o);
-          const TensorView& b = (*p)->output(o);
+          const TensorView& a = d->output(o);
+          const TensorView& b = p->output(o);
           ASSERT_EQ(a.numel(), b.numel());
           // 'mid' has run on Kiln's kernels only, which carry NaN; XNNPACK's 3x3 depthwise
           // clamps it into a number (which is why execute refuses non-finite inputs by
@@ -119,11 +101,14 @@ TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {
           for (int64_t i = 0; i < a.numel(); ++i) {
             const float av = a.as<float>()[i], bv = b.as<float>()[i];
             nans += std::isnan(bv);
-            if (carries_nan) ASSERT_EQ(std::isnan(av), std::isnan(bv)) << "H=" << h << " W=" << w << " element " << i;
-            if (!std::isnan(bv) && std::isfinite(av))
+            if (carries_nan) {
+              ASSERT_EQ(std::isnan(av), std::isnan(bv)) << "H=" << h << " W=" << w << " element " << i;
+            }
+            if (!std::isnan(bv) && std::isfinite(av)) {
               ASSERT_NEAR(av, bv, 2e-4f * std::max(1.f, std::fabs(bv))) << "H=" << h << " W=" << w << " output " << o << " element " << i;
-            else if (!std::isnan(bv))
+            } else if (!std::isnan(bv)) {
               ASSERT_TRUE(nan) << "H=" << h << " W=" << w << " output " << o << " element " << i << " is " << av;
+            }
           }
           EXPECT_EQ(nans > 0, nan) << "a NaN in the input reaches the outputs, and only then";
         }
@@ -131,7 +116,7 @@ TEST(ConvGate, MatchesPortableBelowTheBoundAndKeepsNaN) {
     }
   }
   std::vector<std::string> ops;
-  for (const ProfileRow& r : (*d)->profile())
+  for (const ProfileRow& r : d->profile())
     if (r.op.find("Mul") != std::string::npos) ops.push_back(r.op + " " + r.node);
   EXPECT_EQ(ops, (std::vector<std::string>{"Conv+Sigmoid+Mul expand_1x1", "Conv+Sigmoid+Mul same_3x3",
                                            "Conv+Sigmoid+Mul dw_7x7",

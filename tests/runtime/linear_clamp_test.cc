@@ -12,6 +12,7 @@
 
 #include "aligned_bytes.h"
 #include "load_status.h"
+#include "delegate_pair.h"
 #include "random_graph.h"
 #include "core/status.h"
 #include "export/graph.h"
@@ -75,37 +76,17 @@ TEST(LinearClamp, ExportFoldsTheActivationAfterTheBiasAdd) {
 }
 
 TEST(LinearClamp, MatchesPortableBelowTheBoundAndKeepsNaN) {
-  AlignedBytes image(*format::serialize_program(linear_program()));
-  auto program = image.load();
-  ASSERT_TRUE(program.ok()) << program.status().message();
-  MethodOptions off;
-  off.use_delegate = false;
-  MethodOptions on;
-  on.check_finite_inputs = false;  // the NaN goes in: does the clamp keep it?
-  auto d = Method::create(**program, "forward", on);
-  auto p = Method::create(**program, "forward", off);
-  ASSERT_TRUE(d.ok() && p.ok());
-  ASSERT_TRUE((*d)->delegated()) << (*d)->delegate_warning();
+  DelegatePair pair(linear_program());  // the NaN goes in: does the clamp keep it?
+  ASSERT_EQ(pair.make(), "");
+  std::unique_ptr<Method>& d = pair.delegated;
+  std::unique_ptr<Method>& p = pair.portable;
   for (int64_t b : {3, 1, 2}) {
     for (int64_t t : {40, 1, 7, 33}) {
       for (bool nan : {false, true}) {
-        ASSERT_TRUE((*d)->bind_shapes({{b, t, 48}}).ok());
-        ASSERT_TRUE((*p)->bind_shapes({{b, t, 48}}).ok());
-        MethodAccess::fill_arena(**d, 0xFF);
-        const uint32_t seed = static_cast<uint32_t>(b * 100 + t);
-        fill_normal((*d)->input(0), seed);
-        fill_normal((*p)->input(0), seed);
-        const int64_t row = (b * t) / 2;  // one row of the input, all 48 features
-        if (nan) {
-          TensorView di = (*d)->input(0), pi = (*p)->input(0);
-          di.as<float>()[row * 48 + 5] = pi.as<float>()[row * 48 + 5] = NAN;
-        }
-        Status ds = (*d)->execute();
-        ASSERT_TRUE(ds.ok()) << ds.message();
-        ASSERT_TRUE((*p)->execute().ok());
+        ASSERT_EQ(pair.run({b, t, 48}, static_cast<uint32_t>(b * 100 + t), nan ? (b * t) / 2 * 48 + 5 : -1), "");
         for (size_t o = 0; o < 2; ++o) {
-          const TensorView& a = (*d)->output(o);
-          const TensorView& r = (*p)->output(o);
+          const TensorView& a = d->output(o);
+          const TensorView& r = p->output(o);
           ASSERT_EQ(a.numel(), r.numel());
           int64_t nans = 0;
           for (int64_t i = 0; i < a.numel(); ++i) {
@@ -113,11 +94,16 @@ TEST(LinearClamp, MatchesPortableBelowTheBoundAndKeepsNaN) {
             nans += std::isnan(rv);
             // h2 leaves the fused layers: NaN stays NaN through the clamp. z also passes XNNPACK's
             // Add, whose min/max clamp turns NaN into -Inf (see concat_slice_test): not finite.
-            if (o == 0) ASSERT_EQ(std::isnan(av), std::isnan(rv)) << "B=" << b << " T=" << t << " element " << i << ": " << av;
-            if (std::isnan(rv)) ASSERT_FALSE(std::isfinite(av)) << "B=" << b << " T=" << t << " output " << o << " element " << i;
-            if (!std::isnan(rv))
+            if (o == 0) {
+              ASSERT_EQ(std::isnan(av), std::isnan(rv)) << "B=" << b << " T=" << t << " element " << i << ": " << av;
+            }
+            if (std::isnan(rv)) {
+              ASSERT_FALSE(std::isfinite(av)) << "B=" << b << " T=" << t << " output " << o << " element " << i;
+            }
+            if (!std::isnan(rv)) {
               ASSERT_NEAR(av, rv, 1e-4f * std::max(1.f, std::fabs(rv))) << "B=" << b << " T=" << t << " output " << o
                                                                        << " element " << i;
+            }
           }
           EXPECT_EQ(nans > 0, nan) << "output " << o << ": the NaN row reaches it, and only then";
         }
