@@ -52,11 +52,13 @@ struct MethodOptions {
   /// the program's bound). They must satisfy the contract; create then allocates only what
   /// they need (for a program whose plan places by shape), and bind refuses larger shapes.
   std::vector<std::vector<int64_t>> max_shapes;
-  /// When the delegate runs: execute first checks every float input for NaN and Inf and, on
-  /// finding one, runs nothing and returns kInvalidArgument with Reason::kNonFiniteInput,
-  /// naming the input and the element. XNNPACK's operators turn NaN into a number (its fused
-  /// clamps keep the non-NaN operand), so without the check a sensor fault could come out as a
-  /// plausible answer. The portable kernels propagate NaN and Inf and need no check. The scan
+  /// When the delegate runs a step that can turn a NaN into a number (XNNPACK's convolution and
+  /// fully connected operators: their fused clamps keep the non-NaN operand), execute first
+  /// checks every float input for NaN and Inf and, on finding one, runs nothing and returns
+  /// kInvalidArgument with Reason::kNonFiniteInput, naming the input and the element: without
+  /// the check a sensor fault could come out as a plausible answer. The portable kernels, and
+  /// a delegate whose every step is Kiln's own kernel or an XNNPACK operator without a clamp,
+  /// propagate NaN and Inf and need no check (checks_finite_inputs() says which). The scan
   /// reads each input once (under 1% of execute; bench/results/nonfinite_check.md). false: skip it.
   bool check_finite_inputs = true;
 };
@@ -133,6 +135,11 @@ class Method {
 
   /// True when delegate regions run (false: portable only, by option, absence or fallback).
   bool delegated() const;
+  /// True when execute checks the float inputs for NaN and Inf first
+  /// (MethodOptions::check_finite_inputs): the delegate runs, and one of its steps could turn a
+  /// NaN into a number. A delegate whose every step carries NaN and Inf as the portable
+  /// kernels do (Kiln's own kernels; XNNPACK's unary maps and copies) needs no check.
+  bool checks_finite_inputs() const;
   /// Why the delegate did not initialize ("" when it did or was not asked for).
   const std::string& delegate_warning() const;
   /// Bytes the delegate allocated at create for packed weights and operator state.

@@ -41,6 +41,10 @@ struct StepInfo {
   int32_t fused = -1;           ///< kernel: the activation folded into it
   int32_t gate = -1;            ///< kernel: a convolution's gate activation (fused is its Mul)
   int32_t clamp = -1;           ///< kernel: an activation after a fused bias Add
+  /// Carries NaN and Inf as the portable kernels do. false: the step can turn a NaN into a
+  /// number (XNNPACK 2022's convolution and fully connected operators clamp with x86 max/min),
+  /// so execute checks the float inputs first (MethodOptions::check_finite_inputs).
+  bool keeps_nan = true;
   const TensorView* out = nullptr;
   uint64_t ns = 0;              ///< time over the profiled runs
 };

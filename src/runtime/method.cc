@@ -128,8 +128,11 @@ Result<std::unique_ptr<Method>> Method::create_method(const Program& program, co
   s.prepare_kernels();
   KILN_TRY(s.build_schedule());
   auto method = std::unique_ptr<Method>(new Method(std::move(impl)));
-  // Start bound at the upper bound so input(i) has its bound shape and size.
+  // Start bound at the upper bound so input(i) has its bound shape and size. A bound the
+  // contract's guards refuse leaves the Method unbound; running out of memory there (XNNPACK's
+  // setup allocates a convolution's indirection buffer) fails create, as any allocation in it.
   Status st = method->bind_shapes(method->bound_shapes());
+  if (st.code() == Code::kResourceExhausted) return st.with_prefix("create: ");
   if (!st.ok()) method->impl_->bound = false;
   return method;
 }
@@ -179,8 +182,17 @@ void Method::Impl::attach_delegate(bool use_delegate) {
   ctx.views = &views;
   ctx.pool = pool;
   auto d = delegates::create_backend(ctx);
-  if (d.ok()) delegate = std::move(*d);
-  else
+  if (d.ok()) {
+    delegate = std::move(*d);
+    for (size_t r = 0; r < m->delegate()->regions()->size() && nan_dropper.empty(); ++r)
+      for (size_t k = 0; k < delegate->num_steps(r) && nan_dropper.empty(); ++k) {
+        const delegates::StepInfo info = delegate->step_info(r, k);
+        if (info.keeps_nan) continue;
+        const size_t i = static_cast<size_t>(std::max(info.source, 0));
+        nan_dropper = "'" + node_name(i) + "' (" + op_name(i) + ")";
+      }
+    check_finite = check_finite && !nan_dropper.empty();
+  } else
     delegate_warning = m->delegate()->backend()->str() + " delegate unavailable (" + d.status().message() +
                        "); running the portable kernels";
 }
@@ -403,8 +415,8 @@ Status Method::Impl::check_finite_inputs() const {
     return Status(Code::kInvalidArgument,
                   "execute: input " + input_label(i) + " holds " + (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
                       " at element " + std::to_string(at) + " (index [" + index + "] of " + (shape.empty() ? "a scalar" : shape) +
-                      "); the XNNPACK delegate would turn it into a number, so nothing ran: clean the input, or run "
-                      "the portable kernels (use_delegate = false, --delegate=none), which carry it to the outputs",
+                      "); the XNNPACK delegate's step for " + nan_dropper +
+                      " would turn it into a number, so nothing ran: clean the input, or run the portable kernels (use_delegate = false, --delegate=none), which carry it to the outputs",
                   Reason::kNonFiniteInput);
   }
   return ok_status();
@@ -652,6 +664,7 @@ std::vector<ProfileRow> Method::profile() const {
 }
 
 bool Method::delegated() const { return impl_->delegate != nullptr; }
+bool Method::checks_finite_inputs() const { return impl_->delegate && impl_->check_finite; }
 const std::string& Method::delegate_warning() const { return impl_->delegate_warning; }
 uint64_t Method::delegate_packed_bytes() const { return impl_->delegate ? impl_->delegate->packed_bytes() : 0; }
 uint64_t Method::planned_arena_bytes() const { return impl_->arena_bytes; }

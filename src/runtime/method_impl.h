@@ -138,7 +138,10 @@ struct Method::Impl {
   Status blocked(int32_t b) const;
   std::vector<Step> schedule;
   bool profiling = false;
-  bool check_finite = true;  // MethodOptions::check_finite_inputs, when the delegate runs
+  // MethodOptions::check_finite_inputs, when the delegate runs a step that does not keep NaN
+  // (StepInfo::keeps_nan): set by attach_delegate.
+  bool check_finite = true;
+  std::string nan_dropper;  // the first delegated step that does not keep NaN: "'Conv_3' (Conv)"
   /// execute's check of the float inputs for NaN and Inf (the delegate would hide them).
   Status check_finite_inputs() const;
   std::vector<uint64_t> instr_ns;  // profiling: per portable instruction

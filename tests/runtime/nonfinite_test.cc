@@ -8,6 +8,9 @@
 // - with NaN injected, a float output element that stays finite must not depend on the
 //   poisoned element: it equals the outputs with +8 and with -8 in its place (a NaN that a
 //   clamp or a max dropped gives a finite value that differs between those two).
+// - where every delegated step keeps NaN (Method::checks_finite_inputs() false: execute does not
+//   check), the delegated path meets the value, and both rules above hold for it too; the same
+//   delegated Method with the check switched off runs in every case (it must not fail).
 // Integer and bool outputs (comparisons, ArgMax, TopK's indices, casts) follow IEEE comparisons
 // and are compared between the paths only. A fully masked attention mask (all zeros) gives
 // the same outputs on both paths.
@@ -201,9 +204,16 @@ void check_model(const nlohmann::json& model, const std::string& manifest_dir) {
           EXPECT_TRUE(diff.empty()) << what << ": delegated vs portable: " << diff;
         }
         ++checked;
-        if ((*unchecked)->delegated()) {  // check_finite_inputs = false: the delegate runs (and may hide it)
-          std::vector<Output> ou;
+        // check_finite_inputs = false: the delegate's kernels meet the value. Where the checked
+        // Method does not check (every step keeps NaN), they must carry it as the portable path.
+        std::vector<Output> ou;
+        const bool unchecked_keeps = (*unchecked)->delegated() && !(*d)->checks_finite_inputs();
+        if ((*unchecked)->delegated()) {
           if (!run(**unchecked, in, &ou, what + " (delegated, unchecked)")) return;
+          if (unchecked_keeps) {
+            const std::string diff = mismatch(ou, op);
+            EXPECT_TRUE(diff.empty()) << what << ": delegated without the input check vs portable: " << diff;
+          }
         }
         if (!std::isnan(v)) continue;
         if (decided_by_comparisons) continue;  // IEEE: NaN compares false, and what it selects is finite
@@ -212,10 +222,13 @@ void check_model(const nlohmann::json& model, const std::string& manifest_dir) {
         if (!run(**p, in, &hi, what + " probe +8")) return;
         set(in[i], at, -8.f);
         if (!run(**p, in, &lo, what + " probe -8")) return;
-        for (const auto* path : {&od, &op}) {
+        for (const auto* path : {&od, &op, &ou}) {
           if (path == &od && refused != Reason::kNone) continue;
+          if (path == &ou && !unchecked_keeps) continue;
           const std::string dropped = dropped_nan(*path, hi, lo);
-          EXPECT_TRUE(dropped.empty()) << what << " (" << (path == &od ? "delegated" : "portable") << "): " << dropped;
+          EXPECT_TRUE(dropped.empty()) << what << " ("
+                                       << (path == &od ? "delegated" : path == &op ? "portable" : "delegated, unchecked")
+                                       << "): " << dropped;
         }
       }
     }

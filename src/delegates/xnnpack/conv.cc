@@ -116,6 +116,7 @@ struct XnnConv : XnnOp {
 // qu8 (uint8) convolution. Its requantization (x_scale * w_scale / y_scale in f32, round half
 // to even) is the portable kernel's (kernels/portable/quant.h): the same bytes.
 struct XnnQConv : XnnOp {
+  bool keeps_nan() const override { return true; }  // int8 in and out: no NaN to carry
   Status create(const OpSource& src) override {
     const OpPlan& p = plan;
     const auto& o = src.operands;

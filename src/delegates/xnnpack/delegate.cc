@@ -95,6 +95,8 @@ Status check_create(xnn_status s, const std::string& what) {
 
 Status check_setup(xnn_status s, const Op& op) {
   if (s == xnn_status_success) return ok_status();
+  // (a convolution's indirection buffer is allocated here, at the first setup of a size)
+  if (s == xnn_status_out_of_memory) return resource_exhausted(op.what + ": XNNPACK setup ran out of memory");
   return invalid_argument(op.what + ": XNNPACK setup failed (" + status_text(s) + ")");
 }
 
@@ -475,6 +477,7 @@ StepInfo Delegate::step_info(size_t r, size_t k) const {
   s.fused = op.fused;
   s.gate = op.gate_act;
   s.clamp = op.clamp;
+  s.keeps_nan = op.keeps_nan();
   s.out = op.out;
   s.ns = op.ns;
   return s;

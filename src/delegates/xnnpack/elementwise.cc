@@ -12,6 +12,7 @@
 #include "delegates/xnnpack/op.h"
 #include "delegates/xnnpack/pointwise.h"
 #include "kernels/kernel.h"
+#include "kernels/simd/vbinary.h"
 #include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
@@ -63,116 +64,95 @@ std::vector<float> permute_const(const float* src, const Shape& padded) {
   return out;
 }
 
-struct XnnBinary : XnnOp {
+// Add, Sub, Mul, Div, Max and Min with numpy broadcasting, on Kiln's kernel (simd/vbinary.h),
+// not XNNPACK's: XNNPACK 2022 clamps with x86 max/min, so its Add of a NaN gave -Inf and its
+// Add+Relu gave 0 where the portable kernels give NaN. setup() merges the output's axes into
+// as few as the operands' strides allow (an SE block's [N, H*W, C] against [N, 1, C]; a
+// residual Add is one axis), and run() splits the innermost two over the pool in blocks of
+// about kBlock outputs.
+struct Binary : Op {
   Status create(const OpSource& src) override {
     bind_constants(src);
-    const float lo = plan.out_min, hi = plan.out_max;
     switch (plan.binary) {
-      case BinaryOp::kAdd: return check_create(xnn_create_add_nd_f32(lo, hi, 0, &xop), what);
-      case BinaryOp::kSub: return check_create(xnn_create_subtract_nd_f32(lo, hi, 0, &xop), what);
-      case BinaryOp::kMul: return check_create(xnn_create_multiply_nd_f32(lo, hi, 0, &xop), what);
-      case BinaryOp::kDiv: return check_create(xnn_create_divide_nd_f32(lo, hi, 0, &xop), what);
-      case BinaryOp::kMax: return check_create(xnn_create_maximum_nd_f32(0, &xop), what);
-      case BinaryOp::kMin: return check_create(xnn_create_minimum_nd_f32(0, &xop), what);
+      case BinaryOp::kAdd: kind_ = simd::BinaryKind::kAdd; break;
+      case BinaryOp::kSub: kind_ = simd::BinaryKind::kSub; break;
+      case BinaryOp::kMul: kind_ = simd::BinaryKind::kMul; break;
+      case BinaryOp::kDiv: kind_ = simd::BinaryKind::kDiv; break;
+      case BinaryOp::kMax: kind_ = simd::BinaryKind::kMax; break;
+      case BinaryOp::kMin: kind_ = simd::BinaryKind::kMin; break;
     }
-    return unimplemented(what + ": no XNNPACK operator");
+    return ok_status();
   }
   Status setup() override {
     const size_t rank = static_cast<size_t>(out->rank);
-    size_t sh[2][kMaxRank], sh_rank[2];  // on the stack: bind allocates nothing
-    const float* ptr[2];
+    size_t sh[2][kMaxRank];  // on the stack: bind allocates nothing
     for (int k = 0; k < 2; ++k) {
       if (!ins[k]) {
-        sh_rank[k] = const_shape[k].size();
         std::copy(const_shape[k].begin(), const_shape[k].end(), sh[k]);
-        ptr[k] = const_ptr[k];
+        ptr_[k] = const_ptr[k];
       } else {
-        sh_rank[k] = rank;
         broadcast_dims(ins[k]->dims, ins[k]->rank, rank, in_twin[k] ? false : nhwc, sh[k]);
-        ptr[k] = ins[k]->as<float>();
+        ptr_[k] = ins[k]->as<float>();
       }
     }
-    scale_ = scale_pattern(sh, sh_rank, rank, ptr);
-    if (scale_.active) return ok_status();  // run() computes it (no XNNPACK setup needed)
-    auto setup = [&](auto fn) {
-      return check_setup(fn(xop, sh_rank[0], sh[0], sh_rank[1], sh[1], ptr[0], ptr[1], out->as<float>(), pool), *this);
-    };
-    switch (plan.binary) {
-      case BinaryOp::kAdd: return setup(xnn_setup_add_nd_f32);
-      case BinaryOp::kSub: return setup(xnn_setup_subtract_nd_f32);
-      case BinaryOp::kMul: return setup(xnn_setup_multiply_nd_f32);
-      case BinaryOp::kDiv: return setup(xnn_setup_divide_nd_f32);
-      case BinaryOp::kMax: return setup(xnn_setup_maximum_nd_f32);
-      case BinaryOp::kMin: return setup(xnn_setup_minimum_nd_f32);
+    // Strides of each operand along the output's axes (0 where it broadcasts), axes of one
+    // dropped, then neighbours merged where both operands continue across them.
+    size_t stride[2][kMaxRank], acc[2] = {1, 1};
+    for (size_t k = rank; k-- > 0;)
+      for (int i = 0; i < 2; ++i) stride[i][k] = sh[i][k] == 1 ? 0 : acc[i], acc[i] *= sh[i][k];
+    axes_ = 0;
+    for (size_t k = 0; k < rank; ++k) {
+      const size_t d = std::max(sh[0][k], sh[1][k]);
+      if (d == 1) continue;
+      if (axes_ > 0) {
+        const size_t j = axes_ - 1;
+        if (stride[0][j] == stride[0][k] * d && stride[1][j] == stride[1][k] * d) {
+          dim_[j] *= d;
+          st_[0][j] = stride[0][k], st_[1][j] = stride[1][k];
+          continue;
+        }
+      }
+      dim_[axes_] = d, st_[0][axes_] = stride[0][k], st_[1][axes_] = stride[1][k];
+      ++axes_;
     }
-    return internal_error(what + ": unknown binary op");
+    if (axes_ == 0) dim_[0] = 1, st_[0][0] = st_[1][0] = 0, axes_ = 1;  // one element
+    // The innermost two axes are a block of rows (one row when there is one axis).
+    const size_t cols = dim_[axes_ - 1], rows = axes_ > 1 ? dim_[axes_ - 2] : 1;
+    col_block_ = cols <= 2 * kBlock ? cols : kBlock;
+    col_blocks_ = (cols + col_block_ - 1) / col_block_;
+    row_block_ = std::min(rows, std::max<size_t>(1, kBlock / col_block_));
+    row_blocks_ = (rows + row_block_ - 1) / row_block_;
+    outer_ = 1;
+    for (size_t k = 0; k + 2 < axes_; ++k) outer_ *= dim_[k];
+    return ok_status();
   }
   Status run() override {
-    if (!scale_.active) return XnnOp::run();
-    const size_t tasks = scale_.n * ((scale_.pixels + kScalePixels - 1) / kScalePixels);
-    pthreadpool_parallelize_1d(pool, &scale_task, this, tasks, 0);
+    const size_t tasks = outer_ * row_blocks_ * col_blocks_;
+    if (pool && tasks > 1) pthreadpool_parallelize_1d(pool, &task, this, tasks, 0);
+    else
+      for (size_t t = 0; t < tasks; ++t) task(this, t);
     return ok_status();
   }
 
-  // One operand full, the other of the same outer and inner extents and 1 between them (an
-  // SE block's [N, 1, 1, C] channel weights, channels-last; or [N, C, 1, 1] channels-first
-  // broadcast over a plane with C = 1 inner): y[n][p][c] = x[n][p][c] op s[n][c]. XNNPACK 2022
-  // runs that broadcast a row of C at a time (0.58 G elements/s at C = 16, against 5 at C = 240);
-  // Kiln runs it as one loop over the pixels. Mul, Add, Sub, Div (Max/Min stay on XNNPACK).
-  struct ScalePattern {
-    bool active = false;
-    int full = 0;  // which operand is the full one
-    size_t n = 0, pixels = 0, c = 0;
-    const float* x = nullptr;
-    const float* s = nullptr;
-  };
-  static constexpr size_t kScalePixels = 64;
-  ScalePattern scale_pattern(const size_t (*sh)[kMaxRank], const size_t* sh_rank, size_t rank, const float* const* ptr) {
-    ScalePattern sp;
-    if (plan.binary == BinaryOp::kMax || plan.binary == BinaryOp::kMin || rank < 3) return sp;
-    if (sh_rank[0] != rank || sh_rank[1] != rank) return sp;
-    for (int full = 0; full < 2; ++full) {
-      const size_t* f = sh[full];
-      const size_t* b = sh[1 - full];
-      bool ok = b[0] == f[0] && b[rank - 1] == f[rank - 1] && f[rank - 1] > 0;
-      size_t pixels = 1;
-      for (size_t k = 1; k + 1 < rank; ++k) ok = ok && b[k] == 1, pixels *= f[k];
-      if (!ok || pixels < 2) continue;  // (the output is then the full operand's shape)
-      sp = {true, full, f[0], pixels, f[rank - 1], ptr[full], ptr[1 - full]};
-      return sp;
+ private:
+  static constexpr size_t kBlock = 4096;
+  static void task(void* ctx, size_t t) {
+    const Binary& op = *static_cast<const Binary*>(ctx);
+    const size_t n = op.axes_, cols = op.dim_[n - 1], rows = n > 1 ? op.dim_[n - 2] : 1;
+    const size_t c0 = t % op.col_blocks_ * op.col_block_, r0 = t / op.col_blocks_ % op.row_blocks_ * op.row_block_;
+    const size_t outer = t / op.col_blocks_ / op.row_blocks_;
+    const float* p[2] = {op.ptr_[0], op.ptr_[1]};
+    size_t ld[2] = {0, 0}, s[2];
+    for (int i = 0; i < 2; ++i) {
+      s[i] = op.st_[i][n - 1];
+      if (n > 1) ld[i] = op.st_[i][n - 2];
+      for (size_t k = n > 2 ? n - 2 : 0, o = outer; k-- > 0; o /= op.dim_[k]) p[i] += o % op.dim_[k] * op.st_[i][k];
+      p[i] += r0 * ld[i] + c0 * s[i];
     }
-    return sp;
+    float* y = op.out->as<float>() + (outer * rows + r0) * cols + c0;
+    simd::binary_rows(op.kind_, p[0], ld[0], s[0], p[1], ld[1], s[1], y, cols, std::min(op.row_block_, rows - r0),
+                      std::min(op.col_block_, cols - c0), op.plan.out_min, op.plan.out_max);
   }
-  template <typename F>
-  static void scale_rows(const ScalePattern& sp, size_t n, size_t p0, size_t p1, float lo, float hi, float* y, F f) {
-    const float* s = sp.s + n * sp.c;
-    for (size_t p = p0; p < p1; ++p) {
-      const float* x = sp.x + (n * sp.pixels + p) * sp.c;
-      float* o = y + (n * sp.pixels + p) * sp.c;
-      for (size_t k = 0; k < sp.c; ++k) o[k] = kernels::clamp_keep_nan(f(x[k], s[k]), lo, hi);
-    }
-  }
-  static void scale_task(void* ctx, size_t t) {
-    const XnnBinary& op = *static_cast<const XnnBinary*>(ctx);
-    const ScalePattern& sp = op.scale_;
-    const size_t blocks = (sp.pixels + kScalePixels - 1) / kScalePixels, n = t / blocks;
-    const size_t p0 = t % blocks * kScalePixels, p1 = std::min(sp.pixels, p0 + kScalePixels);
-    const float lo = op.plan.out_min, hi = op.plan.out_max;
-    float* y = op.out->as<float>();
-    const bool fx = sp.full == 0;  // the full operand is the left one
-    switch (op.plan.binary) {
-      case BinaryOp::kMul: return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a * b; });
-      case BinaryOp::kAdd: return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a + b; });
-      case BinaryOp::kSub:
-        if (fx) return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a - b; });
-        return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return b - a; });
-      case BinaryOp::kDiv:
-        if (fx) return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return a / b; });
-        return scale_rows(sp, n, p0, p1, lo, hi, y, [](float a, float b) { return b / a; });
-      default: return;
-    }
-  }
-  ScalePattern scale_;
 
   // Constant operands broadcast to the output's rank, permuted once when the op runs
   // channels-last.
@@ -196,15 +176,21 @@ struct XnnBinary : XnnOp {
   std::vector<float> const_buf[2];
   Shape const_shape[2];
   const float* const_ptr[2] = {nullptr, nullptr};
+
+  simd::BinaryKind kind_ = simd::BinaryKind::kAdd;
+  const float* ptr_[2] = {nullptr, nullptr};
+  size_t axes_ = 0, dim_[kMaxRank] = {}, st_[2][kMaxRank] = {};
+  size_t outer_ = 1, row_block_ = 1, row_blocks_ = 1, col_block_ = 1, col_blocks_ = 1;
 };
 
-// One channel, contiguous: XNNPACK runs the whole tensor as one block.
+// One channel, contiguous: XNNPACK runs the whole tensor as one block. These operators have no
+// clamp: NaN and Inf come out as the portable kernels give them.
 struct XnnUnary : XnnOp {
+  bool keeps_nan() const override { return true; }
   Status create(const OpSource&) override {
     const OpPlan& p = plan;
     xnn_operator_t* x = &xop;
     switch (p.unary) {
-      case UnaryOp::kClamp: return check_create(xnn_create_clamp_nc_f32(1, 1, 1, p.out_min, p.out_max, 0, x), what);
       case UnaryOp::kSigmoid: return check_create(xnn_create_sigmoid_nc_f32(1, 1, 1, 0, x), what);
       case UnaryOp::kHardSwish: return check_create(xnn_create_hardswish_nc_f32(1, 1, 1, 0, x), what);
       case UnaryOp::kLeakyRelu: return check_create(xnn_create_leaky_relu_nc_f32(1, 1, 1, p.alpha, 0, x), what);
@@ -224,7 +210,6 @@ struct XnnUnary : XnnOp {
     const float* x = ins[0]->as<float>();
     float* y = out->as<float>();
     switch (plan.unary) {
-      case UnaryOp::kClamp: return check_setup(xnn_setup_clamp_nc_f32(xop, n, x, y, pool), *this);
       case UnaryOp::kSigmoid: return check_setup(xnn_setup_sigmoid_nc_f32(xop, n, x, y, pool), *this);
       case UnaryOp::kHardSwish: return check_setup(xnn_setup_hardswish_nc_f32(xop, n, x, y, pool), *this);
       case UnaryOp::kLeakyRelu: return check_setup(xnn_setup_leaky_relu_nc_f32(xop, n, x, y, pool), *this);
@@ -239,6 +224,25 @@ struct XnnUnary : XnnOp {
       default: return internal_error(what + ": no XNNPACK operator");
     }
   }
+};
+
+// Relu, Relu6 and Clip on simd::clamp, which keeps NaN (XNNPACK's clamp made a NaN Relu 0).
+struct ClampOp : Op {
+  Status run() override {
+    const float* x = ins[0]->as<float>();
+    float* y = out->as<float>();
+    const size_t n = numel(*out), blocks = (n + kBlock - 1) / kBlock;
+    auto task = [](void* ctx, size_t t) {
+      const ClampOp& op = *static_cast<const ClampOp*>(ctx);
+      const size_t total = numel(*op.out), i = t * kBlock;
+      simd::clamp(op.ins[0]->as<float>() + i, op.out->as<float>() + i, std::min(kBlock, total - i), op.plan.out_min,
+                  op.plan.out_max);
+    };
+    if (pool && blocks > 1) pthreadpool_parallelize_1d(pool, task, this, blocks, 0);
+    else simd::clamp(x, y, n, plan.out_min, plan.out_max);
+    return ok_status();
+  }
+  static constexpr size_t kBlock = 16384;
 };
 
 // erf, tanh and GELU on Kiln's vectorized kernels (pointwise.h).
@@ -346,6 +350,7 @@ struct ChannelAffine : Op {
 // PRelu: y = x < 0 ? slope[c] * x : x over rows of `channels` (one channel: the whole tensor
 // as one row of one).
 struct XnnPRelu : XnnOp {
+  bool keeps_nan() const override { return true; }  // a select, no clamp
   Status create(const OpSource& src) override {
     const float* slope = src.operand_f32(1);
     if (!slope) return unimplemented(what + ": the slope is not a constant");
@@ -483,13 +488,14 @@ Status plan_prelu(const PlanInput& in, OpPlan* p) {
   return static_dim(in.exprs, in.ins[1].shape[axis - lead], "slope size", &p->channels);
 }
 
-std::unique_ptr<Op> make_binary(const OpPlan&, const OpSource&) { return std::make_unique<XnnBinary>(); }
+std::unique_ptr<Op> make_binary(const OpPlan&, const OpSource&) { return std::make_unique<Binary>(); }
 
 std::unique_ptr<Op> make_unary(const OpPlan& p, const OpSource& src) {
   if (src.gate) return std::make_unique<GateOp>(*src.gate);
   if (p.unary == UnaryOp::kErf || p.unary == UnaryOp::kTanh || p.unary == UnaryOp::kGelu)
     return std::make_unique<FastPointwise>();
   if (p.unary == UnaryOp::kPortable) return std::make_unique<PortablePointwise>();
+  if (p.unary == UnaryOp::kClamp) return std::make_unique<ClampOp>();
   return std::make_unique<XnnUnary>();
 }
 

@@ -70,6 +70,7 @@ struct Concat : Op {
 // ChannelShuffle (export's, from shufflenet's Reshape-Transpose-Reshape): output channel
 // i * G + g of each pixel is input channel g * (C / G) + i, XNNPACK's channel shuffle.
 struct ChannelShuffle : XnnOp {
+  bool keeps_nan() const override { return true; }  // copies
   Status create(const OpSource&) override {
     return check_create(xnn_create_channel_shuffle_nc_x32(plan.groups, plan.channels / plan.groups, plan.channels,
                                                           plan.channels, 0, &xop),
@@ -84,6 +85,7 @@ struct ChannelShuffle : XnnOp {
 
 // A Slice of channels [first, first + out_channels) of every pixel: one strided copy.
 struct SliceChannels : XnnOp {
+  bool keeps_nan() const override { return true; }  // copies
   Status create(const OpSource&) override {
     return check_create(xnn_create_copy_nc_x32(plan.out_channels, plan.channels, plan.out_channels, 0, &xop), what);
   }

@@ -81,6 +81,8 @@ struct Op {
   /// A Concat: its input k is written in place by its producer (no copy). False: the op
   /// cannot skip it (the producer then writes its own output).
   virtual bool input_in_place(size_t /*k*/) { return false; }
+  /// Carries NaN and Inf as the portable kernels do (StepInfo::keeps_nan): Kiln's kernels do.
+  virtual bool keeps_nan() const { return true; }
 
   const char* step_kind = "kernel";  ///< profiles: "kernel", "to_nhwc", "to_nchw"
   std::string what;                  ///< "instruction #3 'Conv_3' (Conv)"
@@ -101,12 +103,15 @@ struct Op {
   bool skip = false;                ///< an empty output: nothing to run
 };
 
-/// An op computed by one XNNPACK operator.
+/// An op computed by one XNNPACK operator. Its minmax microkernels clamp with x86 max/min,
+/// which keep the non-NaN operand: unless a subclass knows its operator carries NaN (unary
+/// maps with no clamp, copies), it does not keep NaN.
 struct XnnOp : Op {
   ~XnnOp() override {
     if (xop) xnn_delete_operator(xop);
   }
   Status run() override;
+  bool keeps_nan() const override { return false; }
   xnn_operator_t xop = nullptr;
 };
 

@@ -1,68 +1,18 @@
-// Delegated pooling (ops.inc: MaxPool, AveragePool, GlobalAveragePool): XNNPACK's pooling
-// operators, and Kiln's NaN-keeping max pooling for the windows XNNPACK refuses (ceil_mode,
-// 1x1 windows, strides past the window).
+// Delegated pooling (ops.inc: MaxPool, AveragePool, GlobalAveragePool) on Kiln's NaN-keeping
+// channels-last kernels (pool_nhwc.h), not XNNPACK's operators (which turned a NaN into +-Inf).
 #include <memory>
 
-#include "delegates/xnnpack/max_pool_nhwc.h"
+#include "delegates/xnnpack/pool_nhwc.h"
 #include "delegates/xnnpack/op.h"
 #include "core/status.h"
 
 namespace kiln::delegates::xnnpack {
 namespace {
 
-struct XnnMaxPool : XnnOp {
-  Status create(const OpSource&) override {
-    const OpPlan& p = plan;
-    const Padding pad(p);
-    return check_create(xnn_create_max_pooling2d_nhwc_f32(pad.top, pad.right, pad.bottom, pad.left, p.kernel_h,
-                                                          p.kernel_w, p.stride_h, p.stride_w, p.dilation_h,
-                                                          p.dilation_w, p.channels, p.channels, p.channels, p.out_min,
-                                                          p.out_max, pad.flags, &xop),
-                        what);
-  }
-  Status setup() override {
-    size_t n, h, w, c;
-    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
-    return check_setup(xnn_setup_max_pooling2d_nhwc_f32(xop, n, h, w, ins[0]->as<float>(), out->as<float>(), pool), *this);
-  }
-};
-
-struct XnnAveragePool : XnnOp {
-  Status create(const OpSource&) override {
-    const OpPlan& p = plan;
-    const Padding pad(p);
-    return check_create(xnn_create_average_pooling2d_nhwc_f32(pad.top, pad.right, pad.bottom, pad.left, p.kernel_h,
-                                                              p.kernel_w, p.stride_h, p.stride_w, p.channels,
-                                                              p.channels, p.channels, p.out_min, p.out_max, pad.flags,
-                                                              &xop),
-                        what);
-  }
-  Status setup() override {
-    size_t n, h, w, c;
-    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
-    return check_setup(xnn_setup_average_pooling2d_nhwc_f32(xop, n, h, w, ins[0]->as<float>(), out->as<float>(), pool),
-                       *this);
-  }
-};
-
-struct XnnGlobalAveragePool : XnnOp {
-  Status create(const OpSource&) override {
-    return check_create(xnn_create_global_average_pooling_nwc_f32(plan.channels, plan.channels, plan.channels,
-                                                                  plan.out_min, plan.out_max, 0, &xop),
-                        what);
-  }
-  Status setup() override {
-    size_t n, h, w, c;
-    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
-    return check_setup(
-        xnn_setup_global_average_pooling_nwc_f32(xop, n, h * w, ins[0]->as<float>(), out->as<float>(), pool), *this);
-  }
-};
-
-struct OwnMaxPool : Op {
+struct WindowPool : Op {
   Status setup() override {  // the geometry at the bound-to shape
     const OpPlan& p = plan;
-    MaxPoolGeometry& g = geom;
+    PoolGeometry& g = geom;
     nhwc_dims(*ins[0], in_twin[0], &g.batch, &g.in_h, &g.in_w, &g.channels);
     size_t c;
     nhwc_dims(*out, out_twin, &g.batch, &g.out_h, &g.out_w, &c);
@@ -77,10 +27,20 @@ struct OwnMaxPool : Op {
     return ok_status();
   }
   Status run() override {
-    max_pool_nhwc(geom, ins[0]->as<float>(), out->as<float>(), pool);
+    if (plan.kind == OpKind::kMaxPool) max_pool_nhwc(geom, ins[0]->as<float>(), out->as<float>(), pool);
+    else average_pool_nhwc(geom, ins[0]->as<float>(), out->as<float>(), pool);
     return ok_status();
   }
-  MaxPoolGeometry geom;
+  PoolGeometry geom;
+};
+
+struct GlobalAveragePool : Op {
+  Status run() override {
+    size_t n, h, w, c;
+    nhwc_dims(*ins[0], in_twin[0], &n, &h, &w, &c);
+    global_average_pool_nwc(ins[0]->as<float>(), out->as<float>(), n, h * w, c, plan.out_min, plan.out_max, pool);
+    return ok_status();
+  }
 };
 
 }  // namespace
@@ -99,17 +59,11 @@ Status plan_pool(const PlanInput& in, OpPlan* p) {
   p->kernel_w = static_cast<uint32_t>(k[1]);
   p->layout = Layout::kNhwc;
   p->flops_per_output = static_cast<double>(k[0] * k[1]);
-  const bool ceil_mode = in.attrs.get_int("ceil_mode", 0) != 0;
-  const bool xnn_refuses =
-      p->kernel_h * p->kernel_w < 2 || p->stride_h > p->kernel_h || p->stride_w > p->kernel_w || ceil_mode;
+  p->own_kernel = true;
   if (in.op == "MaxPool") {
     p->kind = OpKind::kMaxPool;
-    p->own_kernel = xnn_refuses;
     return ok_status();
   }
-  if (ceil_mode) return decline("ceil_mode = 1 is not supported");
-  if (p->kernel_h * p->kernel_w < 2) return decline("a 1x1 pooling window");
-  if (p->stride_h > p->kernel_h || p->stride_w > p->kernel_w) return decline("stride larger than the window");
   p->kind = OpKind::kAveragePool;
   if (p->dilation_h != 1 || p->dilation_w != 1) return decline("dilated average pooling");
   const bool padded = p->same_upper || p->pad_top || p->pad_left || p->pad_bottom || p->pad_right;
@@ -122,14 +76,13 @@ Status plan_global_pool(const PlanInput& in, OpPlan* p) {
   KILN_TRY(static_dim(in.exprs, in.ins[0].shape[1], "channels", &p->channels));
   p->kind = OpKind::kGlobalAveragePool;
   p->layout = Layout::kNhwc;
+  p->own_kernel = true;
   return ok_status();
 }
 
 std::unique_ptr<Op> make_pool(const OpPlan& p, const OpSource&) {
-  if (p.kind == OpKind::kGlobalAveragePool) return std::make_unique<XnnGlobalAveragePool>();
-  if (p.kind == OpKind::kAveragePool) return std::make_unique<XnnAveragePool>();
-  if (p.own_kernel) return std::make_unique<OwnMaxPool>();
-  return std::make_unique<XnnMaxPool>();
+  if (p.kind == OpKind::kGlobalAveragePool) return std::make_unique<GlobalAveragePool>();
+  return std::make_unique<WindowPool>();
 }
 
 }  // namespace kiln::delegates::xnnpack

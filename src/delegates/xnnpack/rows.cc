@@ -1,6 +1,6 @@
 // Delegated ops over rows of the last axis (ops.inc: Softmax, LayerNormalization,
-// FusedAttention): XNNPACK's softmax where the row length is fixed at export, Kiln's kernels
-// where it is known only at run time (attention over a dynamic sequence), LayerNorm with
+// FusedAttention): Kiln's softmax (rows of a length fixed at export, or known only at run time:
+// attention over a dynamic sequence), LayerNorm with
 // constant Scale and B, and export's fused attention on Kiln's online-softmax kernel.
 #include <algorithm>
 #include <memory>
@@ -15,20 +15,12 @@
 namespace kiln::delegates::xnnpack {
 namespace {
 
-struct XnnSoftmax : XnnOp {
-  Status create(const OpSource&) override {
-    return check_create(xnn_create_softmax_nc_f32(plan.channels, plan.channels, plan.channels, 0, &xop), what);
-  }
-  Status setup() override {
-    return check_setup(
-        xnn_setup_softmax_nc_f32(xop, numel(*ins[0]) / plan.channels, ins[0]->as<float>(), out->as<float>(), pool), *this);
-  }
-};
-
+// Rows of the last axis, or of the channels (channels-last): Kiln's kernel, which keeps NaN
+// (XNNPACK 2022's softmax gave -Inf for a row holding a NaN or +Inf).
 struct RowSoftmax : Op {
   Status run() override {
     const TensorView& x = *ins[0];
-    const size_t n = x.rank ? static_cast<size_t>(x.dims[x.rank - 1]) : 1;
+    const size_t n = plan.channels ? plan.channels : x.rank ? static_cast<size_t>(x.dims[x.rank - 1]) : 1;
     softmax_rows(x.as<float>(), out->as<float>(), n ? numel(x) / n : 0, n, pool);
     return ok_status();
   }
@@ -100,9 +92,10 @@ Status plan_softmax(const PlanInput& in, OpPlan* p) {
   else if (rank >= 1 && axis == static_cast<int64_t>(rank) - 1) p->layout = Layout::kPlain;
   else return decline("softmax over an axis other than the last or the channels");
   p->kind = OpKind::kSoftmax;
+  p->own_kernel = true;
   if (!static_dim(in.exprs, in.ins[0].shape[static_cast<size_t>(axis)], "the softmax axis", &p->channels).ok()) {
     if (p->layout != Layout::kPlain) return decline("softmax over channels of a dynamic size");
-    p->own_kernel = true;  // a dynamic last axis (attention over a dynamic sequence): Kiln's kernel
+    p->channels = 0;  // a dynamic last axis (attention over a dynamic sequence): read at run time
   }
   p->flops_per_output = 4;
   return ok_status();
@@ -142,10 +135,7 @@ Status plan_attention(const PlanInput& in, OpPlan* p) {
   return ok_status();
 }
 
-std::unique_ptr<Op> make_softmax(const OpPlan& p, const OpSource&) {
-  if (p.own_kernel) return std::make_unique<RowSoftmax>();
-  return std::make_unique<XnnSoftmax>();
-}
+std::unique_ptr<Op> make_softmax(const OpPlan&, const OpSource&) { return std::make_unique<RowSoftmax>(); }
 
 std::unique_ptr<Op> make_layer_norm(const OpPlan&, const OpSource&) { return std::make_unique<LayerNorm>(); }
 

@@ -1,4 +1,4 @@
-#include "delegates/xnnpack/max_pool_nhwc.h"
+#include "delegates/xnnpack/pool_nhwc.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,7 +15,7 @@ namespace kiln::delegates::xnnpack {
 namespace {
 
 struct Job {
-  const MaxPoolGeometry* g;
+  const PoolGeometry* g;
   const float* x;
   float* y;
 };
@@ -24,7 +24,7 @@ struct Job {
 // computes: squeezenet's 3x3/2 pool over 4x159x159x64 read its input at a third of the memory
 // bandwidth without it.
 void prefetch_next(const Job& j, size_t n, size_t oh) {
-  const MaxPoolGeometry& g = *j.g;
+  const PoolGeometry& g = *j.g;
   if (oh + 1 >= g.out_h) return;
   const int64_t top = static_cast<int64_t>((oh + 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h) - g.pad_top;
   const int64_t from = std::max<int64_t>(0, top - static_cast<int64_t>(g.stride_h) + 1);
@@ -37,7 +37,7 @@ void prefetch_next(const Job& j, size_t n, size_t oh) {
 // Calls fn(pointer) for each tap of output pixel (oh, ow) inside the input (padding never wins).
 template <typename Fn>
 void for_each_tap(const Job& j, size_t n, size_t oh, size_t ow, Fn fn) {
-  const MaxPoolGeometry& g = *j.g;
+  const PoolGeometry& g = *j.g;
   for (size_t kh = 0; kh < g.kernel_h; ++kh) {
     const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
     if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
@@ -69,7 +69,7 @@ void pixel_tail(const float* const* taps, size_t count, size_t from, size_t c, f
 
 // Any window, tap by tap over the output pixel's channels.
 void row_plain(const Job& j, size_t row) {
-  const MaxPoolGeometry& g = *j.g;
+  const PoolGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, c = g.channels;
   for (size_t ow = 0; ow < g.out_w; ++ow) {
     float* out = j.y + (row * g.out_w + ow) * c;
@@ -111,7 +111,7 @@ __attribute__((target("avx2"))) inline void pixel_vectors(const float* const* ta
 }
 
 __attribute__((target("avx2"))) void row_avx2(const Job& j, size_t row) {
-  const MaxPoolGeometry& g = *j.g;
+  const PoolGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, c = g.channels;
   prefetch_next(j, n, oh);
   // The taps of this row inside the input along h: offsets from the window's first column.
@@ -164,9 +164,58 @@ void pool_row(void* ctx, size_t row) {
   impl->row(j, row);
 }
 
+// One output row of an average pooling: per pixel the taps summed in window order, then divided.
+void average_row(void* ctx, size_t row) {
+  const Job& j = *static_cast<const Job*>(ctx);
+  const PoolGeometry& g = *j.g;
+  const size_t n = row / g.out_h, oh = row % g.out_h, c = g.channels;
+  for (size_t ow = 0; ow < g.out_w; ++ow) {
+    float* out = j.y + (row * g.out_w + ow) * c;
+    std::fill(out, out + c, 0.f);
+    size_t count = 0;
+    for_each_tap(j, n, oh, ow, [&](const float* in) {
+      for (size_t k = 0; k < c; ++k) out[k] += in[k];
+      ++count;
+    });
+    const float div = static_cast<float>(std::max<size_t>(count, 1));
+    for (size_t k = 0; k < c; ++k) out[k] = kernels::clamp_keep_nan(out[k] / div, g.out_min, g.out_max);
+  }
+}
+
+struct GlobalJob {
+  const float* x;
+  float* y;
+  size_t pixels, c, blocks;
+  float lo, hi;
+};
+constexpr size_t kChannelBlock = 64;  // a task's channels: 64 running sums stay in registers
+
+void global_block(void* ctx, size_t t) {
+  const GlobalJob& j = *static_cast<const GlobalJob*>(ctx);
+  const size_t n = t / j.blocks, k0 = t % j.blocks * kChannelBlock, kc = std::min(kChannelBlock, j.c - k0);
+  float acc[kChannelBlock] = {};
+  const float* x = j.x + n * j.pixels * j.c + k0;
+  for (size_t p = 0; p < j.pixels; ++p, x += j.c)
+    for (size_t k = 0; k < kc; ++k) acc[k] += x[k];
+  const float div = static_cast<float>(j.pixels);
+  float* y = j.y + n * j.c + k0;
+  for (size_t k = 0; k < kc; ++k) y[k] = kernels::clamp_keep_nan(acc[k] / div, j.lo, j.hi);
+}
+
 }  // namespace
 
-void max_pool_nhwc(const MaxPoolGeometry& g, const float* x, float* y, pthreadpool_t pool) {
+void average_pool_nhwc(const PoolGeometry& g, const float* x, float* y, pthreadpool_t pool) {
+  Job j{&g, x, y};
+  pthreadpool_parallelize_1d(pool, average_row, &j, g.batch * g.out_h, 0);
+}
+
+void global_average_pool_nwc(const float* x, float* y, size_t n, size_t pixels, size_t c, float lo, float hi,
+                             pthreadpool_t pool) {
+  GlobalJob j{x, y, pixels, c, (c + kChannelBlock - 1) / kChannelBlock, lo, hi};
+  pthreadpool_parallelize_1d(pool, global_block, &j, n * j.blocks, 0);
+}
+
+void max_pool_nhwc(const PoolGeometry& g, const float* x, float* y, pthreadpool_t pool) {
   Job j{&g, x, y};
   pthreadpool_parallelize_1d(pool, pool_row, &j, g.batch * g.out_h, 0);
 }
