@@ -9,6 +9,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/simd/isa.h"
+#include "kernels/simd/vbinary.h"
 
 namespace kiln::delegates::xnnpack {
 
@@ -185,21 +186,23 @@ void average_row(void* ctx, size_t row) {
 struct GlobalJob {
   const float* x;
   float* y;
-  size_t pixels, c, blocks;
+  size_t pixels, c, block, blocks;  // each image's channels in `blocks` tasks of `block`
   float lo, hi;
 };
-constexpr size_t kChannelBlock = 64;  // a task's channels: 64 running sums stay in registers
+constexpr size_t kSumChunk = 1024;  // channels summed per pass (the sums live on the stack)
 
 void global_block(void* ctx, size_t t) {
   const GlobalJob& j = *static_cast<const GlobalJob*>(ctx);
-  const size_t n = t / j.blocks, k0 = t % j.blocks * kChannelBlock, kc = std::min(kChannelBlock, j.c - k0);
-  float acc[kChannelBlock] = {};
-  const float* x = j.x + n * j.pixels * j.c + k0;
-  for (size_t p = 0; p < j.pixels; ++p, x += j.c)
-    for (size_t k = 0; k < kc; ++k) acc[k] += x[k];
+  const size_t n = t / j.blocks, k_end = std::min(j.c, (t % j.blocks + 1) * j.block);
   const float div = static_cast<float>(j.pixels);
-  float* y = j.y + n * j.c + k0;
-  for (size_t k = 0; k < kc; ++k) y[k] = kernels::clamp_keep_nan(acc[k] / div, j.lo, j.hi);
+  for (size_t k0 = t % j.blocks * j.block; k0 < k_end; k0 += kSumChunk) {
+    const size_t kc = std::min(kSumChunk, k_end - k0);
+    float acc[kSumChunk];
+    std::fill(acc, acc + kc, 0.f);
+    simd::accumulate_rows(j.x + n * j.pixels * j.c + k0, j.c, j.pixels, kc, acc);
+    float* y = j.y + n * j.c + k0;
+    for (size_t k = 0; k < kc; ++k) y[k] = kernels::clamp_keep_nan(acc[k] / div, j.lo, j.hi);
+  }
 }
 
 }  // namespace
@@ -211,7 +214,12 @@ void average_pool_nhwc(const PoolGeometry& g, const float* x, float* y, pthreadp
 
 void global_average_pool_nwc(const float* x, float* y, size_t n, size_t pixels, size_t c, float lo, float hi,
                              pthreadpool_t pool) {
-  GlobalJob j{x, y, pixels, c, (c + kChannelBlock - 1) / kChannelBlock, lo, hi};
+  // Whole rows per task (contiguous reads) when there are images enough for the threads, else
+  // each image's channels in up to four parts of whole cache lines (16 floats).
+  const size_t parts = std::min<size_t>((4 + n - 1) / n, (c + 15) / 16);
+  const size_t block = (c + parts - 1) / parts;
+  const size_t aligned = parts > 1 ? (block + 15) / 16 * 16 : block;
+  GlobalJob j{x, y, pixels, c, aligned, (c + aligned - 1) / aligned, lo, hi};
   pthreadpool_parallelize_1d(pool, global_block, &j, n * j.blocks, 0);
 }
 

@@ -9,6 +9,7 @@
 
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/support.h"
+#include "kernels/kernel.h"
 #include "kernels/simd/isa.h"
 #include "kernels/simd/vmath.h"
 
@@ -132,8 +133,6 @@ float direct_output(const Job& j, size_t n, size_t oh, size_t ow, size_t o) {
   return s;
 }
 
-inline float clamp_keep_nan(float v, float lo, float hi) { return std::isnan(v) ? v : std::min(hi, std::max(lo, v)); }
-
 // A task's tiles: per_task of them from `first` (nt in all), the scratch's v [16][tt][c] their
 // transformed inputs, ms [16][tt][ldm] one or two blocks' products.
 struct TaskTiles {
@@ -231,7 +230,7 @@ __attribute__((always_inline)) inline void output_tiles(const Job& j, const Task
         continue;
       }
       for (size_t o = 0; o < nc; ++o)
-        yp[o] = clamp_keep_nan(direct_output(j, at.n, oh, ow, mb * kBlock + o), g.out_min, g.out_max);
+        yp[o] = kernels::clamp_keep_nan(direct_output(j, at.n, oh, ow, mb * kBlock + o), g.out_min, g.out_max);
     }
   }
 }

@@ -80,13 +80,21 @@ KILN_INLINE void clamp_body(const float* x, float* y, size_t n, float lo, float 
   for (size_t i = 0; i < n; ++i) y[i] = clamp1(x[i], lo, hi);
 }
 
+KILN_INLINE void accumulate_body(const float* x, size_t ld, size_t rows, size_t cols, float* __restrict acc) {
+  for (size_t r = 0; r < rows; ++r, x += ld)
+    for (size_t k = 0; k < cols; ++k) acc[k] += x[k];
+}
+
 // Each row: the same bodies under its target.
 #define KILN_VBINARY_ROW(suffix, attr)                                                                             \
   attr void binary_##suffix(BinaryKind op, const float* a, size_t lda, size_t sa, const float* b, size_t ldb,      \
                             size_t sb, float* y, size_t ldy, size_t rows, size_t cols, float lo, float hi) {       \
     binary_body(op, a, lda, sa, b, ldb, sb, y, ldy, rows, cols, lo, hi);                                           \
   }                                                                                                                \
-  attr void clamp_##suffix(const float* x, float* y, size_t n, float lo, float hi) { clamp_body(x, y, n, lo, hi); }
+  attr void clamp_##suffix(const float* x, float* y, size_t n, float lo, float hi) { clamp_body(x, y, n, lo, hi); } \
+  attr void accumulate_##suffix(const float* x, size_t ld, size_t rows, size_t cols, float* acc) {                 \
+    accumulate_body(x, ld, rows, cols, acc);                                                                       \
+  }
 
 #if defined(__x86_64__)
 KILN_VBINARY_ROW(avx512, __attribute__((target("avx512f,avx512vl,avx2,fma"))))
@@ -100,14 +108,15 @@ struct Impl {
   void (*binary)(BinaryKind, const float*, size_t, size_t, const float*, size_t, size_t, float*, size_t, size_t,
                  size_t, float, float);
   void (*clamp)(const float*, float*, size_t, float, float);
+  void (*accumulate)(const float*, size_t, size_t, size_t, float*);
 };
 
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", cpu_has_avx512f, binary_avx512, clamp_avx512},
-    {"avx2", cpu_has_avx2, binary_avx2, clamp_avx2},
+    {"avx512", cpu_has_avx512f, binary_avx512, clamp_avx512, accumulate_avx512},
+    {"avx2", cpu_has_avx2, binary_avx2, clamp_avx2, accumulate_avx2},
 #endif
-    {"plain", [] { return true; }, binary_plain, clamp_plain}};
+    {"plain", [] { return true; }, binary_plain, clamp_plain, accumulate_plain}};
 
 const Impl& chosen() {
   static const Impl* impl = pick_isa(kImpls);
@@ -122,6 +131,10 @@ void binary_rows(BinaryKind op, const float* a, size_t lda, size_t sa, const flo
 }
 
 void clamp(const float* x, float* y, size_t n, float lo, float hi) { chosen().clamp(x, y, n, lo, hi); }
+
+void accumulate_rows(const float* x, size_t ld, size_t rows, size_t cols, float* acc) {
+  if (rows > 0 && cols > 0) chosen().accumulate(x, ld, rows, cols, acc);
+}
 
 const char* vbinary_isa() { return chosen().name; }
 

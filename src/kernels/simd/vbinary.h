@@ -1,5 +1,5 @@
 #pragma once
-// Elementwise f32 arithmetic over 2-D blocks, with NaN kept: the XNNPACK delegate's Add, Sub,
+// Elementwise f32 arithmetic over 2-D blocks (and sums of rows), with NaN kept: the XNNPACK delegate's Add, Sub,
 // Mul, Div, Max, Min and Clamp (XNNPACK 2022 clamps its binary and clamp operators with x86
 // max/min, which return the second operand when the first is NaN: a NaN Add gave -Inf, a NaN
 // Relu gave 0, a plausible answer). Same results as the portable kernels, bit for bit:
@@ -26,6 +26,10 @@ void binary_rows(BinaryKind op, const float* a, size_t lda, size_t sa, const flo
 
 /// y[i] = clamp(x[i], lo, hi) for i < n, NaN kept (Relu, Relu6, Clip).
 void clamp(const float* x, float* y, size_t n, float lo, float hi);
+
+/// acc[k] += x[r * ld + k] for r = 0, 1, ... rows - 1 in order, k < cols (a global average
+/// pooling's channel sums over channels-last pixels).
+void accumulate_rows(const float* x, size_t ld, size_t rows, size_t cols, float* acc);
 
 /// The row the functions above run: "avx512", "avx2" or "plain".
 const char* vbinary_isa();
