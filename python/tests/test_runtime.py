@@ -123,10 +123,12 @@ def test_threads_give_the_same_outputs():
 
 
 def test_nan_input_is_refused_delegated_and_carried_portable(tmp_path):
-    """The non-finite rule: the delegated path refuses a NaN input (ExecutionError naming the
+    """The non-finite rule: a delegate with a step that would drop NaN (mobilenet_v2's strided
+    depthwise layers run on XNNPACK's operator) refuses a NaN input (ExecutionError naming the
     input and element); the portable kernels carry it to the outputs."""
-    out = str(tmp_path / "resnet.kiln")
-    kiln.export_onnx(os.path.join(ROOT, "zoo", "models", "resnet_small.onnx"), out, dims={"batch": (1, 8)})
+    out = str(tmp_path / "mobilenet.kiln")
+    kiln.export_onnx(os.path.join(ROOT, "zoo", "models", "mobilenet_v2.onnx"), out,
+                     dims={"batch": (1, 2), "H": (32, 64), "W": (32, 64)})
     p = kiln.load(out)
     delegated, portable = p.method("forward"), p.method("forward", use_delegate=False)
     assert delegated.coverage["running"], delegated.coverage
@@ -139,6 +141,23 @@ def test_nan_input_is_refused_delegated_and_carried_portable(tmp_path):
     assert np.isnan(np.asarray(y if not isinstance(y, (list, tuple)) else y[0])).any()
     x.flat[x.size // 2] = 1.0
     delegated(x)  # a clean input runs
+
+
+def test_nan_input_never_comes_out_as_a_number(tmp_path):
+    """resnet_small: where every delegated step keeps NaN (Kiln's kernels, x86-64 with AVX2) the
+    NaN reaches the outputs as on the portable path; elsewhere the input is refused."""
+    out = str(tmp_path / "resnet.kiln")
+    kiln.export_onnx(os.path.join(ROOT, "zoo", "models", "resnet_small.onnx"), out, dims={"batch": (1, 8)})
+    delegated = kiln.load(out).method("forward")
+    shape = [a if isinstance(a, int) else a.min for a in delegated.inputs[0].shape]
+    x = np.ones(shape, np.float32)
+    x.flat[x.size // 2] = np.nan
+    try:
+        y = delegated(x)
+    except kiln.ExecutionError as e:
+        assert f"holds NaN at element {x.size // 2} " in str(e)
+        return
+    assert np.isnan(np.asarray(y if not isinstance(y, (list, tuple)) else y[0])).all()
 
 
 def test_coverage_from_python():
