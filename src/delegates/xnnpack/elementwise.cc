@@ -226,32 +226,15 @@ struct XnnUnary : XnnOp {
   }
 };
 
-// Relu, Relu6 and Clip on simd::clamp, which keeps NaN (XNNPACK's clamp made a NaN Relu 0).
-struct ClampOp : Op {
-  Status run() override {
-    const float* x = ins[0]->as<float>();
-    float* y = out->as<float>();
-    const size_t n = numel(*out), blocks = (n + kBlock - 1) / kBlock;
-    auto task = [](void* ctx, size_t t) {
-      const ClampOp& op = *static_cast<const ClampOp*>(ctx);
-      const size_t total = numel(*op.out), i = t * kBlock;
-      simd::clamp(op.ins[0]->as<float>() + i, op.out->as<float>() + i, std::min(kBlock, total - i), op.plan.out_min,
-                  op.plan.out_max);
-    };
-    if (pool && blocks > 1) pthreadpool_parallelize_1d(pool, task, this, blocks, 0);
-    else simd::clamp(x, y, n, plan.out_min, plan.out_max);
-    return ok_status();
-  }
-  static constexpr size_t kBlock = 16384;
-};
-
-// erf, tanh and GELU on Kiln's vectorized kernels (pointwise.h).
+// erf, tanh, GELU and the clamps (Relu, Relu6, Clip) on Kiln's vectorized kernels
+// (pointwise.h), which keep NaN (XNNPACK's clamp made a NaN Relu 0).
 struct FastPointwise : Op {
   Status run() override {
     const float* x = ins[0]->as<float>();
     float* y = out->as<float>();
     const size_t n = numel(*out);
-    if (plan.unary == UnaryOp::kErf) fast_erf(x, y, n, pool);
+    if (plan.unary == UnaryOp::kClamp) fast_clamp(x, y, n, plan.out_min, plan.out_max, pool);
+    else if (plan.unary == UnaryOp::kErf) fast_erf(x, y, n, pool);
     else if (plan.unary == UnaryOp::kTanh) fast_tanh(x, y, n, pool);
     else fast_gelu(x, y, n, plan.gelu_tanh, pool);
     return ok_status();
@@ -492,10 +475,9 @@ std::unique_ptr<Op> make_binary(const OpPlan&, const OpSource&) { return std::ma
 
 std::unique_ptr<Op> make_unary(const OpPlan& p, const OpSource& src) {
   if (src.gate) return std::make_unique<GateOp>(*src.gate);
-  if (p.unary == UnaryOp::kErf || p.unary == UnaryOp::kTanh || p.unary == UnaryOp::kGelu)
+  if (p.unary == UnaryOp::kErf || p.unary == UnaryOp::kTanh || p.unary == UnaryOp::kGelu || p.unary == UnaryOp::kClamp)
     return std::make_unique<FastPointwise>();
   if (p.unary == UnaryOp::kPortable) return std::make_unique<PortablePointwise>();
-  if (p.unary == UnaryOp::kClamp) return std::make_unique<ClampOp>();
   return std::make_unique<XnnUnary>();
 }
 

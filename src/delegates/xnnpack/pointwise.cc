@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kernels/simd/vbinary.h"
 #include "kernels/simd/vmath.h"
 
 namespace kiln::delegates::xnnpack {
@@ -12,7 +13,7 @@ namespace {
 
 constexpr size_t kBlock = 4096;
 
-enum class Kind : uint8_t { kErf, kTanh, kGate, kGelu, kSoftmax, kLayerNorm };
+enum class Kind : uint8_t { kErf, kTanh, kGate, kGelu, kClamp, kSoftmax, kLayerNorm };
 
 // One map over blocks of kBlock elements (softmax: blocks of whole rows of `row` elements).
 struct Job {
@@ -21,7 +22,7 @@ struct Job {
   float* y;
   size_t n, row;
   bool hard;  ///< gate: hard sigmoid; gelu: tanh form
-  float alpha, beta;
+  float alpha, beta;  ///< gate: its slope and offset; clamp: lo and hi
   const float* gamma = nullptr;  ///< layer norm (alpha: epsilon)
   const float* shift = nullptr;
 };
@@ -50,6 +51,8 @@ void run_block(void* ctx, size_t b) {
       return simd::tanh(x, y, count);
     case Kind::kGelu:
       return simd::gelu(x, y, count, j.hard);
+    case Kind::kClamp:
+      return simd::clamp(x, y, count, j.alpha, j.beta);
     case Kind::kSoftmax:
     case Kind::kLayerNorm:
       return;
@@ -73,6 +76,10 @@ void fast_tanh(const float* x, float* y, size_t n, pthreadpool_t pool) { run(Job
 
 void gate(const float* x, float* y, size_t n, bool hard, float alpha, float beta, pthreadpool_t pool) {
   run(Job{Kind::kGate, x, y, n, 1, hard, alpha, beta}, pool);
+}
+
+void fast_clamp(const float* x, float* y, size_t n, float lo, float hi, pthreadpool_t pool) {
+  run(Job{Kind::kClamp, x, y, n, 1, false, lo, hi}, pool);
 }
 
 void fast_gelu(const float* x, float* y, size_t n, bool tanh_form, pthreadpool_t pool) {

@@ -19,6 +19,9 @@ void fast_erf(const float* x, float* y, size_t n, pthreadpool_t pool);
 /// y[i] = tanh(x[i]) (the rational above). Never allocates.
 void fast_tanh(const float* x, float* y, size_t n, pthreadpool_t pool);
 
+/// y[i] = clamp(x[i], lo, hi) with NaN kept (simd::clamp: Relu, Relu6, Clip). Never allocates.
+void fast_clamp(const float* x, float* y, size_t n, float lo, float hi, pthreadpool_t pool);
+
 /// GELU (pointwise.h's erf or tanh form). Never allocates.
 void fast_gelu(const float* x, float* y, size_t n, bool tanh_form, pthreadpool_t pool);
 
