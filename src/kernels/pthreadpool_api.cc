@@ -86,7 +86,9 @@ void grid(pthreadpool_t pool, void* fn, void* ctx, bool with_id, std::initialize
     items *= g.tiles[d];
   }
   if (items == 0) return;
-  kiln::kernels::run_on(pool, run_items, &g, items, (flags & PTHREADPOOL_FLAG_DISABLE_DENORMALS) != 0);
+  kiln::kernels::run_on(pool, run_items, &g, items, (flags & PTHREADPOOL_FLAG_DISABLE_DENORMALS) != 0,
+                        (flags & kiln::kernels::kSharedSplitFlag) ? kiln::kernels::ThreadPool::Split::kShared
+                                                                  : kiln::kernels::ThreadPool::Split::kHomes);
 }
 
 }  // namespace

@@ -122,7 +122,8 @@ void run_groups(const void* p, size_t b, size_t e) {
 bool ThreadPool::start(size_t threads) {
   if (threads <= 1) return true;
   workers_.reset(new (std::nothrow) Worker[threads - 1]);
-  if (!workers_) return false;
+  homes_.reset(new (std::nothrow) Home[threads]);
+  if (!workers_ || !homes_) return false;
   for (size_t t = 1; t < threads; ++t) {
     Worker& w = workers_[num_workers_];
     w.pool = this;
@@ -160,10 +161,12 @@ void* ThreadPool::worker_main(void* self) {
 }
 
 void ThreadPool::worker_loop(Worker& me) {
-  uint32_t seen = epoch_.load(std::memory_order_acquire);
+  // Epoch 0 is the pool's state before its first job: a worker that starts after a job was
+  // posted takes part in it.
+  uint32_t seen = 0;
   for (;;) {
-    // A worker that starts after the destructor began reads the final epoch as `seen`: stop_
-    // (set before that epoch) keeps it from sleeping on it.
+    // A worker that starts after the destructor began finds stop_ set (before the final epoch),
+    // so it never sleeps on an epoch that will not change.
     auto idle = [&] { return epoch_.load(std::memory_order_seq_cst) == seen && !stop_.load(std::memory_order_seq_cst); };
     // Between jobs: spin, then keep checking while yielding the core (an idle CPU returns at once,
     // a shared one runs the caller or whoever else is waiting), then sleep.
@@ -182,41 +185,50 @@ void ThreadPool::worker_loop(Worker& me) {
     me.cpu.store(sched_getcpu(), std::memory_order_relaxed);
 #endif
     me.arrivals.fetch_add(1, std::memory_order_release);
-    const size_t ran = participate(seen);
+    const size_t ran = participate(seen, static_cast<size_t>(&me - workers_.get()) + 1);
     if (ran) worker_items_.fetch_add(ran, std::memory_order_relaxed);
   }
 }
 
-// Guided self-scheduling: each claim takes a share of what is left (at least one item), so
-// chunks start large (few claims) and end small (a late or preempted thread holds little).
-size_t ThreadPool::participate(uint32_t epoch) {
+// Guided self-scheduling within each home range: each claim takes half of what is left of the
+// range (at least one item), so chunks start large (few claims) and end small (a late or
+// preempted thread holds little, and the other threads take the rest of its range).
+size_t ThreadPool::participate(uint32_t epoch, size_t self) {
   size_t ran = 0;
   const size_t threads = this->threads();
-  uint64_t s = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if (static_cast<uint32_t>(s >> 32) != epoch) return ran;
-    const uint32_t next = static_cast<uint32_t>(s);
-    // The job's fields, then a fence: if any of these reads saw the next job's fields, the
-    // claim below cannot succeed (run() closes the epoch before writing them).
-    const Task task = task_.load(std::memory_order_relaxed);
-    const void* job = job_.load(std::memory_order_relaxed);
-    const uint32_t items = items_.load(std::memory_order_relaxed);
-    const bool flush = flush_.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (next >= items) return ran;
-    const uint32_t left = items - next;
-    const uint32_t take = std::max<uint32_t>(1, std::min<uint32_t>(left, left / static_cast<uint32_t>(2 * threads)));
-    if (!state_.compare_exchange_weak(s, s + take, std::memory_order_acquire, std::memory_order_acquire)) continue;
-    {
-      DenormalsOff d(flush);
-      task(job, next, next + take);
+  for (size_t h = 0; h < threads; ++h) {
+    const size_t k = (self + h) % threads;
+    std::atomic<uint64_t>& state = homes_[k].state;
+    uint64_t s = state.load(std::memory_order_acquire);
+    for (;;) {
+      if (static_cast<uint32_t>(s >> 32) != epoch) return ran;
+      const uint32_t next = static_cast<uint32_t>(s);
+      // The job's fields, then a fence: if any of these reads saw the next job's fields, the
+      // claim below cannot succeed (run() closes every range before writing them).
+      const Task task = task_.load(std::memory_order_relaxed);
+      const void* job = job_.load(std::memory_order_relaxed);
+      const uint32_t items = items_.load(std::memory_order_relaxed);
+      const uint32_t homes = homes_used_.load(std::memory_order_relaxed);
+      const bool flush = flush_.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (next == kClosed) return ran;
+      const uint32_t end = k < homes ? static_cast<uint32_t>((k + 1) * uint64_t{items} / homes) : items;
+      if (next >= end) break;
+      const uint32_t left = end - next;
+      const uint32_t take = std::max<uint32_t>(1, left / (homes == 1 ? 2 * static_cast<uint32_t>(threads) : 4));
+      if (!state.compare_exchange_weak(s, s + take, std::memory_order_acquire, std::memory_order_acquire)) continue;
+      {
+        DenormalsOff d(flush);
+        task(job, next, next + take);
+      }
+      ran += take;
+      if (done_.fetch_add(take, std::memory_order_seq_cst) + take == items &&
+          caller_asleep_.load(std::memory_order_seq_cst))
+        wake_all(done_);
+      s = state.load(std::memory_order_acquire);
     }
-    ran += take;
-    if (done_.fetch_add(take, std::memory_order_seq_cst) + take == items &&
-        caller_asleep_.load(std::memory_order_seq_cst))
-      wake_all(done_);
-    s = state_.load(std::memory_order_acquire);
   }
+  return ran;
 }
 
 bool ThreadPool::alone() {
@@ -297,12 +309,12 @@ bool ThreadPool::move_off_caller_core(int64_t now) {
 #endif
 }
 
-void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denormals) {
+void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denormals, Split split) {
   if (items == 0) return;
   if (items > kMaxItems) {
     const size_t group = (items + kMaxItems - 1) / kMaxItems;
     const Grouped g{task, job, items, group};
-    return run(run_groups, &g, (items + group - 1) / group, flush_denormals);
+    return run(run_groups, &g, (items + group - 1) / group, flush_denormals, split);
   }
   jobs_.fetch_add(1, std::memory_order_relaxed);
   items_run_.fetch_add(items, std::memory_order_relaxed);
@@ -310,20 +322,26 @@ void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denorm
     DenormalsOff d(flush_denormals);
     return task(job, 0, items);
   }
-  // Close the old epoch under a new number, write the job, then open it (the fence pairs with
-  // the one in participate(): a claim that read these fields is a claim of this epoch).
-  const uint32_t epoch = static_cast<uint32_t>(state_.load(std::memory_order_relaxed) >> 32) + 1;
-  state_.store((uint64_t{epoch} << 32) | kClosed, std::memory_order_relaxed);
+  // Close the old epoch's ranges under a new number, write the job, then open them (the fence
+  // pairs with the one in participate(): a claim that read these fields is a claim of this epoch).
+  const uint32_t epoch = ++last_epoch_;
+  const size_t threads = this->threads(), homes = split == Split::kShared ? 1 : threads;
+  for (size_t k = 0; k < threads; ++k)
+    homes_[k].state.store((uint64_t{epoch} << 32) | kClosed, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   task_.store(task, std::memory_order_relaxed);
   job_.store(job, std::memory_order_relaxed);
   items_.store(static_cast<uint32_t>(items), std::memory_order_relaxed);
+  homes_used_.store(static_cast<uint32_t>(homes), std::memory_order_relaxed);
   flush_.store(flush_denormals, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  state_.store(uint64_t{epoch} << 32, std::memory_order_release);
+  for (size_t k = 0; k < threads; ++k)
+    homes_[k].state.store(
+        (uint64_t{epoch} << 32) | static_cast<uint32_t>(k < homes ? k * uint64_t{items} / homes : items),
+        std::memory_order_release);
   epoch_.store(epoch, std::memory_order_seq_cst);
   if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_all(epoch_);
-  const size_t own = participate(epoch);
+  const size_t own = participate(epoch, 0);
   judge(items, own);
   // Only chunks in flight are left: wait for those, spinning briefly, then asleep.
   const uint32_t n = static_cast<uint32_t>(items);
@@ -342,8 +360,9 @@ void ThreadPool::run(Task task, const void* job, size_t items, bool flush_denorm
   if (ns > kLongWaitNs) long_waits_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals) {
-  if (pool) return pool->run(task, job, items, flush_denormals);
+void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals,
+            ThreadPool::Split split) {
+  if (pool) return pool->run(task, job, items, flush_denormals, split);
   if (items == 0) return;
   DenormalsOff d(flush_denormals);
   task(job, 0, items);

@@ -46,10 +46,16 @@ class ThreadPool {
   /// Threads that take part in run(): the workers and the caller.
   size_t threads() const { return num_workers_ + 1; }
 
+  /// How run() deals the items: each thread from its own home range first (kHomes), or all
+  /// threads in order from one range (kShared: neighbouring items run at the same time on
+  /// different cores, for jobs whose neighbouring items share data that should be read once,
+  /// e.g. a weight chunk read by every pixel group).
+  enum class Split { kHomes, kShared };
+
   /// Runs task(job, b, e) over the items [0, items) on the caller and the workers; returns when
   /// every item has run. `flush_denormals` runs the items with denormals flushed to zero
   /// (pthreadpool's PTHREADPOOL_FLAG_DISABLE_DENORMALS). One caller at a time per pool.
-  void run(Task task, const void* job, size_t items, bool flush_denormals);
+  void run(Task task, const void* job, size_t items, bool flush_denormals, Split split = Split::kHomes);
 
   /// Counters for tests and profiles: jobs run, their items, items run by workers (not the
   /// caller), how often the caller slept waiting for a chunk in flight, the time it spent
@@ -77,8 +83,9 @@ class ThreadPool {
   struct Worker;
   static void* worker_main(void* self);
   void worker_loop(Worker& me);
-  // Claims and runs chunks of epoch `epoch` until none is left; returns the items it ran.
-  size_t participate(uint32_t epoch);
+  // Claims and runs chunks of epoch `epoch` until none is left, from its home range first
+  // (`self`: 0 the caller, 1.. the workers); returns the items it ran.
+  size_t participate(uint32_t epoch, size_t self);
   void run_range(uint32_t epoch, Task task, const void* job, size_t items, bool flush);
 
   struct Worker {
@@ -95,13 +102,23 @@ class ThreadPool {
   };
   std::unique_ptr<Worker[]> workers_;
   size_t num_workers_ = 0;
-  // (epoch << 32) | next unclaimed item. A chunk is claimed by a CAS that also checks the epoch,
-  // so a worker that wakes late can never take an item of a job that has moved on.
-  std::atomic<uint64_t> state_{0};
-  // The job of the current epoch (relaxed atomics, published by state_; see run()).
+  // A job's items are cut into one home range per thread, [k * items / T, (k + 1) * items / T)
+  // for thread k (the caller is 0): each thread claims from its own range first, then from the
+  // others'. Consecutive ops whose items run over the same rows in the same order (most of
+  // them: rows of images) then find their inputs in the cache of the core that wrote them,
+  // rather than half of them in the other core's. Per range, (epoch << 32) | next unclaimed
+  // item; a chunk is claimed by a CAS that also checks the epoch, so a worker that wakes late
+  // can never take an item of a job that has moved on.
+  struct alignas(64) Home {
+    std::atomic<uint64_t> state{0};
+  };
+  std::unique_ptr<Home[]> homes_;
+  uint32_t last_epoch_ = 0;  // caller-only
+  // The job of the current epoch (relaxed atomics, published by the homes' states; see run()).
   std::atomic<Task> task_{nullptr};
   std::atomic<const void*> job_{nullptr};
   std::atomic<uint32_t> items_{0};
+  std::atomic<uint32_t> homes_used_{1};  // 1 (Split::kShared) or threads()
   std::atomic<bool> flush_{false};
   std::atomic<uint32_t> done_{0};        // items finished in the current epoch
   std::atomic<uint32_t> epoch_{0};       // what sleeping workers wait on
@@ -139,7 +156,12 @@ class ThreadPool {
 bool pthreadpool_api_is_kiln();
 
 /// Runs task over [0, items) on `pool` (inline when it is null or has one thread).
-void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals = false);
+void run_on(ThreadPool* pool, ThreadPool::Task task, const void* job, size_t items, bool flush_denormals = false,
+            ThreadPool::Split split = ThreadPool::Split::kHomes);
+
+/// A pthreadpool flag of Kiln's own (beside PTHREADPOOL_FLAG_DISABLE_DENORMALS): Kiln's kernels
+/// pass it to pthreadpool_parallelize_* for ThreadPool::Split::kShared.
+constexpr uint32_t kSharedSplitFlag = 0x40000000u;
 
 }  // namespace kiln::kernels
 

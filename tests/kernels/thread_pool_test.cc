@@ -85,6 +85,44 @@ TEST(ThreadPool, SlowWorkerDelaysOnlyItsOwnChunk) {
   pthreadpool_destroy(pool);
 }
 
+// Where a worker starts: with Split::kHomes, at the first item of its own home range (the second
+// half of the items at two threads), so consecutive jobs over the same rows keep each row on the
+// core that last wrote it; with Split::kShared, right after the caller's first chunk. The caller
+// holds item 0 until the worker has started an item, so the worker's first claim is made while
+// the caller's home is untouched past its first chunk.
+TEST(ThreadPool, WorkerStartsAtItsHomeRangeUnlessTheSplitIsShared) {
+  pthreadpool_t pool = pthreadpool_create(2);
+  ASSERT_NE(pool, nullptr);
+  struct Job {
+    std::thread::id caller;
+    std::atomic<long> worker_first{-1};
+    std::atomic<bool> timed_out{false};
+  };
+  auto task = [](const void* p, size_t b, size_t) {
+    auto* j = const_cast<Job*>(static_cast<const Job*>(p));
+    if (std::this_thread::get_id() != j->caller) {
+      long none = -1;
+      j->worker_first.compare_exchange_strong(none, static_cast<long>(b));
+      return;
+    }
+    if (b != 0) return;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (j->worker_first.load() < 0)
+      if (std::chrono::steady_clock::now() > give_up) return j->timed_out.store(true);
+  };
+  for (auto split : {kernels::ThreadPool::Split::kHomes, kernels::ThreadPool::Split::kShared}) {
+    Job job;
+    job.caller = std::this_thread::get_id();
+    pool->run(task, &job, 64, false, split);
+    ASSERT_FALSE(job.timed_out.load()) << "the worker never took an item";
+    if (split == kernels::ThreadPool::Split::kHomes)
+      EXPECT_EQ(job.worker_first.load(), 32) << "the worker did not start at its home range";
+    else
+      EXPECT_EQ(job.worker_first.load(), 16) << "the worker did not take the chunk after the caller's (64 / 4 items)";
+  }
+  pthreadpool_destroy(pool);
+}
+
 // Workers that take almost none of the items (here: asleep, woken too late for jobs the caller
 // finishes in a microsecond; on a device: the cores are busy with other apps) are left alone:
 // the caller runs the next jobs by itself for a period, every item still once, and after the

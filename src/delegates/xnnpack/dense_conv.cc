@@ -14,6 +14,7 @@
 
 #include "delegates/xnnpack/support.h"
 #include "kernels/simd/isa.h"
+#include "kernels/thread_pool.h"
 #include "kernels/simd/vmath.h"
 
 namespace kiln::delegates::xnnpack {
@@ -628,7 +629,6 @@ void run_task(void* ctx, size_t i, size_t k) {
   // The gate over the task's output, still in cache: its pixels, its chunk's channels.
   const size_t c0 = chunk * j.blocks_per_chunk * kNr, c1 = std::min(m, (chunk + 1) * j.blocks_per_chunk * kNr);
   const size_t p0 = first * kMr, p1 = std::min(j.pixels, last * kMr);
-  const Gate& gt = *g.gate;
   gate_row(*g.gate, j.y + p0 * ys + c0, p1 - p0, c1 - c0, ys);
 }
 
@@ -851,8 +851,8 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
   }
   j.blocks_per_chunk = (blocks + chunks - 1) / chunks;
   chunks = (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk;
-  if (j.chunks_outer)
-    pthreadpool_parallelize_2d(pool, run_task, &j, chunks, groups, 0);
+  if (j.chunks_outer)  // both threads on one weight chunk at a time: it is read from memory once
+    pthreadpool_parallelize_2d(pool, run_task, &j, chunks, groups, kernels::kSharedSplitFlag);
   else
     pthreadpool_parallelize_2d(pool, run_task, &j, groups, chunks, 0);
 }
