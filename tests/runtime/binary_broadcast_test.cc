@@ -85,5 +85,45 @@ TEST(BinaryBroadcast, MatchesPortableBelowTheBoundAndCarriesNaN) {
         }
 }
 
+// A memory-bound step is split over the pool by the elements it moves, not the ones it writes:
+// a GlobalAveragePool that reads 64x32x32 floats and writes 64 runs on both threads (each reads
+// the rows its thread's share of the convolution just wrote), and so do an Add and the region's
+// entry ToNhwc down to 16,384 elements; at 2,048 they stay on the calling thread (the
+// convolution, 262,144 multiply-adds, is still split). One parallel job per split step, counted
+// by the pool (the count does not depend on timing: a job the caller runs alone counts too).
+TEST(BinaryBroadcast, MemoryBoundStepsSplitByTheElementsTheyMove) {
+  exporter::GraphBuilder g;
+  ASSERT_TRUE(g.add_dim("H", 1, 32).ok());
+  int x = *g.add_input("x", DType::kF32, {1, 64, "H", 32});
+  RandomConstants consts(g, 5, 0.5f);
+  core::AttrStore none;
+  int c = *g.add("Conv", "conv", {x, consts({64, 64, 1, 1}), consts({64})}, none);
+  int add = *g.add("Add", "add", {c, x});
+  int gap = *g.add("GlobalAveragePool", "gap", {add});
+  EXPECT_TRUE(g.mark_output(gap, "y").ok());
+  format::ProgramDesc desc;
+  ASSERT_TRUE(g.emit(&desc).ok());
+  ASSERT_TRUE(exporter::partition_xnnpack(&desc.methods[0], desc.constants).ok());
+  AlignedBytes image(*format::serialize_program(desc));
+  auto program = image.load();
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  MethodOptions two;
+  two.cpu_threads = 2;
+  auto m = Method::create(**program, "forward", two);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE((*m)->delegated()) << (*m)->delegate_warning();
+  // H = 32: ToNhwc, conv, Add (65,536 elements) and GlobalAveragePool (65,536 read) on the pool;
+  // H = 8: ToNhwc, the Add and the pool move 16,384: still split; H = 1: only the conv.
+  for (auto [h, jobs] : {std::pair<int64_t, uint64_t>{32, 4}, {8, 4}, {1, 1}}) {
+    ASSERT_TRUE((*m)->bind_shapes({{1, 64, h, 32}}).ok());
+    fill_normal((*m)->input(0), 9);
+    (*m)->set_profiling(true);
+    ASSERT_TRUE((*m)->execute().ok());
+    const ThreadProfile t = (*m)->thread_profile();
+    (*m)->set_profiling(false);
+    EXPECT_EQ(t.jobs, jobs) << "H=" << h;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -175,18 +175,35 @@ namespace {
 
 // Below this much work (output elements times FLOPs per element), an op runs single-threaded.
 constexpr double kMinParallelWork = 1 << 16;
-// Ops that only move memory (at most one FLOP per output: copies, Concat, layout changes,
-// elementwise) are bound by bytes that sit in the producing core's cache; splitting them pays
-// only above this many output elements. Measured on the zoo's unet decoder at 1x3x64x64: its
-// 65,536-element Concat took 2.4x longer on 2 threads than on 1, and the model at 2 threads
-// beside a busy process went from 1.10x to 1.00x of its 1-thread time with this bound.
-constexpr double kMinParallelMoves = 1 << 18;
+// Ops that only move memory (at most one FLOP per output: elementwise ops, reductions, layout
+// changes) are bound by bytes that sit in the producing core's cache. The pool deals each
+// thread the same rows job after job (its home range), so an op whose input its producer split
+// the same way finds it in its own core's cache: splitting pays from this many elements
+// (mobilenet_v3_small 4x3x320x320 at 2 threads: its squeeze-excite GlobalAveragePool, Mul and
+// Add run on one thread below 2^18 elements, reading half their input from the other core;
+// 5.47 -> 5.04 ms at 2^14).
+constexpr double kMinParallelMoves = 1 << 14;
+// A Concat's inputs come from different producers (a skip connection's long before), whose
+// split its own does not match: splitting it pays only above this many output elements.
+// Measured on the zoo's unet decoder at 1x3x64x64: its 65,536-element Concat took 2.4x longer
+// on 2 threads than on 1.
+constexpr double kMinParallelCopies = 1 << 18;
 
 // The pool for an op of this much work, or null (run on the calling thread).
-pthreadpool_t pool_for(pthreadpool_t pool, size_t outputs, double flops_per_output) {
-  const double n = static_cast<double>(outputs);
+pthreadpool_t pool_for(pthreadpool_t pool, size_t elements, double flops_per_output, bool concat = false) {
+  const double n = static_cast<double>(elements);
+  if (concat) return n >= kMinParallelCopies ? pool : nullptr;
   return flops_per_output <= 1 ? (n >= kMinParallelMoves ? pool : nullptr)
                                : (n * flops_per_output >= kMinParallelWork ? pool : nullptr);
+}
+
+// What an op's size is judged by: its output elements, or, for ops that only move memory, the
+// larger of its output and its first input (a reduction such as GlobalAveragePool reads far
+// more than it writes).
+size_t moved_elements(const Op& op) {
+  size_t n = numel(*op.out);
+  if (op.plan.flops_per_output <= 1 && !op.ins.empty() && op.ins[0]) n = std::max(n, numel(*op.ins[0]));
+  return n;
 }
 
 // --- Making a region's ops ---------------------------------------------------------------
@@ -457,7 +474,7 @@ Status Delegate::setup() {
       op.last = now;
       op.skip = numel(*op.out) == 0;  // an empty input with a non-empty output (MatMul, K = 0) still runs
       // Waking the pool costs microseconds: small ops run on the calling thread.
-      op.pool = pool_for(pool_, numel(*op.out), op.plan.flops_per_output);
+      op.pool = pool_for(pool_, moved_elements(op), op.plan.flops_per_output, op.plan.kind == OpKind::kConcat);
       if (op.skip) continue;
       Status s = op.setup();
       if (!s.ok()) {
