@@ -71,6 +71,9 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {1, 4, 40, 8, 24, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0},
       // one input channel takes the direct path (a spectrogram's first layer); dilated C = 2 the GEMM
       {2, 19, 23, 1, 16, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},   {1, 10, 9, 2, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+      // few pixels and several blocks: two-block chunks over smaller pixel groups (4 and 2 tiles)
+      // rather than one-block chunks; 5 blocks leave a chunk of one, masked
+      {2, 4, 4, 96, 96, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 7, 40, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups
       {2, 11, 12, 256, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       // windows longer than the tap table, unpadded (row tiles only): a 400-tap one-channel DFT at

@@ -391,7 +391,8 @@ struct Job {
   float* y;
   size_t pixels, tiles;
   size_t blocks_per_chunk;
-  bool chunks_outer;  // tasks run chunk by chunk (each chunk's weights stay in L2 across the pixels)
+  bool chunks_outer;
+  size_t tiles_per_task = kTilesPerTask;  // a task's pixel group: at most kTilesPerTask tiles  // tasks run chunk by chunk (each chunk's weights stay in L2 across the pixels)
 };
 
 // The output pixel a tile starts at; run_task steps it from tile to tile (no division per tile).
@@ -547,7 +548,7 @@ void run_task(void* ctx, size_t i, size_t k) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels, ys = out_stride(w, g);
-  const size_t first = group * kTilesPerTask, last = std::min(j.tiles, first + kTilesPerTask);
+  const size_t first = group * j.tiles_per_task, last = std::min(j.tiles, first + j.tiles_per_task);
   const float* a[kTilesPerTask][kMaxTaps * kMr];
   TileKind kinds[kTilesPerTask];
   size_t active[kTilesPerTask];              // taps kept per tile (a tap tile)
@@ -838,7 +839,8 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
   }
   j.tiles = (j.pixels + kMr - 1) / kMr;
   // Enough tasks for every thread: split the channel blocks when there are few pixel groups.
-  const size_t groups = (j.tiles + kTilesPerTask - 1) / kTilesPerTask, blocks = (w.out_channels + kNr - 1) / kNr;
+  size_t groups = (j.tiles + kTilesPerTask - 1) / kTilesPerTask;
+  const size_t blocks = (w.out_channels + kNr - 1) / kNr;
   const size_t want = 4 * (pool ? pthreadpool_get_threads_count(pool) : 1);
   size_t chunks = std::min(blocks, std::max<size_t>(1, (want + groups - 1) / groups));
   // Weights larger than half of L2 (resnet's 512-channel 3x3: 9.4 MB) would stream from
@@ -850,6 +852,18 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
     j.chunks_outer = true;
   }
   j.blocks_per_chunk = (blocks + chunks - 1) / chunks;
+  if (j.blocks_per_chunk == 1 && blocks > 1 && !j.chunks_outer && chosen_for(j.pixels).pairs) {
+    // Chunks of one block would run on the one-block kernel, bound by its broadcasts (half the
+    // pair kernel's FLOPs per load): keep pairs, and make the pixel groups smaller instead, by
+    // two tiles (the 12-row pair kernel's), until there are tasks enough (mnasnet's 576 -> 96
+    // projections on 2x4x4 pixels at 2 threads: 6 one-block tasks, no faster than 1 thread).
+    j.blocks_per_chunk = 2;
+    const size_t pairs = (blocks + 1) / 2;
+    while (groups * pairs < want && j.tiles_per_task > 2) {
+      j.tiles_per_task -= 2;
+      groups = (j.tiles + j.tiles_per_task - 1) / j.tiles_per_task;
+    }
+  }
   chunks = (blocks + j.blocks_per_chunk - 1) / j.blocks_per_chunk;
   if (j.chunks_outer)  // both threads on one weight chunk at a time: it is read from memory once
     pthreadpool_parallelize_2d(pool, run_task, &j, chunks, groups, kernels::kSharedSplitFlag);
