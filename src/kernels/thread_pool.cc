@@ -190,9 +190,10 @@ void ThreadPool::worker_loop(Worker& me) {
   }
 }
 
-// Guided self-scheduling within each home range: each claim takes half of what is left of the
-// range (at least one item), so chunks start large (few claims) and end small (a late or
-// preempted thread holds little, and the other threads take the rest of its range).
+// Guided self-scheduling within each home range: each claim takes a quarter of what is left of
+// the range (of a shared range, 1 / (2 * threads); at least one item), so chunks start large
+// (few claims) and end small (a late or preempted thread holds little, and the other threads
+// take the rest of its range).
 size_t ThreadPool::participate(uint32_t epoch, size_t self) {
   size_t ran = 0;
   const size_t threads = this->threads();

@@ -18,26 +18,40 @@
 namespace kiln::delegates::xnnpack {
 namespace {
 
-std::vector<float> reference(const PoolGeometry& g, const std::vector<float>& x) {
-  std::vector<float> y(g.batch * g.out_h * g.out_w * g.channels);
+// Each output element of the pooling of x, reduced from its window's values (in window order,
+// padding skipped) by `reduce`, then clamped unless it is NaN.
+template <typename Reduce>
+std::vector<float> pool_reference(const PoolGeometry& g, const std::vector<float>& x, Reduce reduce) {
+  std::vector<float> y(g.batch * g.out_h * g.out_w * g.channels), taps;
   for (size_t n = 0; n < g.batch; ++n)
     for (size_t oh = 0; oh < g.out_h; ++oh)
       for (size_t ow = 0; ow < g.out_w; ++ow)
         for (size_t c = 0; c < g.channels; ++c) {
-          float m = -INFINITY;
-          bool nan = false;
+          taps.clear();
           for (size_t kh = 0; kh < g.kernel_h; ++kh)
             for (size_t kw = 0; kw < g.kernel_w; ++kw) {
               const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
               const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw * g.dilation_w) - g.pad_left;
               if (ih < 0 || iw < 0 || ih >= static_cast<int64_t>(g.in_h) || iw >= static_cast<int64_t>(g.in_w)) continue;
-              const float v = x[((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.channels + c];
-              nan = nan || std::isnan(v);
-              m = std::max(m, v);
+              taps.push_back(x[((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.channels + c]);
             }
-          y[((n * g.out_h + oh) * g.out_w + ow) * g.channels + c] = nan ? NAN : std::min(g.out_max, std::max(g.out_min, m));
+          const float m = reduce(taps);
+          y[((n * g.out_h + oh) * g.out_w + ow) * g.channels + c] =
+              std::isnan(m) ? NAN : std::min(g.out_max, std::max(g.out_min, m));
         }
   return y;
+}
+
+// Max pooling: NaN when any value in the window is NaN (padding never wins).
+std::vector<float> reference(const PoolGeometry& g, const std::vector<float>& x) {
+  return pool_reference(g, x, [](const std::vector<float>& taps) {
+    float m = -INFINITY;
+    for (float v : taps) {
+      if (std::isnan(v)) return NAN;
+      m = std::max(m, v);
+    }
+    return m;
+  });
 }
 
 struct Case {
@@ -86,26 +100,14 @@ TEST(MaxPoolNhwc, MatchesAPlainReference) {
   }
 }
 
+// Average pooling: the window's values summed in double, divided by their count (padding not
+// counted).
 std::vector<float> average_reference(const PoolGeometry& g, const std::vector<float>& x) {
-  std::vector<float> y(g.batch * g.out_h * g.out_w * g.channels);
-  for (size_t n = 0; n < g.batch; ++n)
-    for (size_t oh = 0; oh < g.out_h; ++oh)
-      for (size_t ow = 0; ow < g.out_w; ++ow)
-        for (size_t c = 0; c < g.channels; ++c) {
-          double sum = 0;
-          int count = 0;
-          for (size_t kh = 0; kh < g.kernel_h; ++kh)
-            for (size_t kw = 0; kw < g.kernel_w; ++kw) {
-              const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh) - g.pad_top;
-              const int64_t iw = static_cast<int64_t>(ow * g.stride_w + kw) - g.pad_left;
-              if (ih < 0 || iw < 0 || ih >= static_cast<int64_t>(g.in_h) || iw >= static_cast<int64_t>(g.in_w)) continue;
-              sum += x[((n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) * g.channels + c];
-              ++count;
-            }
-          const float m = static_cast<float>(sum / std::max(count, 1));
-          y[((n * g.out_h + oh) * g.out_w + ow) * g.channels + c] = std::isnan(m) ? m : std::min(g.out_max, std::max(g.out_min, m));
-        }
-  return y;
+  return pool_reference(g, x, [](const std::vector<float>& taps) {
+    double sum = 0;
+    for (float v : taps) sum += v;
+    return static_cast<float>(sum / std::max<size_t>(taps.size(), 1));
+  });
 }
 
 // Same class, and finite values within a float sum's rounding of the double reference.
