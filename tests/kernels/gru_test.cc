@@ -152,6 +152,31 @@ TEST(Gru, RandomSweepAgainstReference) {
   EXPECT_GT(lbr_count, 100);
 }
 
+// PyTorch's GRU (linear_before_reset, default activations, no clip: one pass over R^T and a
+// fused row) at hidden sizes around the 8- and 16-lane blocks and the 512-bit row's threshold
+// (3H >= 256), both layouts, batches past a block of 4 vectors, and rows of unequal lengths
+// (one row per step).
+TEST(Gru, PyTorchFormAtVectorEdges) {
+  std::mt19937 rng(77);
+  for (int64_t hidden : {7, 8, 17, 86, 131})
+    for (int64_t layout : {0, 1})
+      for (int64_t batch : {1, 5}) {
+        RnnCase k;
+        k.seq = 4, k.batch = batch, k.input = 6, k.hidden = hidden, k.layout = layout, k.lbr = 1;
+        k.bias = true, k.init_h = layout == 1, k.num_outputs = 2;
+        k.direction = batch == 5 ? "bidirectional" : "forward";
+        if (hidden == 17)
+          for (int64_t b = 0; b < batch; ++b) k.lens.push_back(static_cast<int32_t>((b * 3) % (k.seq + 1)));
+        RnnInputs in = random_rnn_inputs(rng, k, 3);
+        OpResult res = run_op("GRU", in.list(false, true), k.attrs(false), k.num_outputs);
+        ASSERT_TRUE(res.status.ok()) << k.describe() << ": " << res.status.message();
+        ASSERT_EQ(res.kernel, kernels::KernelStatus::kOk) << k.describe();
+        GruRef want = reference_gru(k, in);
+        expect_close(res.outputs[0], want.y, k.describe() + " Y");
+        expect_close(res.outputs[1], want.yh, k.describe() + " Y_h");
+      }
+}
+
 // Values from ONNX Runtime 1.31.1. One step, hidden 1, input 1, W = (0, 0, 1), R = 0, no bias:
 // with f = Sigmoid, z = 0.5 and Y = g(x) / 2; the test compares 2*Y with g(x).
 std::vector<float> gru_g_of_x(const std::vector<float>& xs, const std::string& acts, std::vector<float> alpha,
@@ -320,7 +345,7 @@ TEST(Gru, SymbolicShapesAndBelowBound) {
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.shape, "[T, 2, batch, 16]");
   EXPECT_EQ(pool.shape_to_string(r.outputs[1].shape), "[2, batch, 16]");
-  // Per direction (2): (3 gates + temp + h) * 16 * 4 bytes per batch row, then rows 3*16 wide:
+  // Per direction (2): (3 recurrent sums + temp + h) * 16 * 4 bytes per batch row, then rows 3*16 wide:
   // W^T (5), R^T (16), a bias row and the input projections (T*batch), times 4 bytes
   EXPECT_EQ(pool.to_string(r.scratch_bytes), "640*batch + 384*T*batch + 8448");
   EXPECT_EQ(guards_text(pool, r), "");

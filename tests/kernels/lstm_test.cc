@@ -320,9 +320,10 @@ TEST(Lstm, SymbolicShapesAndBelowBound) {
     EXPECT_EQ(r.shape, layout ? "[batch, T, 2, 16]" : "[T, 2, batch, 16]");
     EXPECT_EQ(pool.shape_to_string(r.outputs[1].shape), layout ? "[batch, 2, 16]" : "[2, batch, 16]");
     EXPECT_EQ(pool.shape_to_string(r.outputs[2].shape), layout ? "[batch, 2, 16]" : "[2, batch, 16]");
-    // Per direction (2): (4 gates + h + c) * 16 * 4 bytes per batch row, then rows 4*16 wide:
-    // W^T (8), R^T (16), a bias row and the input projections (T*batch), times 4 bytes
-    EXPECT_EQ(pool.to_string(r.scratch_bytes), "768*batch + 512*T*batch + 12800");
+    // Per direction (2): (h + c) * 16 * 4 bytes per batch row (the gates are summed in the input
+    // projections' rows), then rows 4*16 wide: W^T (8), R^T (16), a bias row and the input
+    // projections (T*batch), times 4 bytes
+    EXPECT_EQ(pool.to_string(r.scratch_bytes), "256*batch + 512*T*batch + 12800");
     EXPECT_EQ(guards_text(pool, r), "");
 
     std::mt19937 rng(static_cast<unsigned>(99 + layout));

@@ -1,6 +1,6 @@
 // kernels/simd/vmath: the error bounds its header states, on dense grids against double libm
 // (erf, tanh and softmax are also checked through the delegate's threaded wrappers in
-// tests/delegates/pointwise_test.cc), and add_vecmat against a plain double loop at sizes
+// tests/delegates/pointwise_test.cc), and vecmat and gru_row against plain double loops at sizes
 // around every vector-block edge (8 and 24 columns on the AVX2 row, 16 and 48 on AVX-512, which
 // takes matrices of 2^13 elements and more).
 #include "kernels/simd/vmath.h"
@@ -116,13 +116,48 @@ TEST(Vmath, AddVecmatMatchesDoubleAtBlockEdges) {
         std::vector<float> one = out;  // vector by vector: the same bits as all at once
         for (size_t r = 0; r < nv; ++r)
           simd::add_vecmat(mt.data(), ld, rows, cols, v.data() + r * ldv, ldv, one.data() + r * ldo, ldo, 1);
+        // From one bias row (ldi = 0) into other rows: the bits of accumulating onto copies of it.
+        std::vector<float> bias(rows), from_bias(nv * ldo, 7.f), acc = from_bias;
+        for (float& a : bias) a = u(rng);
+        for (size_t r = 0; r < nv; ++r) std::copy(bias.begin(), bias.end(), acc.begin() + r * ldo);
+        simd::add_vecmat(mt.data(), ld, rows, cols, v.data(), ldv, acc.data(), ldo, nv);
+        simd::vecmat(mt.data(), ld, rows, cols, v.data(), ldv, bias.data(), 0, from_bias.data(), ldo, nv);
         simd::add_vecmat(mt.data(), ld, rows, cols, v.data(), ldv, out.data(), ldo, nv);
         for (size_t i = 0; i < out.size(); ++i) {
           const bool written = i % ldo < rows;
           ASSERT_NEAR(out[i], want[i], written ? 2e-7 * (cols + 10) * (1 + std::fabs(want[i])) : 0.0) << rows << "x" << cols << " nv=" << nv << " i=" << i;
           ASSERT_EQ(out[i], one[i]) << rows << "x" << cols << " nv=" << nv << " i=" << i;
+          ASSERT_EQ(from_bias[i], acc[i]) << rows << "x" << cols << " nv=" << nv << " i=" << i << " (from a bias row)";
         }
       }
+}
+
+// One GRU row (linear_before_reset, Sigmoid, Tanh) against the equations in double, at widths
+// around the 8- and 16-lane blocks and the AVX-512 row's 3n >= 256 (n = 86); NaN stays NaN.
+TEST(Vmath, GruRowMatchesDoubleAtBlockEdges) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (size_t n : {1, 3, 7, 8, 9, 15, 16, 17, 33, 85, 86, 87, 100, 128, 131}) {
+    std::vector<float> x(3 * n), a(3 * n), h(n), y(n, 9.f);
+    for (float& v : x) v = u(rng);
+    for (float& v : a) v = u(rng);
+    for (float& v : h) v = u(rng) / 4;
+    std::vector<double> want(n);
+    for (size_t i = 0; i < n; ++i) {
+      const double z = sig(double(x[i]) + a[i]), r = sig(double(x[n + i]) + a[n + i]);
+      const double c = std::tanh(double(x[2 * n + i]) + r * a[2 * n + i]);
+      want[i] = (1 - z) * c + z * h[i];
+    }
+    simd::gru_row(x.data(), a.data(), h.data(), y.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(h[i], want[i], 2e-6) << "n " << n << " i " << i;
+      ASSERT_EQ(y[i], h[i]) << "n " << n << " i " << i;
+    }
+    x[n - 1] = NAN;  // a NaN input gate sum, in the last (tail) unit
+    simd::gru_row(x.data(), a.data(), h.data(), y.data(), n);
+    EXPECT_TRUE(std::isnan(h[n - 1]) && std::isnan(y[n - 1])) << "n " << n;
+  }
 }
 
 }  // namespace

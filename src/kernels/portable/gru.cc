@@ -13,8 +13,9 @@
 namespace kiln::kernels {
 
 namespace {
-// Scratch per batch row: 3*H gate sums, H for r.Ht-1 (or Ht-1*Rh^T + Rbh), H of hidden state;
-// then the direction being run (RnnDirScratch).
+// Scratch per batch row: 3*H recurrent sums (Ht-1*R^T; the gate sums are in the input
+// projections' rows), H for r.Ht-1 (or Ht-1*Rh^T + Rbh), H of hidden state; then the direction
+// being run (RnnDirScratch).
 constexpr RnnKind kGru = {3, 2, 1, 6, 5};
 }  // namespace
 
@@ -32,40 +33,54 @@ KernelStatus gru_run(const RunCtx& c) {
   for (int64_t b = 0; b < r.batch; ++b)
     if (rnn_seq_len(c, r, b) < 0) return KernelStatus::kInvalidValue;
   const bool lbr = c.attrs.get_int("linear_before_reset", 0) != 0;
-  const int64_t hs = r.hidden, in = r.input, g3 = 3 * hs;
+  const int64_t hs = r.hidden, g3 = 3 * hs;
   float* y = c.out(0).as<float>();
   rnn_run_directions(c, r, [&](const RunCtx& c, int64_t d) {
-    float* gates = rnn_slot(c, kGru, r, d);  // [batch, 3H]
-    float* tmp = gates + r.batch * g3;       // [batch, H]
-    float* hstate = tmp + r.batch * hs;      // [batch, H]
+    float* rec = rnn_slot(c, kGru, r, d);  // [batch, 3H]
+    float* tmp = rec + r.batch * g3;       // [batch, H]
+    float* hstate = tmp + r.batch * hs;    // [batch, H]
     const float* wb = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g3 : nullptr;
     const float* rb = wb ? wb + g3 : nullptr;
     const RnnActFn &fa = r.f(d, 0, 2), &ga = r.f(d, 1, 2);
     const RnnDirScratch s = rnn_prepare_direction(c, kGru, r, d);  // Rh^T: the last H columns of R^T
     // z and r get both biases; h gets Wbh, plus Rbh here unless it sits inside r.(...).
     for (int64_t j = 0; j < g3; ++j) s.bias[j] = wb ? wb[j] + (j < 2 * hs || !lbr ? rb[j] : 0.f) : 0.f;
+    rnn_project(c, kGru, r, s);
+    // Then the bias row starts the recurrent sums: [0 | 0 | Rbh] (linear_before_reset).
+    for (int64_t j = 0; j < g3; ++j) s.bias[j] = lbr && rb && j >= 2 * hs ? rb[j] : 0.f;
     rnn_load_states(c, r, d, &hstate, 1);
+    // PyTorch's GRU (linear_before_reset, Sigmoid and Tanh, no clip): one pass over R^T for all
+    // three gates, then one fused pass per row.
+    const bool fused = lbr && r.clip == 0.f && fa.kind == RnnAct::kSigmoid && ga.kind == RnnAct::kTanh;
     const size_t h = static_cast<size_t>(hs), g = static_cast<size_t>(g3);
+    const int64_t ps = r.row_step() * g3;  // between batch rows' gate sums
     rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b0, int64_t nb) {
       const int64_t b1 = b0 + nb;
-      float* g0 = gates + b0 * g3;
-      for (int64_t b = b0; b < b1; ++b) rnn_start_gates(s.proj + r.x_off(t, b) / in * g3, s.bias, g3, gates + b * g3);
-      simd::add_vecmat(s.rt, g, 2 * h, h, hstate + b0 * hs, h, g0, g, static_cast<size_t>(nb));
-      for (int64_t b = b0; b < b1; ++b) rnn_apply(fa, r.clip, gates + b * g3, 2 * hs);
+      float* g0 = s.proj + r.row(t, b0) * g3;  // X*W^T + biases: the gate sums, in place
+      const float* h0 = hstate + b0 * hs;
+      if (fused) {
+        simd::vecmat(s.rt, g, g, h, h0, h, s.bias, 0, rec + b0 * g3, g, static_cast<size_t>(nb));
+        for (int64_t b = b0; b < b1; ++b)
+          simd::gru_row(g0 + (b - b0) * ps, rec + b * g3, hstate + b * hs, y + r.y_off(t, d, b), h);
+        return;
+      }
+      simd::add_vecmat(s.rt, g, 2 * h, h, h0, h, g0, static_cast<size_t>(ps), static_cast<size_t>(nb));
+      for (int64_t b = b0; b < b1; ++b) rnn_apply(fa, r.clip, g0 + (b - b0) * ps, 2 * hs);
       if (lbr) {  // tb = Ht-1*Rh^T + Rbh, then h += r.tb
-        for (int64_t b = b0; b < b1; ++b)
-          for (int64_t j = 0; j < hs; ++j) tmp[b * hs + j] = rb ? rb[2 * hs + j] : 0.f;
-        simd::add_vecmat(s.rt + 2 * hs, g, h, h, hstate + b0 * hs, h, tmp + b0 * hs, h, static_cast<size_t>(nb));
-        for (int64_t b = b0; b < b1; ++b)
-          for (int64_t j = 0; j < hs; ++j) gates[b * g3 + 2 * hs + j] += gates[b * g3 + hs + j] * tmp[b * hs + j];
+        simd::vecmat(s.rt + 2 * hs, g, h, h, h0, h, s.bias + 2 * hs, 0, tmp + b0 * hs, h, static_cast<size_t>(nb));
+        for (int64_t b = b0; b < b1; ++b) {
+          float* gb = g0 + (b - b0) * ps;
+          for (int64_t j = 0; j < hs; ++j) gb[2 * hs + j] += gb[hs + j] * tmp[b * hs + j];
+        }
       } else {  // tb = r.Ht-1, then h += tb*Rh^T
         for (int64_t b = b0; b < b1; ++b)
-          for (int64_t j = 0; j < hs; ++j) tmp[b * hs + j] = gates[b * g3 + hs + j] * hstate[b * hs + j];
-        simd::add_vecmat(s.rt + 2 * hs, g, h, h, tmp + b0 * hs, h, g0 + 2 * hs, g, static_cast<size_t>(nb));
+          for (int64_t j = 0; j < hs; ++j) tmp[b * hs + j] = g0[(b - b0) * ps + hs + j] * hstate[b * hs + j];
+        simd::add_vecmat(s.rt + 2 * hs, g, h, h, tmp + b0 * hs, h, g0 + 2 * hs, static_cast<size_t>(ps),
+                         static_cast<size_t>(nb));
       }
       for (int64_t b = b0; b < b1; ++b) {
-        const float* zg = gates + b * g3;
-        float* hg = gates + b * g3 + 2 * hs;
+        const float* zg = g0 + (b - b0) * ps;
+        float* hg = g0 + (b - b0) * ps + 2 * hs;
         float* hb = hstate + b * hs;
         rnn_apply(ga, r.clip, hg, hs);
         for (int64_t j = 0; j < hs; ++j) hb[j] = (1.f - zg[j]) * hg[j] + zg[j] * hb[j];

@@ -13,8 +13,9 @@
 namespace kiln::kernels {
 
 namespace {
-// Scratch per batch row: 4*H gate sums, then H of hidden state and H of cell state.
-constexpr RnnKind kLstm = {4, 3, 2, 8, 6};
+// Scratch per batch row: H of hidden state and H of cell state (a step sums its gates in the
+// input projections' rows).
+constexpr RnnKind kLstm = {4, 3, 2, 8, 2};
 }  // namespace
 
 Status lstm_shape(ShapeCtx& c) {
@@ -36,11 +37,10 @@ KernelStatus lstm_run(const RunCtx& c) {
   if (!rnn_read(c, kLstm, &r)) return KernelStatus::kInvalidValue;
   for (int64_t b = 0; b < r.batch; ++b)
     if (rnn_seq_len(c, r, b) < 0) return KernelStatus::kInvalidValue;
-  const int64_t hs = r.hidden, in = r.input, g4 = 4 * hs;
+  const int64_t hs = r.hidden, g4 = 4 * hs;
   float* y = c.out(0).as<float>();
   rnn_run_directions(c, r, [&](const RunCtx& c, int64_t d) {
-    float* gates = rnn_slot(c, kLstm, r, d);  // [batch, 4H]
-    float* hstate = gates + r.batch * g4;     // [batch, H]
+    float* hstate = rnn_slot(c, kLstm, r, d);  // [batch, H]
     float* cstate = hstate + r.batch * hs;    // [batch, H]
     float* const states[2] = {hstate, cstate};
     const float* bias = c.has_input(3) ? c.in(3).as<float>() + d * 2 * g4 : nullptr;
@@ -48,16 +48,16 @@ KernelStatus lstm_run(const RunCtx& c) {
     const RnnActFn &fa = r.f(d, 0, 3), &ga = r.f(d, 1, 3), &ha = r.f(d, 2, 3);
     const RnnDirScratch s = rnn_prepare_direction(c, kLstm, r, d);
     for (int64_t j = 0; j < g4; ++j) s.bias[j] = bias ? bias[j] + bias[g4 + j] : 0.f;
+    rnn_project(c, kLstm, r, s);
     rnn_load_states(c, r, d, states, 2);
+    const int64_t ps = r.row_step() * g4;  // between batch rows' gate sums
     rnn_for_each_step(c, r, d, [&](int64_t t, int64_t b0, int64_t nb) {
-      for (int64_t b = b0; b < b0 + nb; ++b)
-        rnn_start_gates(s.proj + r.x_off(t, b) / in * g4, s.bias, g4, gates + b * g4);
+      float* g0 = s.proj + r.row(t, b0) * g4;  // X*W^T + biases: the gate sums, in place
       // hstate is read only here: updated in place below
       simd::add_vecmat(s.rt, static_cast<size_t>(g4), static_cast<size_t>(g4), static_cast<size_t>(hs),
-                       hstate + b0 * hs, static_cast<size_t>(hs), gates + b0 * g4, static_cast<size_t>(g4),
-                       static_cast<size_t>(nb));
+                       hstate + b0 * hs, static_cast<size_t>(hs), g0, static_cast<size_t>(ps), static_cast<size_t>(nb));
       for (int64_t b = b0; b < b0 + nb; ++b) {
-        float* gb = gates + b * g4;
+        float* gb = g0 + (b - b0) * ps;
         float* hb = hstate + b * hs;
         float* cb = cstate + b * hs;
         float *ig = gb, *og = gb + hs, *fg = gb + 2 * hs, *cg = gb + 3 * hs;

@@ -1,6 +1,7 @@
 // LSTM and GRU's shared attribute, shape and layout code (rnn.h).
 #include "kernels/portable/rnn.h"
 #include "core/status.h"
+#include "kernels/portable/strided_copy.h"
 
 namespace kiln::kernels {
 
@@ -144,12 +145,12 @@ bool rnn_read(const RunCtx& c, const RnnKind& k, RnnRun* r) {
 }
 
 void rnn_transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t k = 0; k < cols; ++k) dst[k * rows + j] = src[j * cols + k];
+  const int64_t dims[2] = {cols, rows}, strides[2] = {1, cols};
+  strided_copy(dst, src, sizeof(float), 2, dims, strides, 0);
 }
 
 RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, const RnnRun& r, int64_t d) {
-  const int64_t gh = k.gates * r.hidden, in = r.input, hs = r.hidden, rows = r.seq * r.batch;
+  const int64_t gh = k.gates * r.hidden, in = r.input, hs = r.hidden;
   RnnDirScratch s;
   s.wt = rnn_slot(c, k, r, d) + k.scratch_rows * r.batch * r.hidden;
   s.rt = s.wt + in * gh;
@@ -157,15 +158,18 @@ RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, const Rnn
   s.proj = s.bias + gh;
   rnn_transpose(c.in(1).as<float>() + d * gh * in, gh, in, s.wt);
   rnn_transpose(c.in(2).as<float>() + d * gh * hs, gh, hs, s.rt);
+  return s;
+}
+
+void rnn_project(const RunCtx& c, const RnnKind& k, const RnnRun& r, const RnnDirScratch& s) {
+  const int64_t gh = k.gates * r.hidden, in = r.input, rows = r.seq * r.batch;
   const float* x = c.in(0).as<float>();
   // Rows split over the pool (chunks of at least ~64K multiply-adds), as the actual sizes say.
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, 65536 / std::max<int64_t>(1, gh * in)));
   parallel_for(c, static_cast<size_t>(rows), grain, [&](size_t b, size_t e) {
-    std::fill(s.proj + b * gh, s.proj + e * gh, 0.f);
-    simd::add_vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + b * in,
-                     static_cast<size_t>(in), s.proj + b * gh, static_cast<size_t>(gh), e - b);
+    simd::vecmat(s.wt, static_cast<size_t>(gh), static_cast<size_t>(gh), static_cast<size_t>(in), x + b * in,
+                 static_cast<size_t>(in), s.bias, 0, s.proj + b * gh, static_cast<size_t>(gh), e - b);
   });
-  return s;
 }
 
 void rnn_load_states(const RunCtx& c, const RnnRun& r, int64_t d, float* const* states, int n) {

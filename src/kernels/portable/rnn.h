@@ -95,7 +95,7 @@ struct RnnKind {
   int acts_per_dir;  ///< activations per direction: 3 for LSTM (f, g, h), 2 for GRU (f, g)
   int states;        ///< 2 for LSTM (h, c), 1 for GRU (h)
   int max_inputs;    ///< 8 for LSTM (P last), 6 for GRU
-  int scratch_rows;  ///< floats of scratch per (batch row, hidden unit)
+  int scratch_rows;  ///< floats of scratch per (batch row, hidden unit): the states, and GRU's recurrent sums
 };
 
 /// The attributes and actual sizes of one run.
@@ -107,7 +107,11 @@ struct RnnRun {
   RnnActFn act[6] = {};  ///< per direction: acts_per_dir entries
 
   const RnnActFn& f(int64_t d, int k, int per_dir) const { return act[d * per_dir + k]; }
-  int64_t x_off(int64_t t, int64_t b) const { return (layout1 ? b * seq + t : t * batch + b) * input; }
+  /// Row of X (and of the input projections) that holds time t of batch row b.
+  int64_t row(int64_t t, int64_t b) const { return layout1 ? b * seq + t : t * batch + b; }
+  /// Rows between batch rows b and b + 1 at the same time.
+  int64_t row_step() const { return layout1 ? seq : 1; }
+  int64_t x_off(int64_t t, int64_t b) const { return row(t, b) * input; }
   int64_t y_off(int64_t t, int64_t d, int64_t b) const {
     return (layout1 ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * hidden;
   }
@@ -139,7 +143,7 @@ struct RnnActError {
 /// its values.
 bool rnn_read_acts(const core::Attrs& a, int per_dir, int dirs, RnnActFn* act, RnnActError* err);
 
-/// Floats of scratch one direction uses: per batch row (gates and states), then W^T, R^T, a
+/// Floats of scratch one direction uses: per batch row (scratch_rows * H), then W^T, R^T, a
 /// bias row and the input projections. Each direction has its own slot, so the two of a
 /// bidirectional layer can run at once.
 inline int64_t rnn_slot_floats(const RnnKind& k, const RnnRun& r) {
@@ -179,18 +183,16 @@ void rnn_transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 struct RnnDirScratch {
   float* wt;    ///< W^T [input][gates*H]
   float* rt;    ///< R^T [H][gates*H]
-  float* bias;  ///< [gates*H], filled by the kernel
-  float* proj;  ///< X*W^T [seq*batch][gates*H]; row x_off(t, b) / input
+  float* bias;  ///< [gates*H], filled by the kernel before rnn_project (free after it)
+  float* proj;  ///< X*W^T + bias [seq*batch][gates*H]; row r.row(t, b); a step sums its gates there
 };
 
-/// Lays out direction d's scratch and fills W^T, R^T and the input projections of all steps:
-/// one matrix product over the whole sequence, so the recurrence adds only Ht-1*R^T per step.
+/// Lays out direction d's scratch and fills W^T and R^T.
 RnnDirScratch rnn_prepare_direction(const RunCtx& c, const RnnKind& k, const RnnRun& r, int64_t d);
 
-/// gates[j] = proj[j] + bias[j] for j < n.
-inline void rnn_start_gates(const float* proj, const float* bias, int64_t n, float* gates) {
-  for (int64_t j = 0; j < n; ++j) gates[j] = proj[j] + bias[j];
-}
+/// The input projections of all steps, bias included: one matrix product over the whole
+/// sequence, so the recurrence adds only Ht-1*R^T per step, in place.
+void rnn_project(const RunCtx& c, const RnnKind& k, const RnnRun& r, const RnnDirScratch& s);
 
 /// Length of batch row b's sequence (all of X when sequence_lens is omitted); -1 when out of
 /// [0, seq].

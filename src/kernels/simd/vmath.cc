@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace kiln::simd {
@@ -43,6 +44,17 @@ void softmax_row_scalar(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) part[i % 8] += (y[i] = m == -INFINITY ? NAN : exp_scalar(x[i] - m));
   const float sum = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
   for (size_t i = 0; i < n; ++i) y[i] *= 1.f / sum;
+}
+
+// One hidden unit of gru_row: z, r from their sums, the candidate c = tanh(xh + r.ah), and
+// h = (1 - z).c + z.h written as c + z.(h - c).
+inline float gru_unit(float xz, float az, float xr, float ar, float xh, float ah, float h) {
+  const float z = sigmoid_scalar(xz + az), r = sigmoid_scalar(xr + ar), c = tanh_scalar(xh + r * ah);
+  return c + z * (h - c);
+}
+
+void gru_row_plain(const float* x, const float* a, float* h, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = h[i] = gru_unit(x[i], a[i], x[n + i], a[n + i], x[2 * n + i], a[2 * n + i], h[i]);
 }
 
 #if defined(__x86_64__)
@@ -154,13 +166,13 @@ KILN_AVX2 void gelu_avx2(const float* x, float* y, size_t n, bool tanh_form) {
 // R vectors (R <= 4) times columns [j, j + 8 NB) of the matrix: 4 x 3 accumulators, 3 weight
 // vectors and a broadcast fit the 16 ymm registers; each weight load serves R vectors.
 template <size_t R, size_t NB>
-KILN_AVX2 inline void vecmat_block(const float* mt, size_t ld, size_t cols, const float* v, size_t ldv, float* out,
-                                   size_t ldo, size_t j) {
+KILN_AVX2 inline void vecmat_block(const float* mt, size_t ld, size_t cols, const float* v, size_t ldv,
+                                   const float* init, size_t ldi, float* out, size_t ldo, size_t j) {
   __m256 acc[R][NB];
 #pragma GCC unroll 4
   for (size_t r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm256_loadu_ps(out + r * ldo + j + 8 * b);
+    for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm256_loadu_ps(init + r * ldi + j + 8 * b);
   const float* m = mt + j;
   for (size_t k = 0; k < cols; ++k, m += ld) {
     __m256 w[NB];
@@ -182,31 +194,45 @@ KILN_AVX2 inline void vecmat_block(const float* mt, size_t ld, size_t cols, cons
 // Columns in blocks of 24, then 8, then one at a time, for R vectors at once.
 template <size_t R>
 KILN_AVX2 void vecmat_rows_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
-                                float* out, size_t ldo) {
+                                const float* init, size_t ldi, float* out, size_t ldo) {
   size_t j = 0;
-  for (; j + 24 <= rows; j += 24) vecmat_block<R, 3>(mt, ld, cols, v, ldv, out, ldo, j);
-  for (; j + 8 <= rows; j += 8) vecmat_block<R, 1>(mt, ld, cols, v, ldv, out, ldo, j);
+  for (; j + 24 <= rows; j += 24) vecmat_block<R, 3>(mt, ld, cols, v, ldv, init, ldi, out, ldo, j);
+  for (; j + 8 <= rows; j += 8) vecmat_block<R, 1>(mt, ld, cols, v, ldv, init, ldi, out, ldo, j);
   for (; j < rows; ++j)
     for (size_t r = 0; r < R; ++r) {
-      float a = out[r * ldo + j];
+      float a = init[r * ldi + j];
       for (size_t k = 0; k < cols; ++k) a += v[r * ldv + k] * mt[k * ld + j];
       out[r * ldo + j] = a;
     }
 }
 
-KILN_AVX2 void add_vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
-                               float* out, size_t ldo, size_t nv) {
+KILN_AVX2 void vecmat_avx2(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
+                           const float* init, size_t ldi, float* out, size_t ldo, size_t nv) {
   size_t r = 0;
-  for (; r + 4 <= nv; r += 4) vecmat_rows_avx2<4>(mt, ld, rows, cols, v + r * ldv, ldv, out + r * ldo, ldo);
+  for (; r + 4 <= nv; r += 4) vecmat_rows_avx2<4>(mt, ld, rows, cols, v + r * ldv, ldv, init + r * ldi, ldi, out + r * ldo, ldo);
   const float* vr = v + r * ldv;
+  const float* irow = init + r * ldi;
   float* orow = out + r * ldo;
-  if (nv - r == 3) vecmat_rows_avx2<3>(mt, ld, rows, cols, vr, ldv, orow, ldo);
-  if (nv - r == 2) vecmat_rows_avx2<2>(mt, ld, rows, cols, vr, ldv, orow, ldo);
-  if (nv - r == 1) vecmat_rows_avx2<1>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 3) vecmat_rows_avx2<3>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+  if (nv - r == 2) vecmat_rows_avx2<2>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+  if (nv - r == 1) vecmat_rows_avx2<1>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+}
+
+KILN_AVX2 void gru_row_avx2(const float* x, const float* a, float* h, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 z = sigmoid256(_mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(a + i)));
+    const __m256 r = sigmoid256(_mm256_add_ps(_mm256_loadu_ps(x + n + i), _mm256_loadu_ps(a + n + i)));
+    const __m256 c = tanh256(_mm256_fmadd_ps(r, _mm256_loadu_ps(a + 2 * n + i), _mm256_loadu_ps(x + 2 * n + i)));
+    const __m256 hn = _mm256_fmadd_ps(z, _mm256_sub_ps(_mm256_loadu_ps(h + i), c), c);
+    _mm256_storeu_ps(h + i, hn);
+    _mm256_storeu_ps(y + i, hn);
+  }
+  for (; i < n; ++i) y[i] = h[i] = gru_unit(x[i], a[i], x[n + i], a[n + i], x[2 * n + i], a[2 * n + i], h[i]);
 }
 
 // ---- AVX-512 F ----------------------------------------------------------------------------
-// tanh, sigmoid, the gates and add_vecmat 16 lanes wide; the quotient p/q from rcp14(q) and one residual
+// tanh, sigmoid, the gates and vecmat 16 lanes wide; the quotient p/q from rcp14(q) and one residual
 // correction, not a division: the division unit passes no more floats per cycle at 512 bits than
 // at 256 (efficientnet_b0 at 4x3x320x320 spent 17% of its time in the AVX2 gate). The rest of
 // the row is the AVX2 functions.
@@ -243,7 +269,7 @@ KILN_AVX512 inline __mmask16 lanes_from(size_t i, size_t n) {
   return n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
 }
 
-// Below this many elements (or matrix elements, add_vecmat: whatever the number of vectors, so
+// Below this many elements (or matrix elements, vecmat: whatever the number of vectors, so
 // every nv gives the same bits) the AVX-512 row runs its AVX2 functions: a model whose only
 // 512-bit work is a few tiny calls (gru_seq at 1x1x16: one GRU step of 32 units) paid the
 // cores' 512-bit warm-up, 6.4 -> 8.9 us per run on Intel.
@@ -277,34 +303,35 @@ KILN_AVX512 void gate_avx512(const float* x, float* y, size_t n, bool hard, floa
   }
 }
 
-// R vectors (R <= 4) times columns [j, j + 16 NB) of the matrix (lanes past `rows` masked
-// off): 4 x 3 accumulators, 3 weight vectors and a broadcast of the 32 zmm registers. A GRU
-// step at H = 128 and batch 4 (two 384-column passes) spent 59% of conv_gru_long in the AVX2
-// block.
+// R vectors (R <= 8) times columns [j, j + 16 NB) of the matrix (lanes past `rows` masked
+// off): up to 8 x 3 accumulators, 3 weight vectors and a broadcast of the 32 zmm registers. A
+// GRU step at H = 128 and batch 4 (two 384-column passes) spent 59% of conv_gru_long in the
+// AVX2 block. Blocks of 8 vectors (the input projections of a whole sequence) halve the weight
+// loads per FMA.
 template <size_t R, size_t NB>
 KILN_AVX512 inline void vecmat_block512(const float* mt, size_t ld, size_t rows, size_t cols, const float* v,
-                                        size_t ldv, float* out, size_t ldo, size_t j) {
+                                        size_t ldv, const float* init, size_t ldi, float* out, size_t ldo, size_t j) {
   __mmask16 mask[NB];
   __m512 acc[R][NB];
 #pragma GCC unroll 4
   for (size_t b = 0; b < NB; ++b) mask[b] = j + 16 * b < rows ? lanes_from(j + 16 * b, rows) : __mmask16(0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm512_maskz_loadu_ps(mask[b], out + r * ldo + j + 16 * b);
+    for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm512_maskz_loadu_ps(mask[b], init + r * ldi + j + 16 * b);
   const float* m = mt + j;
   for (size_t k = 0; k < cols; ++k, m += ld) {
     __m512 w[NB];
 #pragma GCC unroll 4
     for (size_t b = 0; b < NB; ++b) w[b] = _mm512_maskz_loadu_ps(mask[b], m + 16 * b);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const __m512 vk = _mm512_set1_ps(v[r * ldv + k]);
 #pragma GCC unroll 4
       for (size_t b = 0; b < NB; ++b) acc[r][b] = _mm512_fmadd_ps(vk, w[b], acc[r][b]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (size_t b = 0; b < NB; ++b) _mm512_mask_storeu_ps(out + r * ldo + j + 16 * b, mask[b], acc[r][b]);
@@ -313,23 +340,43 @@ KILN_AVX512 inline void vecmat_block512(const float* mt, size_t ld, size_t rows,
 // Columns in blocks of 48, then 16 (the last one masked), for R vectors at once.
 template <size_t R>
 KILN_AVX512 void vecmat_rows_avx512(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
-                                    float* out, size_t ldo) {
+                                    const float* init, size_t ldi, float* out, size_t ldo) {
   size_t j = 0;
-  for (; j + 48 <= rows; j += 48) vecmat_block512<R, 3>(mt, ld, rows, cols, v, ldv, out, ldo, j);
-  for (; j < rows; j += 16) vecmat_block512<R, 1>(mt, ld, rows, cols, v, ldv, out, ldo, j);
+  for (; j + 48 <= rows; j += 48) vecmat_block512<R, 3>(mt, ld, rows, cols, v, ldv, init, ldi, out, ldo, j);
+  for (; j < rows; j += 16) vecmat_block512<R, 1>(mt, ld, rows, cols, v, ldv, init, ldi, out, ldo, j);
 }
 
-KILN_AVX512 void add_vecmat_avx512(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
-                                   float* out, size_t ldo, size_t nv) {
-  if (rows * cols < kMin512Matrix) return add_vecmat_avx2(mt, ld, rows, cols, v, ldv, out, ldo, nv);
+KILN_AVX512 void vecmat_avx512(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
+                               const float* init, size_t ldi, float* out, size_t ldo, size_t nv) {
+  if (rows * cols < kMin512Matrix) return vecmat_avx2(mt, ld, rows, cols, v, ldv, init, ldi, out, ldo, nv);
   size_t r = 0;
-  for (; r + 4 <= nv; r += 4) vecmat_rows_avx512<4>(mt, ld, rows, cols, v + r * ldv, ldv, out + r * ldo, ldo);
+  for (; r + 8 <= nv; r += 8)
+    vecmat_rows_avx512<8>(mt, ld, rows, cols, v + r * ldv, ldv, init + r * ldi, ldi, out + r * ldo, ldo);
+  for (; r + 4 <= nv; r += 4)
+    vecmat_rows_avx512<4>(mt, ld, rows, cols, v + r * ldv, ldv, init + r * ldi, ldi, out + r * ldo, ldo);
   const float* vr = v + r * ldv;
+  const float* irow = init + r * ldi;
   float* orow = out + r * ldo;
-  if (nv - r == 3) vecmat_rows_avx512<3>(mt, ld, rows, cols, vr, ldv, orow, ldo);
-  if (nv - r == 2) vecmat_rows_avx512<2>(mt, ld, rows, cols, vr, ldv, orow, ldo);
-  if (nv - r == 1) vecmat_rows_avx512<1>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 3) vecmat_rows_avx512<3>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+  if (nv - r == 2) vecmat_rows_avx512<2>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+  if (nv - r == 1) vecmat_rows_avx512<1>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
 }
+// The three gates of n units: 3n elements decide the 512-bit row, as for tanh.
+KILN_AVX512 void gru_row_avx512(const float* x, const float* a, float* h, float* y, size_t n) {
+  if (3 * n < kMin512) return gru_row_avx2(x, a, h, y, n);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes_from(i, n);
+    const __m512 z = sigmoid512(_mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, a + i)));
+    const __m512 r =
+        sigmoid512(_mm512_add_ps(_mm512_maskz_loadu_ps(m, x + n + i), _mm512_maskz_loadu_ps(m, a + n + i)));
+    const __m512 c = tanh512(
+        _mm512_fmadd_ps(r, _mm512_maskz_loadu_ps(m, a + 2 * n + i), _mm512_maskz_loadu_ps(m, x + 2 * n + i)));
+    const __m512 hn = _mm512_fmadd_ps(z, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, h + i), c), c);
+    _mm512_mask_storeu_ps(h + i, m, hn);
+    _mm512_mask_storeu_ps(y + i, m, hn);
+  }
+}
+
 #undef KILN_AVX512
 #pragma GCC diagnostic pop
 
@@ -431,11 +478,11 @@ void layer_norm_row_neon(const float* x, float* y, size_t n, const float* gamma,
 
 // R vectors (R <= 4) times 16 columns: 16 accumulators and 4 weight vectors in registers.
 template <size_t R>
-inline void vecmat_block_neon(const float* mt, size_t ld, size_t cols, const float* v, size_t ldv, float* out, size_t ldo,
-                              size_t j) {
+inline void vecmat_block_neon(const float* mt, size_t ld, size_t cols, const float* v, size_t ldv, const float* init,
+                              size_t ldi, float* out, size_t ldo, size_t j) {
   float32x4_t acc[R][4];
   for (size_t r = 0; r < R; ++r)
-    for (size_t q = 0; q < 4; ++q) acc[r][q] = vld1q_f32(out + r * ldo + j + 4 * q);
+    for (size_t q = 0; q < 4; ++q) acc[r][q] = vld1q_f32(init + r * ldi + j + 4 * q);
   const float* m = mt + j;
   for (size_t k = 0; k < cols; ++k, m += ld) {
     const float32x4_t w0 = vld1q_f32(m), w1 = vld1q_f32(m + 4), w2 = vld1q_f32(m + 8), w3 = vld1q_f32(m + 12);
@@ -452,27 +499,41 @@ inline void vecmat_block_neon(const float* mt, size_t ld, size_t cols, const flo
 }
 
 template <size_t R>
-void vecmat_rows_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
-                      size_t ldo) {
+void vecmat_rows_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
+                      const float* init, size_t ldi, float* out, size_t ldo) {
   size_t j = 0;
-  for (; j + 16 <= rows; j += 16) vecmat_block_neon<R>(mt, ld, cols, v, ldv, out, ldo, j);
+  for (; j + 16 <= rows; j += 16) vecmat_block_neon<R>(mt, ld, cols, v, ldv, init, ldi, out, ldo, j);
   for (; j < rows; ++j)
     for (size_t r = 0; r < R; ++r) {
-      float a = out[r * ldo + j];
+      float a = init[r * ldi + j];
       for (size_t k = 0; k < cols; ++k) a += v[r * ldv + k] * mt[k * ld + j];
       out[r * ldo + j] = a;
     }
 }
 
-void add_vecmat_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
-                     size_t ldo, size_t nv) {
+void vecmat_neon(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv,
+                 const float* init, size_t ldi, float* out, size_t ldo, size_t nv) {
   size_t r = 0;
-  for (; r + 4 <= nv; r += 4) vecmat_rows_neon<4>(mt, ld, rows, cols, v + r * ldv, ldv, out + r * ldo, ldo);
+  for (; r + 4 <= nv; r += 4) vecmat_rows_neon<4>(mt, ld, rows, cols, v + r * ldv, ldv, init + r * ldi, ldi, out + r * ldo, ldo);
   const float* vr = v + r * ldv;
+  const float* irow = init + r * ldi;
   float* orow = out + r * ldo;
-  if (nv - r == 3) vecmat_rows_neon<3>(mt, ld, rows, cols, vr, ldv, orow, ldo);
-  if (nv - r == 2) vecmat_rows_neon<2>(mt, ld, rows, cols, vr, ldv, orow, ldo);
-  if (nv - r == 1) vecmat_rows_neon<1>(mt, ld, rows, cols, vr, ldv, orow, ldo);
+  if (nv - r == 3) vecmat_rows_neon<3>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+  if (nv - r == 2) vecmat_rows_neon<2>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+  if (nv - r == 1) vecmat_rows_neon<1>(mt, ld, rows, cols, vr, ldv, irow, ldi, orow, ldo);
+}
+
+void gru_row_neon(const float* x, const float* a, float* h, float* y, size_t n) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t z = sigmoid4(vaddq_f32(vld1q_f32(x + i), vld1q_f32(a + i)));
+    const float32x4_t r = sigmoid4(vaddq_f32(vld1q_f32(x + n + i), vld1q_f32(a + n + i)));
+    const float32x4_t c = tanh4(vfmaq_f32(vld1q_f32(x + 2 * n + i), r, vld1q_f32(a + 2 * n + i)));
+    const float32x4_t hn = vfmaq_f32(c, z, vsubq_f32(vld1q_f32(h + i), c));
+    vst1q_f32(h + i, hn);
+    vst1q_f32(y + i, hn);
+  }
+  for (; i < n; ++i) y[i] = h[i] = gru_unit(x[i], a[i], x[n + i], a[n + i], x[2 * n + i], a[2 * n + i], h[i]);
 }
 
 #endif  // __aarch64__
@@ -493,15 +554,17 @@ void gate_plain(const float* x, float* y, size_t n, bool hard, float alpha, floa
 void gelu_plain(const float* x, float* y, size_t n, bool tanh_form) {
   for (size_t i = 0; i < n; ++i) y[i] = gelu_scalar(x[i], tanh_form);
 }
-void add_vecmat_plain(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
-                      size_t ldo, size_t nv) {
-  for (size_t r = 0; r < nv; ++r)
+void vecmat_plain(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, const float* init,
+                  size_t ldi, float* out, size_t ldo, size_t nv) {
+  for (size_t r = 0; r < nv; ++r) {
+    if (init + r * ldi != out + r * ldo) std::memmove(out + r * ldo, init + r * ldi, rows * sizeof(float));
     for (size_t k = 0; k < cols; ++k) {
       const float vk = v[r * ldv + k];
       const float* row = mt + k * ld;
       float* o = out + r * ldo;
       for (size_t j = 0; j < rows; ++j) o[j] += vk * row[j];
     }
+  }
 }
 
 // ---- the table (isa.h) -----------------------------------------------------------------------
@@ -516,23 +579,24 @@ struct Impl {
   void (*softmax_row)(const float*, float*, size_t);
   void (*gelu)(const float*, float*, size_t, bool);
   void (*layer_norm_row)(const float*, float*, size_t, const float*, const float*, float);
-  void (*add_vecmat)(const float*, size_t, size_t, size_t, const float*, size_t, float*, size_t, size_t);
+  void (*vecmat)(const float*, size_t, size_t, size_t, const float*, size_t, const float*, size_t, float*, size_t, size_t);
+  void (*gru_row)(const float*, const float*, float*, float*, size_t);
 };
 
 // Best first; the last runs anywhere.
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx512", cpu_has_avx512f, erf_avx2, tanh_avx512, sigmoid_avx512, gate_avx512, softmax_row_avx2, gelu_avx2,
-     layer_norm_row_avx2, add_vecmat_avx512},
+     layer_norm_row_avx2, vecmat_avx512, gru_row_avx512},
     {"avx2", cpu_has_avx2, erf_avx2, tanh_avx2, sigmoid_avx2, gate_avx2, softmax_row_avx2, gelu_avx2,
-     layer_norm_row_avx2, add_vecmat_avx2},
+     layer_norm_row_avx2, vecmat_avx2, gru_row_avx2},
 #endif
 #if defined(__aarch64__)
     {"neon", [] { return true; }, erf_neon, tanh_neon, sigmoid_neon, gate_neon, softmax_row_neon, gelu_neon,
-     layer_norm_row_neon, add_vecmat_neon},
+     layer_norm_row_neon, vecmat_neon, gru_row_neon},
 #endif
     {"plain", [] { return true; }, erf_plain, tanh_plain, sigmoid_plain, gate_plain, softmax_row_scalar, gelu_plain,
-     layer_norm_row_scalar, add_vecmat_plain}};
+     layer_norm_row_scalar, vecmat_plain, gru_row_plain}};
 
 const Impl& chosen() {
   static const Impl* impl = pick_isa(kImpls);
@@ -559,9 +623,13 @@ void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, cons
   chosen().layer_norm_row(x, y, n, gamma, beta, eps);
 }
 
-void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
-                size_t ldo, size_t nv) {
-  if (nv > 0 && rows > 0) chosen().add_vecmat(mt, ld, rows, cols, v, ldv, out, ldo, nv);
+void vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, const float* init,
+            size_t ldi, float* out, size_t ldo, size_t nv) {
+  if (nv > 0 && rows > 0) chosen().vecmat(mt, ld, rows, cols, v, ldv, init, ldi, out, ldo, nv);
+}
+
+void gru_row(const float* x, const float* a, float* h, float* y, size_t n) {
+  if (n > 0) chosen().gru_row(x, a, h, y, n);
 }
 
 }  // namespace kiln::simd

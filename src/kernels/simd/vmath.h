@@ -23,7 +23,7 @@ namespace kiln::simd {
 /// True when the table's AVX2 row, or the AVX-512 one above it, runs (the CPU has AVX2 and FMA,
 /// KILN_MAX_ISA allows it).
 bool has_avx2();
-/// The row the functions below run: "avx512" (tanh, sigmoid, the gates and add_vecmat 16 lanes
+/// The row the functions below run: "avx512" (tanh, sigmoid, the gates, vecmat and gru_row 16 lanes
 /// wide, the rest as avx2), "avx2", "neon" or "plain".
 const char* vmath_isa();
 
@@ -47,16 +47,30 @@ void layer_norm_row(const float* x, float* y, size_t n, const float* gamma, cons
 /// the portable Softmax does.
 void softmax_row(const float* x, float* y, size_t n);
 
-/// For each of nv vectors r: out[r * ldo + j] += sum over k < cols of v[r * ldv + k] *
-/// mt[k * ld + j], for j < rows: vectors times a matrix stored transposed (rows `ld` apart),
-/// vectorized over j with no reductions (the gates of a recurrent step, 3H or 4H of them, side
-/// by side), up to 4 vectors per pass over the matrix (each weight load serves all of them).
-/// Each output is summed over k in order (the same bits for any nv on a given row of the table).
-void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
-                size_t ldo, size_t nv);
+/// For each of nv vectors r: out[r * ldo + j] = init[r * ldi + j] + sum over k < cols of
+/// v[r * ldv + k] * mt[k * ld + j], for j < rows: vectors times a matrix stored transposed (rows
+/// `ld` apart), vectorized over j with no reductions (the gates of a recurrent step, 3H or 4H of
+/// them, side by side), up to 4 vectors per pass over the matrix (each weight load serves all of
+/// them). `init` is `out` itself (ldi = ldo: accumulate), or one bias row for every vector
+/// (ldi = 0), or rows that do not overlap the outputs. Each output is summed over k in order,
+/// starting from its init value (the same bits for any nv on a given row of the table).
+void vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, const float* init,
+            size_t ldi, float* out, size_t ldo, size_t nv);
+/// out += v * M (init = out).
+inline void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, size_t ldv, float* out,
+                       size_t ldo, size_t nv) {
+  vecmat(mt, ld, rows, cols, v, ldv, out, ldo, out, ldo, nv);
+}
 /// One vector (nv = 1).
 inline void add_vecmat(const float* mt, size_t ld, size_t rows, size_t cols, const float* v, float* out) {
   add_vecmat(mt, ld, rows, cols, v, cols, out, rows, 1);
 }
+
+/// One GRU row of n hidden units with linear_before_reset = 1 and the default activations, from
+/// the input part x = [Xz | Xr | Xh] (biases included, 3n) and the recurrent part a = [Az | Ar |
+/// Ah] (Ht-1*R^T, Rbh included in Ah, 3n):
+///   z = sigmoid(Xz + Az), r = sigmoid(Xr + Ar), c = tanh(Xh + r.Ah), h = (1 - z).c + z.h
+/// h is updated in place and copied to y. The same formulas as sigmoid and tanh above.
+void gru_row(const float* x, const float* a, float* h, float* y, size_t n);
 
 }  // namespace kiln::simd
