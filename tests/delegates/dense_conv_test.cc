@@ -76,6 +76,11 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {2, 4, 4, 96, 96, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 7, 40, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       // weights over the L2 budget (256 x 72 x 3 x 3: 0.75 MB) run chunk by chunk over 5 pixel groups
       {2, 11, 12, 256, 72, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      // small windows at the edges copied into a task's edge slots, kernel rows a row apart (row
+      // tiles): dilated rows; a top row of more edge pixels than the slots (patch tiles after
+      // them); rows too long for any slot (patch tiles only)
+      {2, 12, 14, 8, 16, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1},   {1, 6, 40, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 100, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       // windows longer than the tap table, unpadded (row tiles only): a 400-tap one-channel DFT at
       // stride 160 (mel_frontend's; 41 outputs per row), and 2 kernel rows of 70 taps x 3 channels
       {2, 1, 6800, 1, 40, 1, 400, 1, 160, 1, 1, 0, 0, 0, 0}, {1, 5, 90, 3, 20, 2, 70, 1, 3, 2, 1, 0, 0, 0, 0},

@@ -423,13 +423,14 @@ enum class TileKind : uint8_t { kRow, kPatch, kTaps };
 // floats each through the tap path (a pointer and a short loop per tap), one run of 147 here.
 constexpr size_t kPatchFloats = 160;
 
-// One pixel's window (input origin ih0, iw0 of image n) into taps * c floats, zeros for padding.
-inline void copy_window(const Job& j, size_t n, int64_t ih0, int64_t iw0, float* out) {
+// One pixel's window (input origin ih0, iw0 of image n), zeros for padding: kernel row kh's
+// kernel_w * c floats at out + kh * out_row (kernel_w * c: one run of taps * c floats).
+inline void copy_window(const Job& j, size_t n, int64_t ih0, int64_t iw0, float* out, size_t out_row) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t c = w.in_channels;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
-  for (size_t kh = 0; kh < w.kernel_h; ++kh, out += w.kernel_w * c) {
+  for (size_t kh = 0; kh < w.kernel_h; ++kh, out += out_row) {
     const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
     if (ih < 0 || ih >= in_h) {
       std::fill(out, out + w.kernel_w * c, 0.f);
@@ -452,11 +453,42 @@ inline void copy_window(const Job& j, size_t n, int64_t ih0, int64_t iw0, float*
   }
 }
 
+// Where a task copies the windows of a row tile's edge pixels: each window's kernel rows
+// row_step apart, as they lie in the input, so the microkernel reads them as it reads the
+// input. Windows sit side by side in groups of row_step / (kernel_w * c); a group spans
+// kernel_h * row_step floats. resnet_small's 16-channel 3x3 layers on 32x32 maps: a third of
+// their 6-pixel tiles hold a pixel of column 0 or 31, and copying every pixel of those tiles
+// into one run (a patch tile) cost them 17% against a pre-padded input.
+constexpr size_t kEdgeFloats = 4096;
+struct EdgeSlots {
+  float* base = nullptr;
+  size_t width = 0, per_group = 0, group_floats = 0, capacity = 0, used = 0;
+};
+
+inline EdgeSlots edge_slots(const Job& j, float* base) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  EdgeSlots e;
+  if (g.dilation_w != 1 || g.in_stride != w.in_channels) return e;
+  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;
+  e.base = base;
+  e.width = w.kernel_w * w.in_channels;
+  e.per_group = row_step / e.width;
+  e.group_floats = w.kernel_h * row_step;
+  e.capacity = e.per_group * (kEdgeFloats / e.group_floats);
+  return e;
+}
+
+inline float* edge_slot(const EdgeSlots& e, size_t i) {
+  return e.base + i / e.per_group * e.group_floats + i % e.per_group * e.width;
+}
+
 // The input pointers of one tile of mr output pixels starting at `pos`, and its kind. A tap
 // tile drops the taps that read only padding for every pixel (their indices in `ids`, their
-// count in *n_active); a patch tile's windows go to `patch` (kMr * kPatchFloats floats).
+// count in *n_active); a patch tile's windows go to `patch` (kMr * kPatchFloats floats); a row
+// tile's edge windows to `edges`.
 inline TileKind gather_tile(const Job& j, TilePos pos, size_t mr, const float** at, size_t* n_active, uint16_t* ids,
-                            float* patch) {
+                            float* patch, EdgeSlots* edges) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels;
@@ -476,31 +508,42 @@ inline TileKind gather_tile(const Job& j, TilePos pos, size_t mr, const float** 
     }
   }
   size_t n = pos.n, oh = pos.oh, ow = pos.ow;
-  size_t pn[kMr], poh[kMr], pow_[kMr];
+  size_t pn[kMr], poh[kMr], pow_[kMr], n_edge = 0;
+  bool inside[kMr];
   for (size_t r = 0; r < mr; ++r) {
     pn[r] = n, poh[r] = oh, pow_[r] = ow;
     const int64_t ih0 = static_cast<int64_t>(oh * g.stride_h) - g.pad_top;
     const int64_t iw0 = static_cast<int64_t>(ow * g.stride_w) - g.pad_left;
-    rows = rows && ih0 >= 0 && ih0 + span_h < in_h && iw0 >= 0 && iw0 + span_w < in_w;
+    inside[r] = ih0 >= 0 && ih0 + span_h < in_h && iw0 >= 0 && iw0 + span_w < in_w;
+    n_edge += !inside[r];
     if (++ow == g.out_w) {
       ow = 0;
       if (++oh == g.out_h) oh = 0, ++n;
     }
   }
   *n_active = 0;
-  if (rows) {  // every tap inside: kernel rows are contiguous runs of kernel_w * c floats
+  // Every tap inside (kernel rows are contiguous runs of kernel_w * c floats), or a small window
+  // whose edge pixels fit the task's edge slots: a row tile.
+  const bool small = taps > 1 && taps * c <= kPatchFloats;
+  if (rows && (n_edge == 0 || (small && edges->used + n_edge <= edges->capacity))) {
     for (size_t r = 0; r < mr; ++r) {
-      const size_t ih0 = poh[r] * g.stride_h - static_cast<size_t>(g.pad_top);
-      const size_t iw0 = pow_[r] * g.stride_w - static_cast<size_t>(g.pad_left);
-      at[r] = j.x + ((pn[r] * g.in_h + ih0) * g.in_w + iw0) * c;
+      const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
+      const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
+      if (inside[r]) {
+        at[r] = j.x + ((pn[r] * g.in_h + static_cast<size_t>(ih0)) * g.in_w + static_cast<size_t>(iw0)) * c;
+        continue;
+      }
+      float* slot = edge_slot(*edges, edges->used++);
+      copy_window(j, pn[r], ih0, iw0, slot, g.dilation_h * g.in_w * c);
+      at[r] = slot;
     }
     return TileKind::kRow;
   }
-  if (taps > 1 && taps * c <= kPatchFloats) {
+  if (small) {
     for (size_t r = 0; r < mr; ++r) {
       at[r] = patch + r * kPatchFloats;
       copy_window(j, pn[r], static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top,
-                  static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left, patch + r * kPatchFloats);
+                  static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left, patch + r * kPatchFloats, w.kernel_w * c);
     }
     return TileKind::kPatch;
   }
@@ -554,10 +597,12 @@ void run_task(void* ctx, size_t i, size_t k) {
   size_t active[kTilesPerTask];              // taps kept per tile (a tap tile)
   uint16_t ids[kTilesPerTask][kMaxTaps];     // their tap indices
   alignas(64) float patches[kTilesPerTask][kMr * kPatchFloats];
+  alignas(64) float edge_floats[kEdgeFloats];
+  EdgeSlots edges = edge_slots(j, edge_floats);
   TilePos pos = tile_pos(g, first);
   for (size_t tile = first; tile < last; ++tile, next_tile(g, &pos))
     kinds[tile - first] = gather_tile(j, pos, std::min(kMr, j.pixels - tile * kMr), a[tile - first],
-                                      &active[tile - first], ids[tile - first], patches[tile - first]);
+                                      &active[tile - first], ids[tile - first], patches[tile - first], &edges);
   const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // a row tile's next kernel row
   constexpr size_t kAhead = 2;  // tiles (1 and 3 measured slower on p144_24 and p144_32)
   if (taps == 1)
