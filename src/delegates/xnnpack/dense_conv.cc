@@ -1,4 +1,5 @@
 #include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/dense_direct.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -27,20 +28,6 @@ constexpr size_t kWideRows = 2 * kMr;  // two tiles per call (the single-block w
 constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
 constexpr size_t kWeightBudget = size_t{512} << 10;  // weight bytes a task's chunk keeps in L2
-
-// Floats between output pixels: M, or a Concat's total channels when the layer writes its slice.
-inline size_t out_stride(const DenseConvWeights& w, const DenseConvGeometry& g) {
-  return g.out_stride ? g.out_stride : w.out_channels;
-}
-
-// The gate over one output row of `pixels` pixels of `m` channels, `stride` floats apart.
-inline void gate_row(const Gate& gt, float* row, size_t pixels, size_t m, size_t stride) {
-  if (stride == m) {
-    simd::gate(row, row, pixels * m, gt.hard, gt.alpha, gt.beta);
-    return;
-  }
-  for (size_t p = 0; p < pixels; ++p) simd::gate(row + p * stride, row + p * stride, m, gt.hard, gt.alpha, gt.beta);
-}
 
 // (taps, tap ids or null, c, a, a_step, panel, ldb, bias, y, nc, lo, hi): tap t of row r reads
 // c floats at a[t * MR + r], or, with a_step != 0 (a "row" tile: one pointer per row), at
@@ -293,10 +280,6 @@ KILN_AVX512 void pair12_strided512(size_t taps, size_t c, const float* a, size_t
 
 #pragma GCC diagnostic pop
 
-template <size_t C>
-void direct_row(void* ctx, size_t row);  // the direct path of one input channel (below)
-template <size_t C>
-void direct_row512(void* ctx, size_t row);  // 2-4 input channels (below)
 #endif  // __x86_64__
 
 #if defined(__aarch64__)
@@ -360,9 +343,9 @@ struct Impl {
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row<1>,
-     {nullptr, nullptr, direct_row512<2>, direct_row512<3>, direct_row512<4>}},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row<1>, {}},
+    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row_c1,
+     {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}},
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1, {}},
 #endif
 #if defined(__aarch64__)
     {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}},
@@ -700,169 +683,6 @@ void pack_dense_conv(const float* w, const float* bias, size_t m, size_t c, size
         out->panels[((mb * taps + t) * c + k) * kNr + j] = transposed_fc ? w[k * m + o] : w[(o * c + k) * taps + t];
   }
 }
-
-// One input channel (a spectrogram's first layer): a GEMM with K = taps this small is all
-// setup (conformer_tiny's 3x3 stride-2 subsampling: 0.051 -> 0.037 ms); with 3 channels (RGB)
-// the GEMM is faster again (mobilenet_v2's first layer 0.51-0.60 ms vs 0.66-0.83 direct), so
-// the direct path takes C = 1 only. Each output row is computed directly: per 16-channel block, NP
-// pixels at once (2 NP accumulators held in registers: independent FMA chains), each tap's C
-// inputs broadcast against the packed panel. Groups of four pixels whose windows lie inside
-// the row take the unchecked path; edge pixels go one at a time, skipping padded taps.
-constexpr size_t kDirectMaxChannels = 1;
-// A long one-channel window is a GEMM with a real K again: mel_frontend's 400-tap DFT (stride
-// 160, 402 outputs) took 1.14 ms direct against 0.55 in ONNX Runtime.
-constexpr size_t kDirectMaxTaps = 49;
-
-namespace {
-
-struct DirectJob {
-  const DenseConvWeights* w;
-  const DenseConvGeometry* g;
-  const float* x;
-  float* y;
-};
-
-#if defined(__x86_64__)
-template <size_t NP, bool kChecked, size_t C>
-__attribute__((target("avx2,fma"))) inline void direct_pixels(const DirectJob& j, size_t n, size_t oh, size_t ow0,
-                                                               size_t b, float* out_row) {
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  constexpr size_t c = C;  // a constant: the loops unroll and the accumulators stay in registers
-  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * c, ys = out_stride(w, g);
-  const float* panel = w.panels.data() + b * k * kNr;
-  const float* bias = w.bias.data() + b * kNr;
-  __m256 acc0[NP], acc1[NP];
-  for (size_t p = 0; p < NP; ++p) acc0[p] = _mm256_loadu_ps(bias), acc1[p] = _mm256_loadu_ps(bias + 8);
-  const size_t px = g.stride_w * g.in_stride;
-  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-    if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
-    const float* in_row = j.x + (n * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
-    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-      const int64_t iw = static_cast<int64_t>(ow0 * g.stride_w + kw * g.dilation_w) - g.pad_left;
-      if (kChecked && (iw < 0 || iw >= static_cast<int64_t>(g.in_w))) continue;  // NP = 1 here
-      const float* xp = in_row + static_cast<size_t>(iw) * g.in_stride;
-      const float* wp = panel + (kh * w.kernel_w + kw) * c * kNr;
-      for (size_t ci = 0; ci < c; ++ci) {
-        const __m256 w0 = _mm256_loadu_ps(wp + ci * kNr), w1 = _mm256_loadu_ps(wp + ci * kNr + 8);
-        for (size_t p = 0; p < NP; ++p) {
-          const __m256 v = _mm256_broadcast_ss(xp + p * px + ci);
-          acc0[p] = _mm256_fmadd_ps(v, w0, acc0[p]);
-          acc1[p] = _mm256_fmadd_ps(v, w1, acc1[p]);
-        }
-      }
-    }
-  }
-  const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
-  const size_t nc = std::min(kNr, m - b * kNr);
-  for (size_t p = 0; p < NP; ++p) {
-    float* yp = out_row + (ow0 + p) * ys + b * kNr;
-    const __m256 r0 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc0[p])), r1 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc1[p]));
-    if (nc == kNr) {
-      _mm256_storeu_ps(yp, r0);
-      _mm256_storeu_ps(yp + 8, r1);
-    } else {
-      alignas(32) float tmp[kNr];
-      _mm256_store_ps(tmp, r0);
-      _mm256_store_ps(tmp + 8, r1);
-      std::memcpy(yp, tmp, nc * sizeof(float));
-    }
-  }
-}
-
-template <size_t C>
-void direct_row(void* ctx, size_t row) {
-  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels;
-  float* out_row = j.y + row * g.out_w * out_stride(w, g);
-  const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
-  for (size_t b = 0; b * kNr < m; ++b)
-    for (size_t ow0 = 0; ow0 < g.out_w;) {
-      const int64_t first = static_cast<int64_t>(ow0) * step - g.pad_left;
-      if (ow0 + 4 <= g.out_w && first >= 0 && first + 3 * step + span < static_cast<int64_t>(g.in_w)) {
-        direct_pixels<4, false, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 4;
-      } else {
-        direct_pixels<1, true, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 1;
-      }
-    }
-  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, out_stride(w, g));
-}
-// AVX-512, 2-4 input channels and one block of outputs (an RGB stem of 16 channels or fewer):
-// the same direct rows with zmm accumulators, 12 pixels at a time; each tap's input is an FMA's
-// broadcast memory operand. Through the GEMM, a stem's K of 27 left each 6-pixel tile's
-// gathering, its edge windows' copies and its call as costly as its FMAs (resnet_small's
-// 3->16 3x3 at 8x64x64: 72 -> 111 GFLOP/s here).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-template <size_t NP, bool kChecked, size_t C>
-KILN_AVX512 inline void direct_pixels512(const DirectJob& j, size_t n, size_t oh, size_t ow0, size_t b, float* out_row) {
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C, ys = out_stride(w, g);
-  const float* panel = w.panels.data() + b * k * kNr;
-  __m512 acc[NP];
-  for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_loadu_ps(w.bias.data() + b * kNr);
-  const size_t px = g.stride_w * g.in_stride;
-  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-    if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
-    const float* in_row = j.x + (n * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
-    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-      const int64_t iw = static_cast<int64_t>(ow0 * g.stride_w + kw * g.dilation_w) - g.pad_left;
-      if (kChecked && (iw < 0 || iw >= static_cast<int64_t>(g.in_w))) continue;  // NP = 1 here
-      const float* xp = in_row + static_cast<size_t>(iw) * g.in_stride;
-      const float* wp = panel + (kh * w.kernel_w + kw) * C * kNr;
-      for (size_t ci = 0; ci < C; ++ci) {
-        const __m512 wv = _mm512_loadu_ps(wp + ci * kNr);
-        for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_fmadd_ps(_mm512_set1_ps(xp[p * px + ci]), wv, acc[p]);
-      }
-    }
-  }
-  // max/min return their second operand when either is NaN: NaN stays NaN.
-  const __m512 lo = _mm512_set1_ps(g.out_min), hi = _mm512_set1_ps(g.out_max);
-  const size_t nc = std::min(kNr, m - b * kNr);
-  const __mmask16 mask = nc >= kNr ? __mmask16(0xFFFF) : __mmask16((1u << nc) - 1);
-  for (size_t p = 0; p < NP; ++p)
-    _mm512_mask_storeu_ps(out_row + (ow0 + p) * ys + b * kNr, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
-}
-
-template <size_t C>
-KILN_AVX512 void direct_row512(void* ctx, size_t row) {
-  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels, blocks = (m + kNr - 1) / kNr;
-  float* out_row = j.y + row * g.out_w * out_stride(w, g);
-  const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
-  const int64_t in_w = static_cast<int64_t>(g.in_w);
-  // Groups of 12 pixels whose windows lie inside the row unchecked, then groups of 4, then edge
-  // pixels one by one.
-  for (size_t b = 0; b < blocks; ++b)
-    for (size_t ow0 = 0; ow0 < g.out_w;) {
-      const int64_t first = static_cast<int64_t>(ow0) * step - g.pad_left;
-      if (first >= 0 && ow0 + 12 <= g.out_w && first + 11 * step + span < in_w) {
-        direct_pixels512<12, false, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 12;
-      } else if (first >= 0 && ow0 + 4 <= g.out_w && first + 3 * step + span < in_w) {
-        direct_pixels512<4, false, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 4;
-      } else {
-        direct_pixels512<1, true, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 1;
-      }
-    }
-  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, out_stride(w, g));
-}
-#pragma GCC diagnostic pop
-#endif  // __x86_64__
-
-}  // namespace
 
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool) {
   Job j{&w, &g, x, y, g.batch * g.out_h * g.out_w, 0, 0, false};

@@ -1,0 +1,57 @@
+#pragma once
+// The dense convolution's direct path (dense_conv.cc calls it): layers of one to four input
+// channels, each output row computed directly instead of through the GEMM tiles; and the two
+// helpers both files use.
+
+#include <cstddef>
+
+#include "delegates/xnnpack/dense_conv.h"
+#include "delegates/xnnpack/support.h"
+#include "kernels/simd/vmath.h"
+
+namespace kiln::delegates::xnnpack {
+
+// Floats between output pixels: M, or a Concat's total channels when the layer writes its slice.
+inline size_t out_stride(const DenseConvWeights& w, const DenseConvGeometry& g) {
+  return g.out_stride ? g.out_stride : w.out_channels;
+}
+
+// The gate over one output row of `pixels` pixels of `m` channels, `stride` floats apart.
+inline void gate_row(const Gate& gt, float* row, size_t pixels, size_t m, size_t stride) {
+  if (stride == m) {
+    simd::gate(row, row, pixels * m, gt.hard, gt.alpha, gt.beta);
+    return;
+  }
+  for (size_t p = 0; p < pixels; ++p) simd::gate(row + p * stride, row + p * stride, m, gt.hard, gt.alpha, gt.beta);
+}
+
+// One input channel (a spectrogram's first layer): a GEMM with K = taps this small is all
+// setup (conformer_tiny's 3x3 stride-2 subsampling: 0.051 -> 0.037 ms); with 3 channels (RGB)
+// the GEMM is faster again (mobilenet_v2's first layer 0.51-0.60 ms vs 0.66-0.83 direct), so
+// the direct path takes C = 1 only. Each output row is computed directly: per 16-channel block, NP
+// pixels at once (2 NP accumulators held in registers: independent FMA chains), each tap's C
+// inputs broadcast against the packed panel. Groups of four pixels whose windows lie inside
+// the row take the unchecked path; edge pixels go one at a time, skipping padded taps.
+constexpr size_t kDirectMaxChannels = 1;
+// A long one-channel window is a GEMM with a real K again: mel_frontend's 400-tap DFT (stride
+// 160, 402 outputs) took 1.14 ms direct against 0.55 in ONNX Runtime.
+constexpr size_t kDirectMaxTaps = 49;
+
+/// One direct row's job: the layer's weights and geometry, its input and output.
+struct DirectJob {
+  const DenseConvWeights* w;
+  const DenseConvGeometry* g;
+  const float* x;
+  float* y;
+};
+
+#if defined(__x86_64__)
+/// Output row `row` (n * OH + oh) of a DirectJob (ctx): one input channel (AVX2 and FMA).
+void direct_row_c1(void* ctx, size_t row);
+/// The same for 2, 3 or 4 input channels and one block of outputs (AVX-512).
+void direct_row512_c2(void* ctx, size_t row);
+void direct_row512_c3(void* ctx, size_t row);
+void direct_row512_c4(void* ctx, size_t row);
+#endif
+
+}  // namespace kiln::delegates::xnnpack
