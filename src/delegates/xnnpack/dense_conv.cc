@@ -466,6 +466,39 @@ inline float* edge_slot(const EdgeSlots& e, size_t i) {
   return e.base + i / e.per_group * e.group_floats + i % e.per_group * e.width;
 }
 
+// A tap tile: one pointer per tap and pixel (the zero row for padding), then the taps that
+// read only padding for every pixel dropped.
+inline void gather_taps(const Job& j, size_t mr, const size_t* pn, const size_t* poh, const size_t* pow_,
+                        const float** at, size_t* n_active, uint16_t* ids) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t taps = w.kernel_h * w.kernel_w;
+  const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
+  for (size_t r = 0; r < mr; ++r) {
+    const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
+    const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
+    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+      const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
+      const bool row_inside = ih >= 0 && ih < in_h;
+      const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
+      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+        const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
+        const bool inside = row_inside && iw >= 0 && iw < in_w;
+        at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
+      }
+    }
+  }
+  // Taps that read only padding for every pixel of the tile add nothing: drop them (ASPP's
+  // dilated 3x3 on a small map reads its centre tap alone).
+  for (size_t t = 0; t < taps; ++t) {
+    bool any = false;
+    for (size_t r = 0; r < mr; ++r) any = any || at[t * mr + r] != w.zero.data();
+    if (!any) continue;
+    for (size_t r = 0; r < mr; ++r) at[*n_active * mr + r] = at[t * mr + r];
+    ids[(*n_active)++] = static_cast<uint16_t>(t);
+  }
+}
+
 // The input pointers of one tile of mr output pixels starting at `pos`, and its kind. A tap
 // tile drops the taps that read only padding for every pixel (their indices in `ids`, their
 // count in *n_active); a patch tile's windows go to `patch` (kMr * kPatchFloats floats); a row
@@ -530,29 +563,7 @@ inline TileKind gather_tile(const Job& j, TilePos pos, size_t mr, const float** 
     }
     return TileKind::kPatch;
   }
-  for (size_t r = 0; r < mr; ++r) {
-    const int64_t ih0 = static_cast<int64_t>(poh[r] * g.stride_h) - g.pad_top;
-    const int64_t iw0 = static_cast<int64_t>(pow_[r] * g.stride_w) - g.pad_left;
-    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-      const int64_t ih = ih0 + static_cast<int64_t>(kh * g.dilation_h);
-      const bool row_inside = ih >= 0 && ih < in_h;
-      const float* row = j.x + (pn[r] * g.in_h + static_cast<size_t>(row_inside ? ih : 0)) * g.in_w * g.in_stride;
-      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-        const int64_t iw = iw0 + static_cast<int64_t>(kw * g.dilation_w);
-        const bool inside = row_inside && iw >= 0 && iw < in_w;
-        at[(kh * w.kernel_w + kw) * mr + r] = inside ? row + static_cast<size_t>(iw) * g.in_stride : w.zero.data();
-      }
-    }
-  }
-  // Taps that read only padding for every pixel of the tile add nothing: drop them (ASPP's
-  // dilated 3x3 on a small map reads its centre tap alone).
-  for (size_t t = 0; t < taps; ++t) {
-    bool any = false;
-    for (size_t r = 0; r < mr; ++r) any = any || at[t * mr + r] != w.zero.data();
-    if (!any) continue;
-    for (size_t r = 0; r < mr; ++r) at[*n_active * mr + r] = at[t * mr + r];
-    ids[(*n_active)++] = static_cast<uint16_t>(t);
-  }
+  gather_taps(j, mr, pn, poh, pow_, at, n_active, ids);
   return TileKind::kTaps;
 }
 
