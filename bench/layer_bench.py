@@ -44,6 +44,9 @@ LAYERS = [
     ("efficientnet_b0", 32, 112, 112, 3, 1), ("efficientnet_b0", 144, 56, 56, 3, 1),
     ("efficientnet_b0", 144, 56, 56, 5, 2), ("efficientnet_b0", 240, 28, 28, 5, 1), ("efficientnet_b0", 480, 14, 14, 3, 1),
     ("efficientnet_b0", 672, 14, 14, 5, 1), ("efficientnet_b0", 1152, 7, 7, 5, 1), ("efficientnet_b0", 1152, 7, 7, 3, 1),
+    ("mnasnet0_5", 16, 112, 112, 3, 1), ("mnasnet0_5", 24, 112, 112, 3, 2), ("mnasnet0_5", 48, 56, 56, 3, 1),
+    ("mnasnet0_5", 48, 56, 56, 5, 2), ("mnasnet0_5", 72, 28, 28, 5, 1), ("mnasnet0_5", 144, 28, 28, 5, 2),
+    ("mnasnet0_5", 240, 14, 14, 5, 1),
 ]
 
 # (network, in channels, out channels, H, W, kernel, stride) at 224x224: the dense layers of

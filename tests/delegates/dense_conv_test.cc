@@ -167,6 +167,10 @@ TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
       {2, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 9, 17, 48, 48, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
       {1, 5, 9, 16, 16, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},   {1, 6, 5, 24, 24, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0},
       {1, 7, 7, 17, 17, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+      // runs of interior quads cut in chunks (every channel block per chunk), and kernel rows
+      // over the padding at the top and bottom (6 and 3 taps of 3x3; 10-20 of 5x5) unrolled
+      {1, 6, 62, 144, 144, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 9, 44, 100, 100, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
+      {2, 8, 8, 40, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {1, 1, 12, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;

@@ -591,10 +591,15 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
     const bool strided = p.stride_h > 1 || p.stride_w > 1;
     // A gated strided 3x3 takes the 16-lane row too: after XNNPACK's operator the gate is a
     // second pass over the output, from memory (efficientnet_b0 at 4x320: its four strided
-    // depthwise layers 7.8 -> 7.5 ms on Intel AVX-512).
+    // depthwise layers 7.8 -> 7.5 ms on Intel AVX-512). So does one of few channels, where the
+    // row's runs of quads hold their weights in registers: 16 and 24 channels at 112x112 took
+    // 0.41 and 0.69x XNNPACK's time, 96 and 144 0.95-1.05x, 576 1.05-1.3x (bench/layer_bench.py
+    // --layers k3s2, batch 1 at 224 and 4 at 320).
+    constexpr size_t kFewChannels = 160;
     const bool wide = depthwise_lanes() == 16;
     const bool unipass =
-        taps == 4 || (strided && ((taps == 9 && !(wide && src.gate)) || (taps == 25 && !wide)));
+        taps == 4 ||
+        (strided && ((taps == 9 && !(wide && (src.gate || p.groups <= kFewChannels))) || (taps == 25 && !wide)));
     if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && !unipass &&
         depthwise_fits(p.kernel_h, p.kernel_w))
       return std::make_unique<DepthwiseConv>();

@@ -20,6 +20,14 @@ namespace {
 constexpr size_t kLanes = 8;
 constexpr size_t kMaxTaps = 64;
 constexpr size_t kPrefetchPixels = 8;
+constexpr size_t kWideChannels = 64;
+// Input bytes a run of quads may span (its kernel rows) before it is cut in chunks, each chunk
+// taking every channel block in turn while its rows stay in L1: long chunks where the layer's
+// input is in cache (mnasnet's 16-48 channels at 32x32-64x64, batch 2: 10-15% faster than 4 KB
+// chunks), short ones where it streams from memory (efficientnet_b0's 32 channels at 4x160x160:
+// 24 KB chunks took 1.23x the time of 4 KB ones, a quad at a time 1.05x).
+constexpr size_t kRunBytesCached = 24 * 1024, kRunBytesStreamed = 4 * 1024;
+constexpr size_t kCachedInputBytes = 1 << 20;
 
 // Which of an edge quad's taps read inside the input: kw_of[t] is tap t's kernel column, and bit p
 // of cols[kw] is set when pixel p's column kw is inside. The quad kernels load the others with an
@@ -304,25 +312,23 @@ KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, con
   }
 }
 
-// One channel block of a quad of interior pixels of a T-tap window whose kernel rows are all
-// inside (ids 0 .. T - 1 in order): the tap loop unrolled at compile time, each tap's weights at
-// a constant offset in the block, full blocks read by the FMAs themselves. The generic quad
-// reads ids and offsets per tap (about 13 instructions per 4 FMAs: 45-52 GFLOP/s at any channel
-// count, in L1 or not). Not inlined into the run's loop: there GCC hoisted every tap's four
+// One channel block of an edge quad of a T-tap window whose taps are kernel rows in order (ids
+// ids[0] .. ids[0] + T - 1, KW kernel columns each): the tap loop unrolled at compile time, each
+// tap's weights at a constant offset in the block. Pixel k's loads of kernel column kw take the
+// mask edge[kw * 4 + k] (the block's channels, or none where the column is over the padding).
+// The generic quad reads ids and offsets per tap and computes each load's mask (about 13
+// instructions per 4 FMAs). Not inlined into the run's loop: there GCC hoisted every tap's four
 // addresses out of it (36 for 3x3) and spilled them.
-// With kEdge (an edge quad, KW kernel columns), pixel k's loads of kernel column kw take the mask
-// edge[kw * 4 + k] (the block's channels, or none where the column is over the padding).
-template <size_t T, bool kMasked, size_t KW = 1, bool kEdge = false>
-__attribute__((noinline)) KILN_AVX512 void quad_full_block512(const float* xb, const size_t* o, size_t step,
+template <size_t T, size_t KW>
+__attribute__((noinline)) KILN_AVX512 void quad_edge_block512(const float* xb, const size_t* o, size_t step,
                                                               const float* wb, const float* bias, float* y, size_t c,
                                                               float lo_s, float hi_s, unsigned m_bits,
-                                                              const __mmask16* edge = nullptr) {
+                                                              const __mmask16* edge) {
   // Scalars, not vectors, in its arguments: a call with __m512 arguments leaves the upper
   // state dirty across the return (the AVX-SSE transition, see dense_conv.cc's note).
   const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
   const __mmask16 m = static_cast<__mmask16>(m_bits);
-#define KILN_DW_LOADK(p, t, k) \
-  (kEdge ? _mm512_maskz_loadu_ps(edge[(t) % KW * 4 + (k)], (p)) : kMasked ? _mm512_maskz_loadu_ps(m, (p)) : _mm512_loadu_ps(p))
+#define KILN_DW_LOADK(p, t, k) _mm512_maskz_loadu_ps(edge[(t) % KW * 4 + (k)], (p))
   __m512 a0 = _mm512_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
   __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
 #pragma GCC unroll 32
@@ -349,43 +355,118 @@ __attribute__((noinline)) KILN_AVX512 void quad_full_block512(const float* xb, c
   }
 #undef KILN_DW_LOADK
   // max/min return their second operand when either is NaN: NaN stays NaN.
-  const __m512 v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0)));
-  const __m512 v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1)));
-  const __m512 v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a2, e2)));
-  const __m512 v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a3, e3)));
-  if constexpr (kMasked || kEdge) {
-    _mm512_mask_storeu_ps(y, m, v0), _mm512_mask_storeu_ps(y + c, m, v1);
-    _mm512_mask_storeu_ps(y + 2 * c, m, v2), _mm512_mask_storeu_ps(y + 3 * c, m, v3);
-  } else {
-    _mm512_storeu_ps(y, v0), _mm512_storeu_ps(y + c, v1), _mm512_storeu_ps(y + 2 * c, v2), _mm512_storeu_ps(y + 3 * c, v3);
-  }
+  _mm512_mask_storeu_ps(y, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0))));
+  _mm512_mask_storeu_ps(y + c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1))));
+  _mm512_mask_storeu_ps(y + 2 * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a2, e2))));
+  _mm512_mask_storeu_ps(y + 3 * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a3, e3))));
 }
 
-// A run of `count` quads (4 * count interior pixels from base and y), every channel block.
-template <size_t T>
-KILN_AVX512 void quads_full512(const float* base, const size_t* offs, size_t step, size_t c, const DepthwiseWeights& w,
-                               float* y, float lo_s, float hi_s, size_t count) {
-  const __mmask16 tail = mask512(c % kLanes512);
-  const size_t full = c / kLanes512 * kLanes512;
-  for (size_t q = 0; q < count; ++q, base += 4 * step, y += 4 * c) {
-    for (size_t cb = 0; cb < full; cb += kLanes512)
-      quad_full_block512<T, false>(base + cb, offs, step, w.w.data() + cb * T, w.bias.data() + cb, y + cb, c, lo_s,
-                                   hi_s, tail);
-    if (full < c)
-      quad_full_block512<T, true>(base + full, offs, step, w.w.data() + full * T, w.bias.data() + full, y + full, c,
-                                  lo_s, hi_s, tail);
+// One channel block of `count` interior quads in a row (quad q from xb + 4 q step, its outputs
+// from y + 4 q c), T taps as in quad_edge_block512: the block's weights and bias are loaded once
+// for the run (held in registers where they fit: 9 taps do), and the quads loop inside the call.
+// A call per quad reloaded them and paid the call's setup each time: C = 16, 3x3 on 64x64 ran
+// at 64 GFLOP/s with the edges.
+template <size_t T, bool kMasked>
+__attribute__((noinline)) KILN_AVX512 void quad_run_block512(const float* xb, const size_t* o, size_t step,
+                                                             const float* wb, const float* bias, float* y, size_t c,
+                                                             float lo_s, float hi_s, unsigned m_bits, size_t count) {
+  const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
+  const __mmask16 m = static_cast<__mmask16>(m_bits);
+  __m512 w[T];
+#pragma GCC unroll 32
+  for (size_t t = 0; t < T; ++t) w[t] = _mm512_loadu_ps(wb + t * kLanes512);
+  const __m512 b = _mm512_loadu_ps(bias);
+#define KILN_DW_LOADK(p) (kMasked ? _mm512_maskz_loadu_ps(m, (p)) : _mm512_loadu_ps(p))
+  for (size_t q = 0; q < count; ++q, xb += 4 * step, y += 4 * c) {
+    __m512 a0 = b, a1 = b, a2 = b, a3 = b;
+    __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
+#pragma GCC unroll 32
+    for (size_t t = 0; t + 1 < T; t += 2) {
+      const float* p = xb + o[t];
+      const float* r = xb + o[t + 1];
+      a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p), w[t], a0);
+      a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step), w[t], a1);
+      a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step), w[t], a2);
+      a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step), w[t], a3);
+      e0 = _mm512_fmadd_ps(KILN_DW_LOADK(r), w[t + 1], e0);
+      e1 = _mm512_fmadd_ps(KILN_DW_LOADK(r + step), w[t + 1], e1);
+      e2 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 2 * step), w[t + 1], e2);
+      e3 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 3 * step), w[t + 1], e3);
+    }
+    if constexpr (T % 2 == 1) {
+      const float* p = xb + o[T - 1];
+      a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p), w[T - 1], a0);
+      a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step), w[T - 1], a1);
+      a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step), w[T - 1], a2);
+      a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step), w[T - 1], a3);
+    }
+    const __m512 v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0)));  // NaN stays NaN
+    const __m512 v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1)));
+    const __m512 v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a2, e2)));
+    const __m512 v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a3, e3)));
+    if constexpr (kMasked) {
+      _mm512_mask_storeu_ps(y, m, v0), _mm512_mask_storeu_ps(y + c, m, v1);
+      _mm512_mask_storeu_ps(y + 2 * c, m, v2), _mm512_mask_storeu_ps(y + 3 * c, m, v3);
+    } else {
+      _mm512_storeu_ps(y, v0), _mm512_storeu_ps(y + c, v1), _mm512_storeu_ps(y + 2 * c, v2), _mm512_storeu_ps(y + 3 * c, v3);
+    }
   }
+#undef KILN_DW_LOADK
 }
 
-// Runs of interior quads: the unrolled kernels for full 3x3 and 5x5 windows, else a quad at a time.
+// Calls f(T, KW) (as integral constants) when n_taps taps of a kw-column kernel have an unrolled
+// kernel: 3x3 and 5x5 windows, all their rows inside or some (the image's top and bottom rows).
+template <typename F>
+bool with_unrolled(size_t kw, size_t n_taps, F&& f) {
+  using std::integral_constant;
+  if (kw == 3) {
+    switch (n_taps) {
+      case 3: return f(integral_constant<size_t, 3>{}, integral_constant<size_t, 3>{}), true;
+      case 6: return f(integral_constant<size_t, 6>{}, integral_constant<size_t, 3>{}), true;
+      case 9: return f(integral_constant<size_t, 9>{}, integral_constant<size_t, 3>{}), true;
+      default: return false;
+    }
+  }
+  if (kw == 5) {
+    switch (n_taps) {
+      case 5: return f(integral_constant<size_t, 5>{}, integral_constant<size_t, 5>{}), true;
+      case 10: return f(integral_constant<size_t, 10>{}, integral_constant<size_t, 5>{}), true;
+      case 15: return f(integral_constant<size_t, 15>{}, integral_constant<size_t, 5>{}), true;
+      case 20: return f(integral_constant<size_t, 20>{}, integral_constant<size_t, 5>{}), true;
+      case 25: return f(integral_constant<size_t, 25>{}, integral_constant<size_t, 5>{}), true;
+      default: return false;
+    }
+  }
+  return false;
+}
+
+
+// Runs of interior quads: the unrolled kernels for 3x3 and 5x5 windows, else a quad at a time.
 KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                              size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo_s,
                              float hi_s);
 KILN_AVX512 void quads_avx512(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
-                              size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count) {
+                              size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count,
+                              size_t run_bytes) {
   const size_t taps = w.kernel_h * w.kernel_w;
-  if (n_taps == taps && taps == 9) return quads_full512<9>(base, offs, step, c, w, y, lo, hi, count);
-  if (n_taps == taps && taps == 25) return quads_full512<25>(base, offs, step, c, w, y, lo, hi, count);
+  const bool unrolled = n_taps > 0 && with_unrolled(w.kernel_w, n_taps, [&](auto t_c, auto kw_c) {
+    constexpr size_t T = decltype(t_c)::value, KW = decltype(kw_c)::value;
+    const unsigned tail = mask512(c % kLanes512);
+    const size_t full = c / kLanes512 * kLanes512;
+    const float* wt = w.w.data() + ids[0] * kLanes512;  // the first inside tap's weights in block 0
+    const size_t chunk = std::max<size_t>(1, run_bytes / (4 * step * sizeof(float) * (T / KW)));
+    for (size_t q0 = 0; q0 < count; q0 += chunk) {
+      const size_t n = std::min(chunk, count - q0);
+      const float* xq = base + q0 * 4 * step;
+      float* yq = y + q0 * 4 * c;
+      for (size_t cb = 0; cb < full; cb += kLanes512)
+        quad_run_block512<T, false>(xq + cb, offs, step, wt + cb * taps, w.bias.data() + cb, yq + cb, c, lo, hi, tail, n);
+      if (full < c)
+        quad_run_block512<T, true>(xq + full, offs, step, wt + full * taps, w.bias.data() + full, yq + full, c, lo, hi,
+                                   tail, n);
+    }
+  });
+  if (unrolled) return;
   for (size_t q = 0; q < count; ++q)
     quad_avx512(base + q * 4 * step, offs, nullptr, ids, n_taps, step, c, w, y + q * 4 * c, lo, hi);
 }
@@ -396,22 +477,20 @@ KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCo
   const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
   const __mmask16 mask = mask512(c % kLanes512);
   const size_t full = c / kLanes512 * kLanes512, taps = w.kernel_h * w.kernel_w;
-  // Every kernel row inside, 3x3 or 5x5: the unrolled kernels.
-  if (edge && n_taps == taps && ((taps == 9 && w.kernel_w == 3) || (taps == 25 && w.kernel_w == 5))) {
-    __mmask16 mk[4 * 5];
-    for (size_t cb = 0; cb < c; cb += kLanes512) {
-      const __mmask16 m = cb + kLanes512 <= c ? __mmask16(0xFFFF) : mask;
-      for (size_t kw = 0; kw < w.kernel_w; ++kw)
-        for (size_t k = 0; k < 4; ++k) mk[kw * 4 + k] = edge->cols[kw] >> k & 1 ? m : __mmask16(0);
-      if (taps == 9)
-        quad_full_block512<9, true, 3, true>(base + cb, offs, step, w.w.data() + cb * 9, w.bias.data() + cb, y + cb, c,
-                                             lo_s, hi_s, m, mk);
-      else
-        quad_full_block512<25, true, 5, true>(base + cb, offs, step, w.w.data() + cb * 25, w.bias.data() + cb, y + cb,
-                                              c, lo_s, hi_s, m, mk);
-    }
+  // 3x3 and 5x5 windows: the unrolled kernels.
+  if (edge && n_taps > 0 && with_unrolled(w.kernel_w, n_taps, [&](auto t_c, auto kw_c) {
+        constexpr size_t T = decltype(t_c)::value, KW = decltype(kw_c)::value;
+        __mmask16 mk[4 * KW];
+        const float* wt = w.w.data() + ids[0] * kLanes512;
+        for (size_t cb = 0; cb < c; cb += kLanes512) {
+          const __mmask16 m = cb + kLanes512 <= c ? __mmask16(0xFFFF) : mask;
+          for (size_t kw = 0; kw < KW; ++kw)
+            for (size_t k = 0; k < 4; ++k) mk[kw * 4 + k] = edge->cols[kw] >> k & 1 ? m : __mmask16(0);
+          quad_edge_block512<T, KW>(base + cb, offs, step, wt + cb * taps, w.bias.data() + cb, y + cb, c, lo_s, hi_s,
+                                    m, mk);
+        }
+      }))
     return;
-  }
   if (edge) {
     for (size_t cb = 0; cb < full; cb += kLanes512)
       quad_block512<false, true>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb,
@@ -461,7 +540,8 @@ using QuadFn = void (*)(const float* base, const size_t* offs, const EdgeCols* e
 
 // `count` interior quads from base and y (4 * count pixels), in one call.
 using QuadsFn = void (*)(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
-                         size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count);
+                         size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count,
+                         size_t run_bytes);
 
 // The table (kernels/simd/isa.h): best first, the last runs anywhere.
 struct Impl {
@@ -544,6 +624,10 @@ void row(void* ctx, size_t index) {
     }
   }
   const bool edge_quads = g.out_w >= 4;
+  const size_t run_bytes =
+      g.batch * g.in_h * g.in_w * c * sizeof(float) <= kCachedInputBytes ? kRunBytesCached : kRunBytesStreamed;
+  // The row's last pixels, fewer than four, at many channels: one at a time (the blocks' chains
+  // overlap); a quad ending at the row's end computed some pixels twice (7x7 outputs: 8 of 7).
   EdgeCols edge{kw_of, {}};
   for (size_t ow = 0; ow < g.out_w;) {
     const int64_t iw0 = static_cast<int64_t>(ow) * sw - g.pad_left;
@@ -553,11 +637,11 @@ void row(void* ctx, size_t index) {
       const size_t count = impl->quads ? (q_last - ow) / 4 + 1 : 1;
       const float* x0 = image + static_cast<size_t>(iw0) * c;
       if (impl->quads)
-        impl->quads(x0, offs, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max, count);
+        impl->quads(x0, offs, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max, count, run_bytes);
       else
         impl->quad(x0, offs, nullptr, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max);
       ow += 4 * count;
-    } else if (edge_quads) {
+    } else if (edge_quads && (c < kWideChannels || ow + 4 <= g.out_w)) {
       // Four pixels at an edge (the last four of the row at its end: some computed twice,
       // alike), the taps over the padding loaded under an all-zero mask: one at a time, an edge
       // pixel was a chain of dependent FMAs (mnasnet's 16-48-channel rows of 8-64 pixels).
