@@ -84,6 +84,10 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // windows longer than the tap table, unpadded (row tiles only): a 400-tap one-channel DFT at
       // stride 160 (mel_frontend's; 41 outputs per row), and 2 kernel rows of 70 taps x 3 channels
       {2, 1, 6800, 1, 40, 1, 400, 1, 160, 1, 1, 0, 0, 0, 0}, {1, 5, 90, 3, 20, 2, 70, 1, 3, 2, 1, 0, 0, 0, 0},
+      // narrow 1x1 layers (at most 8 outputs, 16 inputs: weights in registers where the row has
+      // it): chunks of 256 pixels and a tail of 7; one channel in and out; 17 inputs take the tiles
+      {2, 20, 30, 16, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {1, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 7, 9, 17, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
@@ -117,6 +121,46 @@ TEST(DenseConv, WindowsLongerThanTheTapTableFitOnlyAsRows) {
   EXPECT_FALSE(dense_conv_fits(1, 400, false));  // padding or dilation: edge tiles need a pointer per tap
   EXPECT_TRUE(dense_conv_fits(1, 400, true));
   EXPECT_FALSE(dense_conv_fits(65, 1, true));  // more kernel rows than the table holds
+}
+
+// A narrow 1x1 layer reading a slice of a wider input (in_stride > C) and writing a Concat's
+// slice (out_stride > M): only its channels are written, and a NaN reaches its pixel only.
+TEST(DenseConv, NarrowPointwiseReadsAndWritesSlices) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const size_t n = 2, h = 9, wd = 31, c = 12, m = 6, xs = 20, ys = 10;
+  const size_t pixels = n * h * wd;
+  std::vector<float> x(pixels * xs), w(m * c), b(m);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  for (float& v : b) v = u(rng);
+  x[100 * xs + 3] = NAN;
+  DenseConvWeights packed;
+  pack_dense_conv(w.data(), b.data(), m, c, 1, 1, false, &packed);
+  DenseConvGeometry g;
+  g.batch = n, g.in_h = h, g.in_w = wd, g.out_h = h, g.out_w = wd, g.in_stride = xs, g.out_stride = ys;
+  g.out_min = -0.5f, g.out_max = 0.5f;
+  pthreadpool_t two = pthreadpool_create(2);
+  for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+    std::vector<float> y(pixels * ys, 7.f);
+    dense_conv(packed, g, x.data(), y.data(), pool);
+    for (size_t p = 0; p < pixels; ++p)
+      for (size_t o = 0; o < ys; ++o) {
+        const float got = y[p * ys + o];
+        if (o >= m) {
+          ASSERT_EQ(got, 7.f) << p << "," << o;  // outside the slice: untouched
+          continue;
+        }
+        double s = b[o];
+        for (size_t k = 0; k < c; ++k) s += static_cast<double>(x[p * xs + k]) * w[o * c + k];
+        if (p == 100) {
+          ASSERT_TRUE(std::isnan(got)) << o;
+        } else {
+          ASSERT_NEAR(got, std::min(0.5, std::max(-0.5, s)), 1e-5) << p << "," << o;
+        }
+      }
+  }
+  pthreadpool_destroy(two);
 }
 
 TEST(DenseConv, FullyConnectedRowsWithTransposedWeights) {

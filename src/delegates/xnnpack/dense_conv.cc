@@ -340,17 +340,18 @@ struct Impl {
                  size_t, float, float);
   void (*direct)(void*, size_t);
   void (*direct_few[5])(void*, size_t);  // 2-4 input channels (RGB stems), where the row has them
+  DirectTask (*narrow)(size_t c);        // narrow 1x1 layers (dense_direct.h), where the row has them
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row_c1,
-     {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1, {}},
+     {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}, narrow_task512},
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1, {}, nullptr},
 #endif
 #if defined(__aarch64__)
-    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}},
+    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr},
 #endif
-    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}}};
+    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -711,6 +712,13 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
       g.in_stride == w.in_channels && chosen().direct_few[w.in_channels]) {
     DirectJob d{&w, &g, x, y};
     pthreadpool_parallelize_1d(pool, chosen().direct_few[w.in_channels], &d, g.batch * g.out_h, 0);
+    return;
+  }
+  if (w.out_channels <= kNarrowMaxOut && w.in_channels <= kNarrowMaxIn && taps == 1 && g.stride_h == 1 &&
+      g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 && g.in_h == g.out_h && g.in_w == g.out_w &&
+      chosen().narrow) {
+    DirectJob d{&w, &g, x, y};
+    pthreadpool_parallelize_1d(pool, chosen().narrow(w.in_channels), &d, (j.pixels + kNarrowRows - 1) / kNarrowRows, 0);
     return;
   }
   j.tiles = (j.pixels + kMr - 1) / kMr;

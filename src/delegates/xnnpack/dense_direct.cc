@@ -157,6 +157,57 @@ KILN_AVX512 void direct_row512(void* ctx, size_t row) {
 }  // namespace
 
 #if defined(__x86_64__)
+namespace {
+
+// Rows r0 .. r1 of a narrow 1x1 layer (dense_direct.h): the C weight rows (8 channels each) in
+// registers for the whole run, eight pixels at a time (eight FMA chains), each input value
+// broadcast from memory into its FMA.
+template <size_t C>
+KILN_AVX512 void narrow_rows512(const DirectJob& j, size_t r0, size_t r1) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t ys = out_stride(w, g), xs = g.in_stride, nc = w.out_channels;
+  const __mmask8 mask = static_cast<__mmask8>((1u << nc) - 1);
+  __m256 wk[C];
+  for (size_t k = 0; k < C; ++k) wk[k] = _mm256_loadu_ps(w.panels.data() + k * kDenseBlock);
+  const __m256 b = _mm256_loadu_ps(w.bias.data()), lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
+  const float* x = j.x + r0 * xs;
+  float* y = j.y + r0 * ys;
+  size_t r = r0;
+  for (; r + 8 <= r1; r += 8, x += 8 * xs, y += 8 * ys) {
+    __m256 a[8];
+    for (size_t p = 0; p < 8; ++p) a[p] = b;
+    for (size_t k = 0; k < C; ++k)
+      for (size_t p = 0; p < 8; ++p) a[p] = _mm256_fmadd_ps(_mm256_set1_ps(x[p * xs + k]), wk[k], a[p]);
+    for (size_t p = 0; p < 8; ++p)  // NaN stays NaN (max/min return their second operand)
+      _mm256_mask_storeu_ps(y + p * ys, mask, _mm256_min_ps(hi, _mm256_max_ps(lo, a[p])));
+  }
+  for (; r < r1; ++r, x += xs, y += ys) {
+    __m256 a = b;
+    for (size_t k = 0; k < C; ++k) a = _mm256_fmadd_ps(_mm256_set1_ps(x[k]), wk[k], a);
+    _mm256_mask_storeu_ps(y, mask, _mm256_min_ps(hi, _mm256_max_ps(lo, a)));
+  }
+  if (g.gate) gate_row(*g.gate, j.y + r0 * ys, r1 - r0, nc, ys);
+}
+
+template <size_t C>
+KILN_AVX512 void narrow_task512(void* ctx, size_t chunk) {
+  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
+  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * kNarrowRows;
+  narrow_rows512<C>(j, r0, std::min(pixels, r0 + kNarrowRows));
+}
+
+}  // namespace
+
+DirectTask narrow_task512(size_t c) {
+  static constexpr DirectTask kTasks[kNarrowMaxIn + 1] = {
+      nullptr,           narrow_task512<1>,  narrow_task512<2>,  narrow_task512<3>,  narrow_task512<4>,
+      narrow_task512<5>, narrow_task512<6>,  narrow_task512<7>,  narrow_task512<8>,  narrow_task512<9>,
+      narrow_task512<10>, narrow_task512<11>, narrow_task512<12>, narrow_task512<13>, narrow_task512<14>,
+      narrow_task512<15>, narrow_task512<16>};
+  return c <= kNarrowMaxIn ? kTasks[c] : nullptr;
+}
+
 void direct_row_c1(void* ctx, size_t row) { direct_row<1>(ctx, row); }
 void direct_row512_c2(void* ctx, size_t row) { direct_row512<2>(ctx, row); }
 void direct_row512_c3(void* ctx, size_t row) { direct_row512<3>(ctx, row); }
