@@ -312,14 +312,28 @@ KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, con
   }
 }
 
+// Edge quads whose padded columns follow a SAME window's pattern (kernel column kw of pixel k
+// over the padding where k + kw < P at the row's start, k + kw > 3 + P at its end, P = (KW - 1)
+// / 2): those taps are left out at compile time. Any other edge quad takes a mask per column and
+// pixel (kEdgeMasks).
+enum EdgeSide : int { kEdgeMasks = 0, kEdgeLeft = 1, kEdgeRight = 2 };
+
+template <int kSide, size_t KW>
+constexpr bool edge_tap_inside(size_t t, size_t k) {
+  const size_t kw = t % KW, P = (KW - 1) / 2;
+  return kSide == kEdgeMasks || (kSide == kEdgeLeft ? k + kw >= P : k + kw <= 3 + P);
+}
+
 // One channel block of an edge quad of a T-tap window whose taps are kernel rows in order (ids
 // ids[0] .. ids[0] + T - 1, KW kernel columns each): the tap loop unrolled at compile time, each
-// tap's weights at a constant offset in the block. Pixel k's loads of kernel column kw take the
-// mask edge[kw * 4 + k] (the block's channels, or none where the column is over the padding).
+// tap's weights at a constant offset in the block. With kEdgeMasks, pixel k's loads of kernel
+// column kw take the mask edge[kw * 4 + k] (the block's channels, or none where the column is
+// over the padding): the k-registers do not hold 20 masks, so each load also reloads its mask
+// (2-3 instructions per FMA); kEdgeLeft and kEdgeRight load under the block's mask m alone.
 // The generic quad reads ids and offsets per tap and computes each load's mask (about 13
 // instructions per 4 FMAs). Not inlined into the run's loop: there GCC hoisted every tap's four
 // addresses out of it (36 for 3x3) and spilled them.
-template <size_t T, size_t KW>
+template <size_t T, size_t KW, int kSide>
 __attribute__((noinline)) KILN_AVX512 void quad_edge_block512(const float* xb, const size_t* o, size_t step,
                                                               const float* wb, const float* bias, float* y, size_t c,
                                                               float lo_s, float hi_s, unsigned m_bits,
@@ -328,7 +342,9 @@ __attribute__((noinline)) KILN_AVX512 void quad_edge_block512(const float* xb, c
   // state dirty across the return (the AVX-SSE transition, see dense_conv.cc's note).
   const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
   const __mmask16 m = static_cast<__mmask16>(m_bits);
-#define KILN_DW_LOADK(p, t, k) _mm512_maskz_loadu_ps(edge[(t) % KW * 4 + (k)], (p))
+#define KILN_DW_TAP(acc, p, t, k, wv)                                                                           \
+  if (edge_tap_inside<kSide, KW>((t), (k)))                                                                    \
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(kSide == kEdgeMasks ? edge[(t) % KW * 4 + (k)] : m, (p)), wv, acc);
   __m512 a0 = _mm512_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
   __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
 #pragma GCC unroll 32
@@ -336,24 +352,24 @@ __attribute__((noinline)) KILN_AVX512 void quad_edge_block512(const float* xb, c
     const __m512 w0 = _mm512_loadu_ps(wb + t * kLanes512), w1 = _mm512_loadu_ps(wb + (t + 1) * kLanes512);
     const float* p = xb + o[t];
     const float* r = xb + o[t + 1];
-    a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p, t, 0), w0, a0);
-    a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step, t, 1), w0, a1);
-    a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step, t, 2), w0, a2);
-    a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step, t, 3), w0, a3);
-    e0 = _mm512_fmadd_ps(KILN_DW_LOADK(r, t + 1, 0), w1, e0);
-    e1 = _mm512_fmadd_ps(KILN_DW_LOADK(r + step, t + 1, 1), w1, e1);
-    e2 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 2 * step, t + 1, 2), w1, e2);
-    e3 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 3 * step, t + 1, 3), w1, e3);
+    KILN_DW_TAP(a0, p, t, 0, w0)
+    KILN_DW_TAP(a1, p + step, t, 1, w0)
+    KILN_DW_TAP(a2, p + 2 * step, t, 2, w0)
+    KILN_DW_TAP(a3, p + 3 * step, t, 3, w0)
+    KILN_DW_TAP(e0, r, t + 1, 0, w1)
+    KILN_DW_TAP(e1, r + step, t + 1, 1, w1)
+    KILN_DW_TAP(e2, r + 2 * step, t + 1, 2, w1)
+    KILN_DW_TAP(e3, r + 3 * step, t + 1, 3, w1)
   }
   if constexpr (T % 2 == 1) {
     const __m512 w0 = _mm512_loadu_ps(wb + (T - 1) * kLanes512);
     const float* p = xb + o[T - 1];
-    a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p, T - 1, 0), w0, a0);
-    a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step, T - 1, 1), w0, a1);
-    a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step, T - 1, 2), w0, a2);
-    a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step, T - 1, 3), w0, a3);
+    KILN_DW_TAP(a0, p, T - 1, 0, w0)
+    KILN_DW_TAP(a1, p + step, T - 1, 1, w0)
+    KILN_DW_TAP(a2, p + 2 * step, T - 1, 2, w0)
+    KILN_DW_TAP(a3, p + 3 * step, T - 1, 3, w0)
   }
-#undef KILN_DW_LOADK
+#undef KILN_DW_TAP
   // max/min return their second operand when either is NaN: NaN stays NaN.
   _mm512_mask_storeu_ps(y, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0))));
   _mm512_mask_storeu_ps(y + c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1))));
@@ -480,15 +496,23 @@ KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCo
   // 3x3 and 5x5 windows: the unrolled kernels.
   if (edge && n_taps > 0 && with_unrolled(w.kernel_w, n_taps, [&](auto t_c, auto kw_c) {
         constexpr size_t T = decltype(t_c)::value, KW = decltype(kw_c)::value;
-        __mmask16 mk[4 * KW];
+        __mmask16 mk[4 * KW], mt[4 * KW];  // full blocks' masks, the tail block's
+        bool left = true, right = true;
+        for (size_t kw = 0; kw < KW; ++kw)
+          for (size_t k = 0; k < 4; ++k) {
+            const bool in = edge->cols[kw] >> k & 1;
+            mk[kw * 4 + k] = in ? __mmask16(0xFFFF) : __mmask16(0), mt[kw * 4 + k] = in ? mask : __mmask16(0);
+            left = left && in == edge_tap_inside<kEdgeLeft, KW>(kw, k);
+            right = right && in == edge_tap_inside<kEdgeRight, KW>(kw, k);
+          }
+        const auto block = left    ? quad_edge_block512<T, KW, kEdgeLeft>
+                           : right ? quad_edge_block512<T, KW, kEdgeRight>
+                                   : quad_edge_block512<T, KW, kEdgeMasks>;
         const float* wt = w.w.data() + ids[0] * kLanes512;
-        for (size_t cb = 0; cb < c; cb += kLanes512) {
-          const __mmask16 m = cb + kLanes512 <= c ? __mmask16(0xFFFF) : mask;
-          for (size_t kw = 0; kw < KW; ++kw)
-            for (size_t k = 0; k < 4; ++k) mk[kw * 4 + k] = edge->cols[kw] >> k & 1 ? m : __mmask16(0);
-          quad_edge_block512<T, KW>(base + cb, offs, step, wt + cb * taps, w.bias.data() + cb, y + cb, c, lo_s, hi_s,
-                                    m, mk);
-        }
+        for (size_t cb = 0; cb < full; cb += kLanes512)
+          block(base + cb, offs, step, wt + cb * taps, w.bias.data() + cb, y + cb, c, lo_s, hi_s, 0xFFFF, mk);
+        if (full < c)
+          block(base + full, offs, step, wt + full * taps, w.bias.data() + full, y + full, c, lo_s, hi_s, mask, mt);
       }))
     return;
   if (edge) {
