@@ -65,6 +65,10 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {2, 13, 29, 3, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   {1, 9, 40, 4, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
       {1, 6, 31, 2, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {3, 17, 18, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 25, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    {1, 3, 19, 4, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      // their edge pixels in fours from zero-padded copies (a 7x7 stride-2 stem), or one at a
+      // time: rows of three pixels, windows too wide for the four-pixel copy (dilated 10)
+      {2, 21, 23, 3, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},   {1, 5, 3, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 40, 60, 4, 10, 3, 5, 1, 1, 10, 10, 10, 20, 10, 20},
       // two tiles of evenly spaced rows, two blocks (the 12-row pair kernel where the row has it):
       // a 1x1 layer's plain matrix with a third, masked block; one output row of an unpadded 3x3
       {2, 7, 9, 24, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 30, 16, 32, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},

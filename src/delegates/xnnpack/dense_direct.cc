@@ -92,23 +92,22 @@ void direct_row(void* ctx, size_t row) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-template <size_t NP, bool kChecked, size_t C>
-KILN_AVX512 inline void direct_pixels512(const DirectJob& j, size_t n, size_t oh, size_t ow0, size_t b, float* out_row) {
+// NP output pixels of block b: rows[kh] points at kernel row kh's first window column of the
+// first pixel (null: the row is over the padding), kernel columns dx floats apart, pixels px
+// floats apart; the outputs from out, ys floats apart.
+template <size_t NP, size_t C>
+KILN_AVX512 inline void direct_pixels512(const DirectJob& j, const float* const* rows, size_t dx, size_t px, size_t b,
+                                         float* out) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C, ys = out_stride(w, g);
   const float* panel = w.panels.data() + b * k * kDenseBlock;
   __m512 acc[NP];
   for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_loadu_ps(w.bias.data() + b * kDenseBlock);
-  const size_t px = g.stride_w * g.in_stride;
   for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-    if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
-    const float* in_row = j.x + (n * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
+    if (!rows[kh]) continue;
     for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-      const int64_t iw = static_cast<int64_t>(ow0 * g.stride_w + kw * g.dilation_w) - g.pad_left;
-      if (kChecked && (iw < 0 || iw >= static_cast<int64_t>(g.in_w))) continue;  // NP = 1 here
-      const float* xp = in_row + static_cast<size_t>(iw) * g.in_stride;
+      const float* xp = rows[kh] + kw * dx;
       const float* wp = panel + (kh * w.kernel_w + kw) * C * kDenseBlock;
       for (size_t ci = 0; ci < C; ++ci) {
         const __m512 wv = _mm512_loadu_ps(wp + ci * kDenseBlock);
@@ -121,7 +120,25 @@ KILN_AVX512 inline void direct_pixels512(const DirectJob& j, size_t n, size_t oh
   const size_t nc = std::min(kDenseBlock, m - b * kDenseBlock);
   const __mmask16 mask = nc >= kDenseBlock ? __mmask16(0xFFFF) : __mmask16((1u << nc) - 1);
   for (size_t p = 0; p < NP; ++p)
-    _mm512_mask_storeu_ps(out_row + (ow0 + p) * ys + b * kDenseBlock, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
+    _mm512_mask_storeu_ps(out + p * ys + b * kDenseBlock, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
+}
+
+// Floats of the windows of four edge pixels, padding zeroed, copied per kernel row: a 7x7
+// stride-2 stem of 4 channels takes 7 x 13 x 4.
+constexpr size_t kEdgeWindowFloats = 512;
+static_assert(kDirectMaxTaps * 4 <= kEdgeWindowFloats, "one pixel's window of 4 channels fits the copy");
+
+// Kernel row kh's copy of columns first, first + every, ... (cols of them) of input row `in`
+// (null: over the padding), zeros outside the row, at dst: where an edge pixel's window reads.
+template <size_t C>
+inline const float* padded_columns(const float* in, int64_t first, size_t cols, size_t every, int64_t in_w, size_t xs,
+                                   float* dst) {
+  if (!in) return nullptr;
+  for (size_t col = 0; col < cols; ++col) {
+    const int64_t iw = first + static_cast<int64_t>(col * every);
+    for (size_t ci = 0; ci < C; ++ci) dst[col * C + ci] = iw >= 0 && iw < in_w ? in[static_cast<size_t>(iw) * xs + ci] : 0.f;
+  }
+  return dst;
 }
 
 template <size_t C>
@@ -130,26 +147,52 @@ KILN_AVX512 void direct_row512(void* ctx, size_t row) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels, blocks = (m + kDenseBlock - 1) / kDenseBlock;
-  float* out_row = j.y + row * g.out_w * out_stride(w, g);
+  const size_t ys = out_stride(w, g), xs = g.in_stride, kh_n = w.kernel_h;
+  float* out_row = j.y + row * g.out_w * ys;
   const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
   const int64_t in_w = static_cast<int64_t>(g.in_w);
-  // Groups of 12 pixels whose windows lie inside the row unchecked, then groups of 4, then edge
-  // pixels one by one.
+  const float* in_rows[kDirectMaxTaps];  // kernel row kh's input row, or null over the padding
+  for (size_t kh = 0; kh < kh_n; ++kh) {
+    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
+    in_rows[kh] =
+        ih < 0 || ih >= static_cast<int64_t>(g.in_h) ? nullptr : j.x + (n * g.in_h + static_cast<size_t>(ih)) * g.in_w * xs;
+  }
+  // Edge pixels in groups of four, their windows' columns copied with zeros for the padding
+  // (the row's last four where fewer are left, some computed twice, alike): one at a time,
+  // each was a chain of 27 dependent FMAs, and a 64-pixel row's four edge pixels cost half as
+  // much as its other 60. One at a time (from a copy of its window) where the row is narrower
+  // than four pixels or the four windows do not fit the copy.
+  const size_t cols4 = 3 * g.stride_w + static_cast<size_t>(span) + 1;  // one pixel: its kernel_w taps
+  const bool quads = g.out_w >= 4 && kh_n * cols4 * C <= kEdgeWindowFloats;
+  alignas(64) float window[kEdgeWindowFloats];
+  const float* rows[kDirectMaxTaps];
   for (size_t b = 0; b < blocks; ++b)
     for (size_t ow0 = 0; ow0 < g.out_w;) {
       const int64_t first = static_cast<int64_t>(ow0) * step - g.pad_left;
-      if (first >= 0 && ow0 + 12 <= g.out_w && first + 11 * step + span < in_w) {
-        direct_pixels512<12, false, C>(j, n, oh, ow0, b, out_row);
+      const auto inside = [&](size_t np) {
+        if (first < 0 || ow0 + np > g.out_w || first + static_cast<int64_t>(np - 1) * step + span >= in_w) return false;
+        for (size_t kh = 0; kh < kh_n; ++kh) rows[kh] = in_rows[kh] ? in_rows[kh] + static_cast<size_t>(first) * xs : nullptr;
+        return true;
+      };
+      if (inside(12)) {
+        direct_pixels512<12, C>(j, rows, g.dilation_w * xs, g.stride_w * xs, b, out_row + ow0 * ys);
         ow0 += 12;
-      } else if (first >= 0 && ow0 + 4 <= g.out_w && first + 3 * step + span < in_w) {
-        direct_pixels512<4, false, C>(j, n, oh, ow0, b, out_row);
+      } else if (inside(4)) {
+        direct_pixels512<4, C>(j, rows, g.dilation_w * xs, g.stride_w * xs, b, out_row + ow0 * ys);
         ow0 += 4;
       } else {
-        direct_pixels512<1, true, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 1;
+        const size_t q = quads ? std::min(ow0, g.out_w - 4) : ow0, cols = quads ? cols4 : w.kernel_w;
+        const int64_t q0 = static_cast<int64_t>(q) * step - g.pad_left;
+        for (size_t kh = 0; kh < kh_n; ++kh)
+          rows[kh] = padded_columns<C>(in_rows[kh], q0, cols, quads ? 1 : g.dilation_w, in_w, xs, window + kh * cols * C);
+        if (quads)
+          direct_pixels512<4, C>(j, rows, g.dilation_w * C, g.stride_w * C, b, out_row + q * ys);
+        else  // kernel_h * kernel_w * C <= kDirectMaxTaps * 4 floats: always fits
+          direct_pixels512<1, C>(j, rows, C, C, b, out_row + q * ys);
+        ow0 = q + (quads ? 4 : 1);
       }
     }
-  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, out_stride(w, g));
+  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, ys);
 }
 #pragma GCC diagnostic pop
 #endif  // __x86_64__
