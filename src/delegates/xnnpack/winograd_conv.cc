@@ -21,12 +21,14 @@ constexpr size_t kBlock = kDenseBlock;     // output channels per block (one pan
 constexpr size_t kRows = kDenseTileRows;   // tiles per microkernel call
 constexpr size_t kMaxTiles = 48;           // tiles per task
 constexpr size_t kInputBudget = 96 << 10;  // floats of transformed input per worker (384 KiB, in L2)
-// Fewer channels than this (in or out) run direct. Where the GEMM takes two 16-channel blocks
-// per call (AVX-512) it is twice as fast and the transforms weigh twice as much: squeezenet's
-// 16 -> 64 at 4x79x79 took 4.3 ms as Winograd against 3.3 direct, resnet_small's 16 -> 16 at
-// 8x32x32 0.64 against 0.44; from 32 channels Winograd stays ahead (2.9 vs 3.1 ms at 32 -> 128).
-// With one block per call (AVX2) 16 channels pay.
-size_t min_channels() { return dense_gemm_has_pairs() ? 32 : 16; }
+// Fewer channels than this (in or out) run direct: with 16 input channels each of the 16 GEMMs
+// sums over 16 products only, and the transforms weigh as much as the multiplies they save.
+// Intel AVX-512 (two blocks per call): squeezenet's 16 -> 64 at 4x79x79 took 4.3 ms as Winograd
+// against 3.3 direct, resnet_small's 16 -> 16 at 8x32x32 0.64 against 0.44. AMD Zen 3 (AVX2, one
+// block per call): whole models 0.935 (squeezenet 4x320) and 0.952 (resnet_small 8x64) of
+// Winograd's time with those layers direct. From 32 channels Winograd stays ahead (2.9 vs 3.1 ms
+// at 32 -> 128).
+constexpr size_t kMinChannels = 32;
 // Below this many tiles the direct kernel runs (winograd_pays): one layer with its weights in
 // cache won at 4 tiles, but in resnet18 at 1x3x64x64 (4 tiles at 512 channels, weights from
 // memory) Winograd took 1.2x the direct time; from 16 tiles (7x7 at 512) it took 0.76x.
@@ -303,7 +305,7 @@ const Impl kImpls[] = {
 bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
                    size_t groups, size_t in_channels, size_t out_channels) {
   return kh == 3 && kw == 3 && stride_h == 1 && stride_w == 1 && dilation_h == 1 && dilation_w == 1 && groups == 1 &&
-         in_channels >= min_channels() && out_channels >= min_channels();
+         in_channels >= kMinChannels && out_channels >= kMinChannels;
 }
 
 void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out) {
