@@ -60,8 +60,9 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // layer's third block (the pair kernel, then the wide single block)
       {2, 20, 21, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {1, 14, 15, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 9, 26, 24, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-      // 2-4 input channels (RGB stems) take the direct rows where the row has them (AVX-512):
-      // 12-pixel groups of one block, 6-pixel groups of two, a masked last block, edge pixels
+      // 2-4 input channels (RGB stems) take the direct rows where the row has them (AVX-512: one
+      // block, 12-pixel groups; AVX2: up to four blocks, 6-pixel groups, a last block of 8
+      // channels or fewer on half the accumulators): a masked last block, edge pixels
       {2, 13, 29, 3, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},   {1, 9, 40, 4, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
       {1, 6, 31, 2, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},    {3, 17, 18, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 25, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    {1, 3, 19, 4, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
@@ -69,6 +70,10 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // time: rows of three pixels, windows too wide for the four-pixel copy (dilated 10)
       {2, 21, 23, 3, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},   {1, 5, 3, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 40, 60, 4, 10, 3, 5, 1, 1, 10, 10, 10, 20, 10, 20},
+      // four blocks (a 7x7 stride-2 stem of 64), a half last block (24 and 17 channels), and 72
+      // channels (the GEMM on every row)
+      {1, 11, 30, 3, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},   {2, 9, 22, 3, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {1, 7, 15, 2, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    {1, 6, 13, 3, 72, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
       // two tiles of evenly spaced rows, two blocks (the 12-row pair kernel where the row has it):
       // a 1x1 layer's plain matrix with a third, masked block; one output row of an unpadded 3x3
       {2, 7, 9, 24, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 30, 16, 32, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},

@@ -340,18 +340,20 @@ struct Impl {
                  size_t, float, float);
   void (*direct)(void*, size_t);
   void (*direct_few[5])(void*, size_t);  // 2-4 input channels (RGB stems), where the row has them
+  size_t direct_few_max_out;             // ... of at most this many output channels
   DirectTask (*narrow)(size_t c);        // narrow 1x1 layers (dense_direct.h), where the row has them
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row_c1,
-     {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}, narrow_task512},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1, {}, nullptr},
+     {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}, kNr, narrow_task512},
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1,
+     {nullptr, nullptr, direct_row256_c2, direct_row256_c3, direct_row256_c4}, 4 * kNr, nullptr},
 #endif
 #if defined(__aarch64__)
-    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr},
+    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr},
 #endif
-    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr}};
+    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -705,10 +707,12 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
     pthreadpool_parallelize_1d(pool, chosen().direct, &d, g.batch * g.out_h, 0);
     return;
   }
-  // 2-4 input channels and one block of outputs: the direct rows. With two blocks or more the
-  // GEMM's pair kernel was as fast or faster in the networks (efficientnet's 3->32 stem with its
-  // SiLU: 2.71 -> 2.87 ms direct; squeezenet's 3->64: 3.26 -> 3.56).
-  if (w.in_channels < 5 && w.out_channels <= kNr && taps > 1 && taps <= kDirectMaxTaps &&
+  // 2-4 input channels: the direct rows, for as many output channels as the row takes. On the
+  // AVX-512 row one block: with two or more the GEMM's pair kernel was as fast or faster in the
+  // networks (efficientnet's 3->32 stem with its SiLU: 2.71 -> 2.87 ms direct; squeezenet's
+  // 3->64: 3.26 -> 3.56). On the AVX2 row (no pair kernel, AMD Zen 3) up to four: at 2x224x224
+  // the 3->16, 3->24, 3->32 and 3->64 stride-2 stems took 0.80, 0.93, 0.65 and 0.70 of the GEMM's time.
+  if (w.in_channels < 5 && w.out_channels <= chosen().direct_few_max_out && taps > 1 && taps <= kDirectMaxTaps &&
       g.in_stride == w.in_channels && chosen().direct_few[w.in_channels]) {
     DirectJob d{&w, &g, x, y};
     pthreadpool_parallelize_1d(pool, chosen().direct_few[w.in_channels], &d, g.batch * g.out_h, 0);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace kiln::delegates::xnnpack {
 
@@ -15,113 +16,100 @@ namespace kiln::delegates::xnnpack {
 namespace {
 
 #if defined(__x86_64__)
-template <size_t NP, bool kChecked, size_t C>
-__attribute__((target("avx2,fma"))) inline void direct_pixels(const DirectJob& j, size_t n, size_t oh, size_t ow0,
-                                                               size_t b, float* out_row) {
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  constexpr size_t c = C;  // a constant: the loops unroll and the accumulators stay in registers
-  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * c, ys = out_stride(w, g);
-  const float* panel = w.panels.data() + b * k * kDenseBlock;
-  const float* bias = w.bias.data() + b * kDenseBlock;
-  __m256 acc0[NP], acc1[NP];
-  for (size_t p = 0; p < NP; ++p) acc0[p] = _mm256_loadu_ps(bias), acc1[p] = _mm256_loadu_ps(bias + 8);
-  const size_t px = g.stride_w * g.in_stride;
-  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-    const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
-    if (ih < 0 || ih >= static_cast<int64_t>(g.in_h)) continue;
-    const float* in_row = j.x + (n * g.in_h + static_cast<size_t>(ih)) * g.in_w * g.in_stride;
-    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-      const int64_t iw = static_cast<int64_t>(ow0 * g.stride_w + kw * g.dilation_w) - g.pad_left;
-      if (kChecked && (iw < 0 || iw >= static_cast<int64_t>(g.in_w))) continue;  // NP = 1 here
-      const float* xp = in_row + static_cast<size_t>(iw) * g.in_stride;
-      const float* wp = panel + (kh * w.kernel_w + kw) * c * kDenseBlock;
-      for (size_t ci = 0; ci < c; ++ci) {
-        const __m256 w0 = _mm256_loadu_ps(wp + ci * kDenseBlock), w1 = _mm256_loadu_ps(wp + ci * kDenseBlock + 8);
-        for (size_t p = 0; p < NP; ++p) {
-          const __m256 v = _mm256_broadcast_ss(xp + p * px + ci);
-          acc0[p] = _mm256_fmadd_ps(v, w0, acc0[p]);
-          acc1[p] = _mm256_fmadd_ps(v, w1, acc1[p]);
+// The direct rows: 1-4 input channels and one block of 16 outputs at a time, each output row
+// computed directly, every tap's input an FMA's broadcast operand. Through the GEMM, a stem's K
+// of 27 left each 6-pixel tile's gathering, its edge windows' copies and its call as costly as
+// its FMAs (resnet_small's 3->16 3x3 at 8x64x64: 72 -> 111 GFLOP/s on Intel AVX-512; on AMD Zen 3
+// AVX2 mobilenet_v3's 3->16 stride-2 stem at 2x224x224 ran at 38 GFLOP/s through the GEMM).
+// One driver (direct_row_driver) for both ISA rows; each row's pixel kernel (Px256, Px512) holds
+// NP pixels' accumulators in registers: kWide pixels where the whole group's windows lie inside
+// the row, four at the edges.
+//
+// Pixel kernels: NP output pixels of block b; rows[kh] points at kernel row kh's first window
+// column of the first pixel (null: the row is over the padding), kernel columns dx floats
+// apart, pixels px floats apart; the outputs from out, ys floats apart. max/min return their
+// second operand when either is NaN: NaN stays NaN through the clamp.
+struct Px256 {
+  static constexpr size_t kWide = 6;  // 12 accumulators, 2 weight vectors and a broadcast: 15 ymm
+  // kHalf: the block's first 8 channels only (its last block when nc <= 8: shufflenet's 3->24
+  // stem took 1.1x the GEMM's time computing 32 channels for 24).
+  template <size_t NP, size_t C, bool kHalf>
+  __attribute__((target("avx2,fma"))) static inline void pixels(const DirectJob& j, const float* const* rows, size_t dx,
+                                                                 size_t px, size_t b, float* out) {
+    const DenseConvWeights& w = *j.w;
+    const DenseConvGeometry& g = *j.g;
+    const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C, ys = out_stride(w, g);
+    const float* panel = w.panels.data() + b * k * kDenseBlock;
+    const float* bias = w.bias.data() + b * kDenseBlock;
+    __m256 acc0[NP], acc1[NP];
+    for (size_t p = 0; p < NP; ++p) acc0[p] = _mm256_loadu_ps(bias), acc1[p] = kHalf ? acc0[p] : _mm256_loadu_ps(bias + 8);
+    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+      if (!rows[kh]) continue;
+      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+        const float* xp = rows[kh] + kw * dx;
+        const float* wp = panel + (kh * w.kernel_w + kw) * C * kDenseBlock;
+        for (size_t ci = 0; ci < C; ++ci) {
+          const __m256 w0 = _mm256_loadu_ps(wp + ci * kDenseBlock);
+          const __m256 w1 = kHalf ? w0 : _mm256_loadu_ps(wp + ci * kDenseBlock + 8);
+          for (size_t p = 0; p < NP; ++p) {
+            const __m256 v = _mm256_broadcast_ss(xp + p * px + ci);
+            acc0[p] = _mm256_fmadd_ps(v, w0, acc0[p]);
+            if (!kHalf) acc1[p] = _mm256_fmadd_ps(v, w1, acc1[p]);
+          }
         }
       }
     }
-  }
-  const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
-  const size_t nc = std::min(kDenseBlock, m - b * kDenseBlock);
-  for (size_t p = 0; p < NP; ++p) {
-    float* yp = out_row + (ow0 + p) * ys + b * kDenseBlock;
-    const __m256 r0 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc0[p])), r1 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc1[p]));
-    if (nc == kDenseBlock) {
-      _mm256_storeu_ps(yp, r0);
-      _mm256_storeu_ps(yp + 8, r1);
-    } else {
-      alignas(32) float tmp[kDenseBlock];
-      _mm256_store_ps(tmp, r0);
-      _mm256_store_ps(tmp + 8, r1);
-      std::memcpy(yp, tmp, nc * sizeof(float));
-    }
-  }
-}
-
-template <size_t C>
-void direct_row(void* ctx, size_t row) {
-  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels;
-  float* out_row = j.y + row * g.out_w * out_stride(w, g);
-  const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
-  for (size_t b = 0; b * kDenseBlock < m; ++b)
-    for (size_t ow0 = 0; ow0 < g.out_w;) {
-      const int64_t first = static_cast<int64_t>(ow0) * step - g.pad_left;
-      if (ow0 + 4 <= g.out_w && first >= 0 && first + 3 * step + span < static_cast<int64_t>(g.in_w)) {
-        direct_pixels<4, false, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 4;
+    const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
+    const size_t nc = std::min(kDenseBlock, m - b * kDenseBlock);
+    for (size_t p = 0; p < NP; ++p) {
+      float* yp = out + p * ys + b * kDenseBlock;
+      const __m256 r0 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc0[p])), r1 = _mm256_min_ps(hi, _mm256_max_ps(lo, acc1[p]));
+      if (nc == kDenseBlock) {
+        _mm256_storeu_ps(yp, r0);
+        _mm256_storeu_ps(yp + 8, r1);
       } else {
-        direct_pixels<1, true, C>(j, n, oh, ow0, b, out_row);
-        ow0 += 1;
+        alignas(32) float tmp[kDenseBlock];
+        _mm256_store_ps(tmp, r0);
+        _mm256_store_ps(tmp + 8, r1);
+        std::memcpy(yp, tmp, nc * sizeof(float));
       }
     }
-  if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, out_stride(w, g));
-}
-// AVX-512, 2-4 input channels and one block of outputs (an RGB stem of 16 channels or fewer):
-// the same direct rows with zmm accumulators, 12 pixels at a time; each tap's input is an FMA's
-// broadcast memory operand. Through the GEMM, a stem's K of 27 left each 6-pixel tile's
-// gathering, its edge windows' copies and its call as costly as its FMAs (resnet_small's
-// 3->16 3x3 at 8x64x64: 72 -> 111 GFLOP/s here).
+  }
+};
+
+// (GCC 12 warns inside its own AVX-512 headers when they are inlined: a false positive.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// NP output pixels of block b: rows[kh] points at kernel row kh's first window column of the
-// first pixel (null: the row is over the padding), kernel columns dx floats apart, pixels px
-// floats apart; the outputs from out, ys floats apart.
-template <size_t NP, size_t C>
-KILN_AVX512 inline void direct_pixels512(const DirectJob& j, const float* const* rows, size_t dx, size_t px, size_t b,
-                                         float* out) {
-  const DenseConvWeights& w = *j.w;
-  const DenseConvGeometry& g = *j.g;
-  const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C, ys = out_stride(w, g);
-  const float* panel = w.panels.data() + b * k * kDenseBlock;
-  __m512 acc[NP];
-  for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_loadu_ps(w.bias.data() + b * kDenseBlock);
-  for (size_t kh = 0; kh < w.kernel_h; ++kh) {
-    if (!rows[kh]) continue;
-    for (size_t kw = 0; kw < w.kernel_w; ++kw) {
-      const float* xp = rows[kh] + kw * dx;
-      const float* wp = panel + (kh * w.kernel_w + kw) * C * kDenseBlock;
-      for (size_t ci = 0; ci < C; ++ci) {
-        const __m512 wv = _mm512_loadu_ps(wp + ci * kDenseBlock);
-        for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_fmadd_ps(_mm512_set1_ps(xp[p * px + ci]), wv, acc[p]);
+struct Px512 {
+  static constexpr size_t kWide = 12;  // one zmm accumulator per pixel
+  template <size_t NP, size_t C, bool kHalf>  // kHalf: no narrower vector here, the block's 16 lanes as ever
+  KILN_AVX512 static inline void pixels(const DirectJob& j, const float* const* rows, size_t dx, size_t px, size_t b,
+                                        float* out) {
+    const DenseConvWeights& w = *j.w;
+    const DenseConvGeometry& g = *j.g;
+    const size_t m = w.out_channels, k = w.kernel_h * w.kernel_w * C, ys = out_stride(w, g);
+    const float* panel = w.panels.data() + b * k * kDenseBlock;
+    __m512 acc[NP];
+    for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_loadu_ps(w.bias.data() + b * kDenseBlock);
+    for (size_t kh = 0; kh < w.kernel_h; ++kh) {
+      if (!rows[kh]) continue;
+      for (size_t kw = 0; kw < w.kernel_w; ++kw) {
+        const float* xp = rows[kh] + kw * dx;
+        const float* wp = panel + (kh * w.kernel_w + kw) * C * kDenseBlock;
+        for (size_t ci = 0; ci < C; ++ci) {
+          const __m512 wv = _mm512_loadu_ps(wp + ci * kDenseBlock);
+          for (size_t p = 0; p < NP; ++p) acc[p] = _mm512_fmadd_ps(_mm512_set1_ps(xp[p * px + ci]), wv, acc[p]);
+        }
       }
     }
+    const __m512 lo = _mm512_set1_ps(g.out_min), hi = _mm512_set1_ps(g.out_max);
+    const size_t nc = std::min(kDenseBlock, m - b * kDenseBlock);
+    const __mmask16 mask = nc >= kDenseBlock ? __mmask16(0xFFFF) : __mmask16((1u << nc) - 1);
+    for (size_t p = 0; p < NP; ++p)
+      _mm512_mask_storeu_ps(out + p * ys + b * kDenseBlock, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
   }
-  // max/min return their second operand when either is NaN: NaN stays NaN.
-  const __m512 lo = _mm512_set1_ps(g.out_min), hi = _mm512_set1_ps(g.out_max);
-  const size_t nc = std::min(kDenseBlock, m - b * kDenseBlock);
-  const __mmask16 mask = nc >= kDenseBlock ? __mmask16(0xFFFF) : __mmask16((1u << nc) - 1);
-  for (size_t p = 0; p < NP; ++p)
-    _mm512_mask_storeu_ps(out + p * ys + b * kDenseBlock, mask, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
-}
+};
 
 // Floats of the windows of four edge pixels, padding zeroed, copied per kernel row: a 7x7
 // stride-2 stem of 4 channels takes 7 x 13 x 4.
@@ -141,16 +129,55 @@ inline const float* padded_columns(const float* in, int64_t first, size_t cols, 
   return dst;
 }
 
-template <size_t C>
-KILN_AVX512 void direct_row512(void* ctx, size_t row) {
+// Block b of one output row (direct_row_driver): the row's pixels in groups of Px::kWide where
+// their windows lie inside the input, then four, then the edges from padded copies.
+template <class Px, size_t C, bool kHalf>
+__attribute__((always_inline)) inline void direct_block(const DirectJob& j, const float* const* in_rows, size_t b,
+                                                        float* out_row, bool quads, size_t cols4, float* window,
+                                                        const float** rows) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t ys = out_stride(w, g), xs = g.in_stride, kh_n = w.kernel_h;
+  const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
+  const int64_t in_w = static_cast<int64_t>(g.in_w);
+  for (size_t ow0 = 0; ow0 < g.out_w;) {
+    const int64_t first = static_cast<int64_t>(ow0) * step - g.pad_left;
+    const auto inside = [&](size_t np) {
+      if (first < 0 || ow0 + np > g.out_w || first + static_cast<int64_t>(np - 1) * step + span >= in_w) return false;
+      for (size_t kh = 0; kh < kh_n; ++kh) rows[kh] = in_rows[kh] ? in_rows[kh] + static_cast<size_t>(first) * xs : nullptr;
+      return true;
+    };
+    if (inside(Px::kWide)) {
+      Px::template pixels<Px::kWide, C, kHalf>(j, rows, g.dilation_w * xs, g.stride_w * xs, b, out_row + ow0 * ys);
+      ow0 += Px::kWide;
+    } else if (inside(4)) {
+      Px::template pixels<4, C, kHalf>(j, rows, g.dilation_w * xs, g.stride_w * xs, b, out_row + ow0 * ys);
+      ow0 += 4;
+    } else {
+      const size_t q = quads ? std::min(ow0, g.out_w - 4) : ow0, cols = quads ? cols4 : w.kernel_w;
+      const int64_t q0 = static_cast<int64_t>(q) * step - g.pad_left;
+      for (size_t kh = 0; kh < kh_n; ++kh)
+        rows[kh] = padded_columns<C>(in_rows[kh], q0, cols, quads ? 1 : g.dilation_w, in_w, xs, window + kh * cols * C);
+      if (quads)
+        Px::template pixels<4, C, kHalf>(j, rows, g.dilation_w * C, g.stride_w * C, b, out_row + q * ys);
+      else  // kernel_h * kernel_w * C <= kDirectMaxTaps * 4 floats: always fits
+        Px::template pixels<1, C, kHalf>(j, rows, C, C, b, out_row + q * ys);
+      ow0 = q + (quads ? 4 : 1);
+    }
+  }
+}
+
+// Output row `row` of a DirectJob with Px's pixel kernels; inlined into each ISA's row function
+// (direct_row256, direct_row512), whose target lets Px's kernels inline in turn.
+template <class Px, size_t C>
+__attribute__((always_inline)) inline void direct_row_driver(void* ctx, size_t row) {
   const DirectJob& j = *static_cast<const DirectJob*>(ctx);
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t n = row / g.out_h, oh = row % g.out_h, m = w.out_channels, blocks = (m + kDenseBlock - 1) / kDenseBlock;
   const size_t ys = out_stride(w, g), xs = g.in_stride, kh_n = w.kernel_h;
   float* out_row = j.y + row * g.out_w * ys;
-  const int64_t span = static_cast<int64_t>((w.kernel_w - 1) * g.dilation_w), step = static_cast<int64_t>(g.stride_w);
-  const int64_t in_w = static_cast<int64_t>(g.in_w);
+  const size_t span = (w.kernel_w - 1) * g.dilation_w;
   const float* in_rows[kDirectMaxTaps];  // kernel row kh's input row, or null over the padding
   for (size_t kh = 0; kh < kh_n; ++kh) {
     const int64_t ih = static_cast<int64_t>(oh * g.stride_h + kh * g.dilation_h) - g.pad_top;
@@ -162,37 +189,26 @@ KILN_AVX512 void direct_row512(void* ctx, size_t row) {
   // each was a chain of 27 dependent FMAs, and a 64-pixel row's four edge pixels cost half as
   // much as its other 60. One at a time (from a copy of its window) where the row is narrower
   // than four pixels or the four windows do not fit the copy.
-  const size_t cols4 = 3 * g.stride_w + static_cast<size_t>(span) + 1;  // one pixel: its kernel_w taps
+  const size_t cols4 = 3 * g.stride_w + span + 1;  // one pixel: its kernel_w taps
   const bool quads = g.out_w >= 4 && kh_n * cols4 * C <= kEdgeWindowFloats;
   alignas(64) float window[kEdgeWindowFloats];
   const float* rows[kDirectMaxTaps];
-  for (size_t b = 0; b < blocks; ++b)
-    for (size_t ow0 = 0; ow0 < g.out_w;) {
-      const int64_t first = static_cast<int64_t>(ow0) * step - g.pad_left;
-      const auto inside = [&](size_t np) {
-        if (first < 0 || ow0 + np > g.out_w || first + static_cast<int64_t>(np - 1) * step + span >= in_w) return false;
-        for (size_t kh = 0; kh < kh_n; ++kh) rows[kh] = in_rows[kh] ? in_rows[kh] + static_cast<size_t>(first) * xs : nullptr;
-        return true;
-      };
-      if (inside(12)) {
-        direct_pixels512<12, C>(j, rows, g.dilation_w * xs, g.stride_w * xs, b, out_row + ow0 * ys);
-        ow0 += 12;
-      } else if (inside(4)) {
-        direct_pixels512<4, C>(j, rows, g.dilation_w * xs, g.stride_w * xs, b, out_row + ow0 * ys);
-        ow0 += 4;
-      } else {
-        const size_t q = quads ? std::min(ow0, g.out_w - 4) : ow0, cols = quads ? cols4 : w.kernel_w;
-        const int64_t q0 = static_cast<int64_t>(q) * step - g.pad_left;
-        for (size_t kh = 0; kh < kh_n; ++kh)
-          rows[kh] = padded_columns<C>(in_rows[kh], q0, cols, quads ? 1 : g.dilation_w, in_w, xs, window + kh * cols * C);
-        if (quads)
-          direct_pixels512<4, C>(j, rows, g.dilation_w * C, g.stride_w * C, b, out_row + q * ys);
-        else  // kernel_h * kernel_w * C <= kDirectMaxTaps * 4 floats: always fits
-          direct_pixels512<1, C>(j, rows, C, C, b, out_row + q * ys);
-        ow0 = q + (quads ? 4 : 1);
-      }
-    }
+  for (size_t b = 0; b < blocks; ++b) {
+    if (m - b * kDenseBlock <= kDenseBlock / 2)
+      direct_block<Px, C, true>(j, in_rows, b, out_row, quads, cols4, window, rows);
+    else
+      direct_block<Px, C, false>(j, in_rows, b, out_row, quads, cols4, window, rows);
+  }
   if (g.gate) gate_row(*g.gate, out_row, g.out_w, m, ys);
+}
+
+template <size_t C>
+__attribute__((target("avx2,fma"))) void direct_row256(void* ctx, size_t row) {
+  direct_row_driver<Px256, C>(ctx, row);
+}
+template <size_t C>
+KILN_AVX512 void direct_row512(void* ctx, size_t row) {
+  direct_row_driver<Px512, C>(ctx, row);
 }
 #pragma GCC diagnostic pop
 #endif  // __x86_64__
@@ -251,7 +267,10 @@ DirectTask narrow_task512(size_t c) {
   return c <= kNarrowMaxIn ? kTasks[c] : nullptr;
 }
 
-void direct_row_c1(void* ctx, size_t row) { direct_row<1>(ctx, row); }
+void direct_row_c1(void* ctx, size_t row) { direct_row256<1>(ctx, row); }
+void direct_row256_c2(void* ctx, size_t row) { direct_row256<2>(ctx, row); }
+void direct_row256_c3(void* ctx, size_t row) { direct_row256<3>(ctx, row); }
+void direct_row256_c4(void* ctx, size_t row) { direct_row256<4>(ctx, row); }
 void direct_row512_c2(void* ctx, size_t row) { direct_row512<2>(ctx, row); }
 void direct_row512_c3(void* ctx, size_t row) { direct_row512<3>(ctx, row); }
 void direct_row512_c4(void* ctx, size_t row) { direct_row512<4>(ctx, row); }

@@ -26,12 +26,11 @@ inline void gate_row(const Gate& gt, float* row, size_t pixels, size_t m, size_t
 }
 
 // One input channel (a spectrogram's first layer): a GEMM with K = taps this small is all
-// setup (conformer_tiny's 3x3 stride-2 subsampling: 0.051 -> 0.037 ms); with 3 channels (RGB)
-// the GEMM is faster again (mobilenet_v2's first layer 0.51-0.60 ms vs 0.66-0.83 direct), so
-// the direct path takes C = 1 only. Each output row is computed directly: per 16-channel block, NP
-// pixels at once (2 NP accumulators held in registers: independent FMA chains), each tap's C
-// inputs broadcast against the packed panel. Groups of four pixels whose windows lie inside
-// the row take the unchecked path; edge pixels go one at a time, skipping padded taps.
+// setup (conformer_tiny's 3x3 stride-2 subsampling: 0.051 -> 0.037 ms). Each output row is
+// computed directly: per 16-channel block, a group of pixels at once (their accumulators held in
+// registers: independent FMA chains), each tap's C inputs broadcast against the packed panel;
+// edge pixels in fours from zero-padded copies of their windows. 2-4 channels (RGB stems) take
+// the same rows where the ISA row has them (dense_conv.cc: Impl::direct_few).
 constexpr size_t kDirectMaxChannels = 1;
 // A long one-channel window is a GEMM with a real K again: mel_frontend's 400-tap DFT (stride
 // 160, 402 outputs) took 1.14 ms direct against 0.55 in ONNX Runtime.
@@ -60,6 +59,10 @@ DirectTask narrow_task512(size_t c);
 
 /// Output row `row` (n * OH + oh) of a DirectJob (ctx): one input channel (AVX2 and FMA).
 void direct_row_c1(void* ctx, size_t row);
+/// The same for 2, 3 or 4 input channels (AVX2 and FMA).
+void direct_row256_c2(void* ctx, size_t row);
+void direct_row256_c3(void* ctx, size_t row);
+void direct_row256_c4(void* ctx, size_t row);
 /// The same for 2, 3 or 4 input channels and one block of outputs (AVX-512).
 void direct_row512_c2(void* ctx, size_t row);
 void direct_row512_c3(void* ctx, size_t row);
