@@ -97,6 +97,11 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // it): chunks of 256 pixels and a tail of 7; one channel in and out; 17 inputs take the tiles
       {2, 20, 30, 16, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {1, 3, 5, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 7, 9, 17, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // on the AVX2 row up to 32 outputs: two, three and four vectors (6, 4 and 3 pixels at a
+      // time, tails of 1-5), a masked last vector; 33 outputs take the tiles
+      {2, 13, 17, 8, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {1, 9, 11, 5, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 6, 7, 16, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 5, 3, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 4, 6, 10, 19, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
@@ -137,7 +142,9 @@ TEST(DenseConv, WindowsLongerThanTheTapTableFitOnlyAsRows) {
 TEST(DenseConv, NarrowPointwiseReadsAndWritesSlices) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  const size_t n = 2, h = 9, wd = 31, c = 12, m = 6, xs = 20, ys = 10;
+  // 6 outputs (one vector), and 21 (three on the AVX2 row, the last masked; the tiles elsewhere)
+  for (const size_t m : {6, 21}) {
+  const size_t n = 2, h = 9, wd = 31, c = 12, xs = 20, ys = m + 4;
   const size_t pixels = n * h * wd;
   std::vector<float> x(pixels * xs), w(m * c), b(m);
   for (float& v : x) v = u(rng);
@@ -170,6 +177,7 @@ TEST(DenseConv, NarrowPointwiseReadsAndWritesSlices) {
       }
   }
   pthreadpool_destroy(two);
+  }
 }
 
 TEST(DenseConv, FullyConnectedRowsWithTransposedWeights) {

@@ -341,14 +341,14 @@ struct Impl {
   void (*direct)(void*, size_t);
   void (*direct_few[5])(void*, size_t);  // 2-4 input channels (RGB stems), where the row has them
   size_t direct_few_max_out;             // ... of at most this many output channels
-  DirectTask (*narrow)(size_t c);        // narrow 1x1 layers (dense_direct.h), where the row has them
+  DirectTask (*narrow)(size_t c, size_t m);  // narrow 1x1 layers (dense_direct.h), where the row has them
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
     {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row_c1,
      {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}, kNr, narrow_task512},
     {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1,
-     {nullptr, nullptr, direct_row256_c2, direct_row256_c3, direct_row256_c4}, 4 * kNr, nullptr},
+     {nullptr, nullptr, direct_row256_c2, direct_row256_c3, direct_row256_c4}, 4 * kNr, narrow_task256},
 #endif
 #if defined(__aarch64__)
     {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr},
@@ -718,11 +718,13 @@ void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const flo
     pthreadpool_parallelize_1d(pool, chosen().direct_few[w.in_channels], &d, g.batch * g.out_h, 0);
     return;
   }
-  if (w.out_channels <= kNarrowMaxOut && w.in_channels <= kNarrowMaxIn && taps == 1 && g.stride_h == 1 &&
-      g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 && g.in_h == g.out_h && g.in_w == g.out_w &&
-      chosen().narrow) {
+  const DirectTask narrow = taps == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                                    g.in_h == g.out_h && g.in_w == g.out_w && chosen().narrow
+                                ? chosen().narrow(w.in_channels, w.out_channels)
+                                : nullptr;
+  if (narrow) {
     DirectJob d{&w, &g, x, y};
-    pthreadpool_parallelize_1d(pool, chosen().narrow(w.in_channels), &d, (j.pixels + kNarrowRows - 1) / kNarrowRows, 0);
+    pthreadpool_parallelize_1d(pool, narrow, &d, (j.pixels + kNarrowRows - 1) / kNarrowRows, 0);
     return;
   }
   j.tiles = (j.pixels + kMr - 1) / kMr;

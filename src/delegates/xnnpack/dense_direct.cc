@@ -6,8 +6,10 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace kiln::delegates::xnnpack {
 
@@ -249,6 +251,69 @@ KILN_AVX512 void narrow_rows512(const DirectJob& j, size_t r0, size_t r1) {
   if (g.gate) gate_row(*g.gate, j.y + r0 * ys, r1 - r0, nc, ys);
 }
 
+// NV vectors of one pixel's outputs, clamped (NaN stays NaN: max/min return their second
+// operand), the last masked to the layer's outputs.
+template <size_t NV>
+__attribute__((target("avx2,fma"))) inline void store_narrow256(float* y, const __m256* a, __m256 lo, __m256 hi,
+                                                                 __m256i last) {
+  for (size_t v = 0; v + 1 < NV; ++v) _mm256_storeu_ps(y + 8 * v, _mm256_min_ps(hi, _mm256_max_ps(lo, a[v])));
+  _mm256_maskstore_ps(y + 8 * (NV - 1), last, _mm256_min_ps(hi, _mm256_max_ps(lo, a[NV - 1])));
+}
+
+// Rows r0 .. r1 of a narrow 1x1 layer on the AVX2 row: NV vectors of 8 outputs per pixel (up to
+// 32 outputs), P pixels at a time (P * NV <= 12 accumulators, NV weight vectors and a
+// broadcast in the 16 ymm), each input value broadcast, the weights reloaded from L1 per input.
+// Vector v's weights are block v / 2's panel, half v % 2.
+template <size_t C, size_t NV>
+__attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size_t r0, size_t r1) {
+  constexpr size_t P = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 3;
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t ys = out_stride(w, g), xs = g.in_stride, nc = w.out_channels;
+  alignas(32) static const int32_t kBits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  const __m256i last = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - (nc - 8 * (NV - 1))));
+  const float* wv[NV];
+  for (size_t v = 0; v < NV; ++v) wv[v] = w.panels.data() + v / 2 * C * kDenseBlock + v % 2 * 8;
+  const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
+  const float* x = j.x + r0 * xs;
+  float* y = j.y + r0 * ys;
+  size_t r = r0;
+  for (; r + P <= r1; r += P, x += P * xs, y += P * ys) {
+    __m256 a[P][NV];
+    for (size_t p = 0; p < P; ++p)
+      for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_loadu_ps(w.bias.data() + 8 * v);
+    for (size_t k = 0; k < C; ++k) {
+      __m256 wk[NV];
+      for (size_t v = 0; v < NV; ++v) wk[v] = _mm256_loadu_ps(wv[v] + k * kDenseBlock);
+      for (size_t p = 0; p < P; ++p) {
+        const __m256 xv = _mm256_broadcast_ss(x + p * xs + k);
+        for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_fmadd_ps(xv, wk[v], a[p][v]);
+      }
+    }
+    for (size_t p = 0; p < P; ++p) store_narrow256<NV>(y + p * ys, a[p], lo, hi, last);
+  }
+  for (; r < r1; ++r, x += xs, y += ys) {
+    __m256 a[NV];
+    for (size_t v = 0; v < NV; ++v) a[v] = _mm256_loadu_ps(w.bias.data() + 8 * v);
+    for (size_t k = 0; k < C; ++k)
+      for (size_t v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_loadu_ps(wv[v] + k * kDenseBlock), a[v]);
+    store_narrow256<NV>(y, a, lo, hi, last);
+  }
+  if (g.gate) gate_row(*g.gate, j.y + r0 * ys, r1 - r0, nc, ys);
+}
+
+template <size_t C, size_t NV>
+void narrow_task256(void* ctx, size_t chunk) {
+  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
+  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * kNarrowRows;
+  narrow_rows256<C, NV>(j, r0, std::min(pixels, r0 + kNarrowRows));
+}
+
+template <size_t NV, size_t... Cs>
+constexpr std::array<DirectTask, sizeof...(Cs) + 1> narrow_tasks256(std::index_sequence<Cs...>) {
+  return {nullptr, narrow_task256<Cs + 1, NV>...};
+}
+
 template <size_t C>
 KILN_AVX512 void narrow_task512(void* ctx, size_t chunk) {
   const DirectJob& j = *static_cast<const DirectJob*>(ctx);
@@ -258,7 +323,15 @@ KILN_AVX512 void narrow_task512(void* ctx, size_t chunk) {
 
 }  // namespace
 
-DirectTask narrow_task512(size_t c) {
+DirectTask narrow_task256(size_t c, size_t m) {
+  static constexpr std::array<DirectTask, kNarrowMaxIn + 1> kTasks[4] = {
+      narrow_tasks256<1>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<2>(std::make_index_sequence<kNarrowMaxIn>()),
+      narrow_tasks256<3>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<4>(std::make_index_sequence<kNarrowMaxIn>())};
+  return c <= kNarrowMaxIn && m >= 1 && m <= kNarrowMaxOut256 ? kTasks[(m + 7) / 8 - 1][c] : nullptr;
+}
+
+DirectTask narrow_task512(size_t c, size_t m) {
+  if (m > kNarrowMaxOut) return nullptr;
   static constexpr DirectTask kTasks[kNarrowMaxIn + 1] = {
       nullptr,           narrow_task512<1>,  narrow_task512<2>,  narrow_task512<3>,  narrow_task512<4>,
       narrow_task512<5>, narrow_task512<6>,  narrow_task512<7>,  narrow_task512<8>,  narrow_task512<9>,

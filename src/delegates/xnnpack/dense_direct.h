@@ -50,12 +50,18 @@ using DirectTask = void (*)(void* ctx, size_t index);
 // (stride 1, no padding): a GEMM with K and N this small is all tile setup (mnasnet0_5's 16 -> 8
 // projection on 2x64x64: 0.056 ms through the tiles, against 0.029 in ONNX Runtime). Its rows
 // run in chunks of kNarrowRows pixels with the weights held in registers.
-constexpr size_t kNarrowMaxIn = 16, kNarrowMaxOut = 8, kNarrowRows = 256;
+// On the AVX2 row (the weights reloaded from L1 per input, no room to hold them) up to 32
+// outputs: mnasnet0_5's 8 -> 24 expansion on 2x64x64 spent as long in the tiles' bookkeeping as
+// in their FMAs (AMD Zen 3).
+constexpr size_t kNarrowMaxIn = 16, kNarrowMaxOut = 8, kNarrowMaxOut256 = 32, kNarrowRows = 256;
 
 #if defined(__x86_64__)
 /// Chunk `index` (kNarrowRows pixels) of a narrow 1x1 layer's DirectJob (ctx) of c input
-/// channels (AVX-512): null for c = 0 or c > kNarrowMaxIn.
-DirectTask narrow_task512(size_t c);
+/// channels and m outputs (AVX-512: m <= kNarrowMaxOut): null for c = 0, c > kNarrowMaxIn or m
+/// past the row's limit.
+DirectTask narrow_task512(size_t c, size_t m);
+/// The same on the AVX2 row, m <= kNarrowMaxOut256.
+DirectTask narrow_task256(size_t c, size_t m);
 
 /// Output row `row` (n * OH + oh) of a DirectJob (ctx): one input channel (AVX2 and FMA).
 void direct_row_c1(void* ctx, size_t row);
