@@ -17,7 +17,7 @@
 namespace kiln::delegates::xnnpack {
 namespace {
 
-struct Case {
+struct Int8ConvCase {
   size_t n, h, w, c, m, kh, kw, sh, sw, dh, dw;
   int64_t pt, pl, pb, pr;
 };
@@ -27,14 +27,14 @@ int32_t val(uint8_t b, bool is_signed) { return is_signed ? static_cast<int8_t>(
 TEST(Int8Conv, MatchesTheDefinitionForEveryDtypeMix) {
   std::mt19937 rng(5);
   pthreadpool_t two = pthreadpool_create(2);
-  const Case cases[] = {
+  const Int8ConvCase cases[] = {
       {1, 5, 7, 3, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {2, 9, 8, 17, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
       {1, 11, 13, 8, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {1, 12, 10, 4, 20, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
       {3, 6, 6, 32, 64, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2}, {1, 1, 1, 40, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 4, 17, 5, 48, 1, 5, 1, 3, 1, 1, 0, 2, 0, 2}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   };
   int checked = 0;
-  for (const Case& k : cases)
+  for (const Int8ConvCase& k : cases)
     for (int mix = 0; mix < 4; ++mix) {
       const bool xs = mix & 1, wsg = mix & 2, ys = xs;
       const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
@@ -125,12 +125,12 @@ TEST(Int8Conv, FullyConnectedReadsATransposedMatrix) {
 TEST(Int8Depthwise, MatchesTheDefinitionForEveryDtypeMix) {
   std::mt19937 rng(13);
   pthreadpool_t two = pthreadpool_create(2);
-  const Case cases[] = {
+  const Int8ConvCase cases[] = {
       {1, 5, 7, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     {2, 9, 8, 17, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
       {1, 12, 10, 40, 40, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2}, {1, 6, 6, 32, 32, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
       {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},     {1, 4, 17, 20, 20, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3},
   };
-  for (const Case& k : cases)
+  for (const Int8ConvCase& k : cases)
     for (int mix = 0; mix < 4; ++mix) {
       const bool xs = mix & 1, wsg = mix & 2;
       const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;

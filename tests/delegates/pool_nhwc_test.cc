@@ -54,7 +54,7 @@ std::vector<float> reference(const PoolGeometry& g, const std::vector<float>& x)
   });
 }
 
-struct Case {
+struct PoolCase {
   size_t n, h, w, c, kh, kw, sh, sw, dh, dw;
   int64_t pt, pl;
   bool ceil;
@@ -62,7 +62,7 @@ struct Case {
 };
 
 TEST(MaxPoolNhwc, MatchesAPlainReference) {
-  const Case cases[] = {
+  const PoolCase cases[] = {
       {2, 15, 13, 19, 3, 3, 2, 2, 1, 1, 0, 0, true, -INFINITY, INFINITY},  // squeezenet's, ceil mode
       {1, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1, true, -INFINITY, INFINITY},
       {1, 7, 11, 1, 1, 1, 2, 2, 1, 1, 0, 0, false, -INFINITY, INFINITY},  // 1x1 window, stride 2
@@ -72,7 +72,7 @@ TEST(MaxPoolNhwc, MatchesAPlainReference) {
   };
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.f, 2.f);
-  for (const Case& k : cases) {
+  for (const PoolCase& k : cases) {
     PoolGeometry g;
     g.batch = k.n, g.in_h = k.h, g.in_w = k.w, g.channels = k.c;
     g.kernel_h = k.kh, g.kernel_w = k.kw, g.stride_h = k.sh, g.stride_w = k.sw, g.dilation_h = k.dh, g.dilation_w = k.dw;
@@ -122,7 +122,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 TEST(AveragePoolNhwc, MatchesAPlainReferenceAndCarriesNaN) {
-  const Case cases[] = {
+  const PoolCase cases[] = {
       {2, 15, 13, 19, 3, 3, 2, 2, 1, 1, 0, 0, true, -INFINITY, INFINITY},  // ceil mode: partial windows
       {1, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, false, -INFINITY, INFINITY},   // padded: taps inside only
       {1, 7, 11, 1, 1, 1, 2, 2, 1, 1, 0, 0, false, -INFINITY, INFINITY},  // 1x1 window, stride 2
@@ -132,7 +132,7 @@ TEST(AveragePoolNhwc, MatchesAPlainReferenceAndCarriesNaN) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.f, 2.f);
   pthreadpool_t two = pthreadpool_create(2);
-  for (const Case& k : cases) {
+  for (const PoolCase& k : cases) {
     PoolGeometry g;
     g.batch = k.n, g.in_h = k.h, g.in_w = k.w, g.channels = k.c;
     g.kernel_h = k.kh, g.kernel_w = k.kw, g.stride_h = k.sh, g.stride_w = k.sw;

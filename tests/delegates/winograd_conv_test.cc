@@ -17,7 +17,7 @@
 namespace kiln::delegates::xnnpack {
 namespace {
 
-struct Case {
+struct WinogradCase {
   size_t n, h, w, c, m;
   int64_t pt, pl, pb, pr;
 };
@@ -25,7 +25,7 @@ struct Case {
 size_t out_size(size_t in, int64_t a, int64_t b) { return static_cast<size_t>(static_cast<int64_t>(in) + a + b - 2); }
 
 // y[n][oh][ow][m] in double (x NHWC, w OIHW 3x3), clamped; NaN kept through the clamp.
-std::vector<double> reference(const Case& k, const std::vector<float>& x, const std::vector<float>& w,
+std::vector<double> reference(const WinogradCase& k, const std::vector<float>& x, const std::vector<float>& w,
                               const std::vector<float>& b, float lo, float hi) {
   const size_t oh_n = out_size(k.h, k.pt, k.pb), ow_n = out_size(k.w, k.pl, k.pr);
   std::vector<double> y(k.n * oh_n * ow_n * k.m);
@@ -46,7 +46,7 @@ std::vector<double> reference(const Case& k, const std::vector<float>& x, const 
   return y;
 }
 
-DenseConvGeometry geometry(const Case& k, float lo, float hi) {
+DenseConvGeometry geometry(const WinogradCase& k, float lo, float hi) {
   DenseConvGeometry g;
   g.batch = k.n, g.in_h = k.h, g.in_w = k.w;
   g.out_h = out_size(k.h, k.pt, k.pb), g.out_w = out_size(k.w, k.pl, k.pr);
@@ -83,14 +83,14 @@ TEST(WinogradConv, MatchesADirectReferenceAtManyGeometries) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   pthreadpool_t two = pthreadpool_create(2);
-  const Case cases[] = {
+  const WinogradCase cases[] = {
       {1, 8, 8, 16, 16, 1, 1, 1, 1},   {2, 7, 9, 17, 33, 1, 1, 1, 1},  {1, 5, 6, 24, 20, 0, 0, 0, 0},
       {1, 1, 1, 16, 16, 1, 1, 1, 1},   {1, 2, 3, 40, 16, 1, 1, 1, 1},  {3, 10, 11, 16, 48, 0, 1, 1, 0},
       {1, 6, 5, 19, 17, 2, 2, 2, 2},   {1, 4, 4, 64, 64, 1, 0, 0, 1},  {2, 13, 3, 33, 40, 1, 1, 1, 1},
       // more tiles than one task holds (48 at 64 channels; fewer per task with more channels)
       {2, 20, 22, 64, 32, 1, 1, 1, 1}, {1, 12, 14, 520, 24, 1, 1, 1, 1},
   };
-  for (const Case& k : cases) {
+  for (const WinogradCase& k : cases) {
     std::vector<float> x(k.n * k.h * k.w * k.c), w(k.m * k.c * 9), b(k.m);
     for (float& v : x) v = u(rng);
     for (float& v : w) v = u(rng);
@@ -122,7 +122,7 @@ TEST(WinogradConv, NonFiniteInputsKeepTheDirectClasses) {
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> u(0.1f, 1.f);  // positive: +Inf stays +Inf through the sum
   // 30 tiles, and 4 tiles over a batch of two
-  for (const Case& k : {Case{1, 9, 10, 16, 20, 1, 1, 1, 1}, Case{2, 2, 3, 16, 20, 1, 1, 1, 1}}) {
+  for (const WinogradCase& k : {WinogradCase{1, 9, 10, 16, 20, 1, 1, 1, 1}, WinogradCase{2, 2, 3, 16, 20, 1, 1, 1, 1}}) {
     std::vector<float> x(k.n * k.h * k.w * k.c), w(k.m * k.c * 9), b(k.m);
     for (float& v : x) v = u(rng);
     for (float& v : w) v = u(rng);

@@ -9,7 +9,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// Expected output of concatenating `ins` along `axis`, element by element.
 void expect_concat(const Tensor& out, const std::vector<Tensor>& ins, int64_t axis, const std::string& what) {

@@ -9,7 +9,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-Tensor i64s(const V& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 TEST(ConstantOfShape, HandComputed) {
   OpResult r = run_op("ConstantOfShape", {i64s({2, 3})});

@@ -180,7 +180,7 @@ std::vector<double> reference(const Case& cc, const Tensor& x, const Tensor& w, 
 /// Runs `iters` random transposed convolutions with `nsp_lo` to `nsp_hi` spatial axes (all
 /// attributes, group, bias, auto_pad, output_padding, output_shape) against the reference, also
 /// inside oversized slots. Counts the cases that ran and the refused empty outputs.
-void random_sweep(uint32_t seed, int iters, size_t nsp_lo, size_t nsp_hi, int* ran, int* rejected) {
+void conv_transpose_sweep(uint32_t seed, int iters, size_t nsp_lo, size_t nsp_hi, int* ran, int* rejected) {
   std::mt19937 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   const char* modes[] = {"NOTSET", "NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
@@ -244,14 +244,14 @@ void random_sweep(uint32_t seed, int iters, size_t nsp_lo, size_t nsp_hi, int* r
 
 TEST(ConvTranspose, RandomSweepAgainstReference) {
   int ran = 0, rejected = 0;
-  random_sweep(20240612, 400, 1, 2, &ran, &rejected);
+  conv_transpose_sweep(20240612, 400, 1, 2, &ran, &rejected);
   EXPECT_GT(ran, 300);
   EXPECT_GT(rejected, 0);
 }
 
 TEST(ConvTranspose, RandomSweep3DAgainstReference) {
   int ran = 0, rejected = 0;
-  random_sweep(20260302, 400, 3, 3, &ran, &rejected);
+  conv_transpose_sweep(20260302, 400, 3, 3, &ran, &rejected);
   EXPECT_GT(ran, 250);
   EXPECT_GT(rejected, 0);
 }

@@ -13,7 +13,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-Tensor i64s(const V& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 /// For each element of `out`, the element of an operand of shape `in` it reads.
 std::vector<int64_t> broadcast_from(const V& out, const V& in) {

@@ -12,7 +12,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// For each output element (indices' shape), the data element it copies.
 std::vector<int64_t> reference(const V& data, const V& idx_shape, const std::vector<int64_t>& idx, int64_t axis) {

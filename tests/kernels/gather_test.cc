@@ -9,10 +9,9 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// For each output element, the data element it copies.
-std::vector<int64_t> reference(const Shape& data, const Shape& idx_shape, const std::vector<int64_t>& idx,
+std::vector<int64_t> gather_reference(const Shape& data, const Shape& idx_shape, const std::vector<int64_t>& idx,
                                int64_t axis) {
   Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), idx_shape.begin(), idx_shape.end());
@@ -82,7 +81,7 @@ TEST(Gather, RandomSweep) {
     OpResult r = run_op("Gather", {data, indices}, axis_attr(rng() % 2 ? axis : axis - rank));
     ASSERT_TRUE(r.status.ok()) << r.status.message();
     ASSERT_EQ(r.kernel, kernels::KernelStatus::kOk);
-    expect_picked(r.outputs[0], data, reference(shape, idx_shape, idx, axis), "gather " + std::to_string(iter));
+    expect_picked(r.outputs[0], data, gather_reference(shape, idx_shape, idx, axis), "gather " + std::to_string(iter));
   }
 }
 
@@ -149,7 +148,7 @@ TEST(GatherSymbolic, ShapesGuardsAndRunsBelowTheBound) {
     std::vector<Tensor> out(1);
     out[0].shape = eval_shape(p, r.outputs[0].shape, dims);
     ASSERT_EQ(run_kernel("Gather", {table, idx}, &out), kernels::KernelStatus::kOk);
-    expect_picked(out[0], table, reference({50, 4}, dims, ids, 0), "gather at seq " + std::to_string(dims[1]));
+    expect_picked(out[0], table, gather_reference({50, 4}, dims, ids, 0), "gather at seq " + std::to_string(dims[1]));
   }
 }
 

@@ -14,7 +14,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// Expected output (as doubles) of one_hot(indices, depth, axis) with values [off, on]:
 /// indices cast to int64 (truncated), negative ones + depth, out-of-range ones all off.

@@ -78,6 +78,12 @@ Tensor make_tensor(std::vector<int64_t> shape, const std::vector<T>& values) {
   return t;
 }
 
+/// A 1-D int64 tensor of the values (shapes, axes, pads, starts and ends as inputs).
+inline Tensor i64s(const std::vector<int64_t>& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
+
+/// The attributes {axis: axis}.
+inline core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
+
 inline Tensor absent() {
   Tensor t;
   t.present = false;

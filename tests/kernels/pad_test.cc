@@ -14,7 +14,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-Tensor i64s(const Shape& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 core::AttrStore mode_attr(const char* mode) { return core::AttrStore().set_str("mode", mode); }
 
 /// Source index along one axis of size d for output index i, or -1 for the constant; found

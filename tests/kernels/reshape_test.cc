@@ -18,7 +18,6 @@ Tensor iota_f32(Shape shape) {
   return t;
 }
 
-Tensor i64s(std::vector<int64_t> v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 /// Runs a view op and checks the output shape and that the bytes are input 0's.
 void expect_view(const char* op, const std::vector<Tensor>& in, const core::AttrStore& attrs, const Shape& want) {

@@ -146,7 +146,6 @@ AttrStore attrs_of(const Spec& sp) {
 }
 
 Tensor f32s(const std::vector<float>& v) { return make_tensor<float>({static_cast<int64_t>(v.size())}, v); }
-Tensor i64s(const Shape& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 void expect_near(const Tensor& t, const std::vector<double>& want, const std::string& what) {
   ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size())) << what;

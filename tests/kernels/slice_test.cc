@@ -15,14 +15,13 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
 /// One slice request in ONNX form.
-struct Spec {
+struct SliceSpec {
   Shape starts, ends, axes, steps;  // empty axes/steps: omitted
 };
 
-Tensor i64s(const Shape& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 /// Inputs for the opset >= 10 form.
-std::vector<Tensor> slice_inputs(const Tensor& x, const Spec& s) {
+std::vector<Tensor> slice_inputs(const Tensor& x, const SliceSpec& s) {
   std::vector<Tensor> in = {x, i64s(s.starts), i64s(s.ends)};
   if (!s.axes.empty() || !s.steps.empty()) in.push_back(s.axes.empty() ? absent() : i64s(s.axes));
   if (!s.steps.empty()) in.push_back(i64s(s.steps));
@@ -54,7 +53,7 @@ Shape walk(int64_t d, int64_t start, int64_t end, int64_t step) {
 }
 
 /// Expected output shape and, per output element, the input element it copies.
-void reference(const Shape& shape, const Spec& s, Shape* out_shape, std::vector<int64_t>* from) {
+void reference(const Shape& shape, const SliceSpec& s, Shape* out_shape, std::vector<int64_t>* from) {
   std::vector<Shape> per_axis(shape.size());
   for (size_t k = 0; k < shape.size(); ++k)
     for (int64_t i = 0; i < shape[k]; ++i) per_axis[k].push_back(i);
@@ -86,7 +85,7 @@ std::vector<kernels::SymTensor> with_constants(core::ExprPool& p, kernels::SymTe
   return in;
 }
 
-void expect_slice(const Tensor& x, const Spec& s, const std::string& what) {
+void expect_slice(const Tensor& x, const SliceSpec& s, const std::string& what) {
   OpResult r = run_op("Slice", slice_inputs(x, s));
   ASSERT_TRUE(r.status.ok()) << what << ": " << r.status.message();
   ASSERT_EQ(r.kernel, kernels::KernelStatus::kOk) << what;
@@ -97,7 +96,7 @@ void expect_slice(const Tensor& x, const Spec& s, const std::string& what) {
   expect_picked(r.outputs[0], x, from, what);
 }
 
-std::vector<int64_t> slice_values(const Tensor& x, const Spec& s) {
+std::vector<int64_t> slice_values(const Tensor& x, const SliceSpec& s) {
   OpResult r = run_op("Slice", slice_inputs(x, s));
   EXPECT_TRUE(r.status.ok()) << r.status.message();
   return r.outputs.empty() ? std::vector<int64_t>{} : r.outputs[0].values<int64_t>();
@@ -143,7 +142,7 @@ TEST(Slice, RandomSweep) {
     for (int k = 0; k < rank; ++k) axes[k] = k;
     std::shuffle(axes.begin(), axes.end(), rng);
     axes.resize(1 + rng() % rank);
-    Spec s;
+    SliceSpec s;
     auto index = [&](int64_t d) -> int64_t {
       switch (rng() % 8) {
         case 0: return kMax;
@@ -167,7 +166,7 @@ TEST(Slice, RandomSweep) {
 
 TEST(Slice, Errors) {
   Tensor x = make_tensor<float>({2, 3}, std::vector<float>(6, 0));
-  auto status = [&](const Spec& s) { return run_op("Slice", slice_inputs(x, s)).status; };
+  auto status = [&](const SliceSpec& s) { return run_op("Slice", slice_inputs(x, s)).status; };
   EXPECT_TRUE(has_text(status({{0}, {1}, {0}, {0}}), "step 0 on axis 0 is not allowed"));
   EXPECT_TRUE(has_text(status({{0, 0}, {1, 1}, {1, -1}, {}}), "axis -1 is listed twice in axes"));
   EXPECT_TRUE(has_text(status({{0, 0}, {1}, {}, {}}), "starts, ends, axes and steps must have one length, got 2, 1"));
@@ -194,7 +193,7 @@ TEST(SliceSymbolic, ReadableShapes) {
   SymPool s;
   core::ExprPool& p = s.pool;
   auto x = sym_input(DType::kF32, {s.batch, s.seq});
-  auto shape = [&](const Spec& spec) {
+  auto shape = [&](const SliceSpec& spec) {
     std::vector<Tensor> held = slice_inputs(Tensor(), spec);  // owns the constant data
     SymResult r = infer(p, "Slice", with_constants(p, x, held));
     EXPECT_TRUE(r.status.ok()) << r.status.message();
@@ -229,7 +228,7 @@ TEST(SliceSymbolic, MatchesKernelBelowTheBound) {
       const int64_t choices[] = {kMax, kMin, 0, 1, 2, 3, 5, -1, -2, -3, -5, 511, 512, 513, -511, -512, -513};
       return choices[rng() % std::size(choices)];
     };
-    Spec spec;
+    SliceSpec spec;
     const int64_t step_choices[] = {1, 2, 3, -1, -2, -3, 600, -600};
     spec.axes = rng() % 3 ? Shape{1} : Shape{0, 1};
     for (size_t j = 0; j < spec.axes.size(); ++j) {

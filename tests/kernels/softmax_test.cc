@@ -11,7 +11,6 @@
 namespace kiln::testing {
 namespace {
 
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 TEST(Softmax, HandComputed) {
   Tensor x = make_tensor<float>({3}, {1, 2, 3});

@@ -12,8 +12,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-Tensor i64s(const Shape& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// Per output, the input elements it copies, for pieces `sizes` along `axis`.
 std::vector<std::vector<int64_t>> reference(const Shape& shape, int64_t axis, const Shape& sizes) {

@@ -15,11 +15,9 @@ namespace {
 using core::ExprId;
 using V = std::vector<int64_t>;
 
-Tensor i64s(const V& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 Tensor scalar(int64_t v) { return make_tensor<int64_t>({}, {v}); }
 const uint64_t kEmptyValues = 0;
 
-core::AttrStore axis_attr(int64_t axis) { return core::AttrStore().set_int("axis", axis); }
 
 /// Output 0 of `r` as the input of the next node.
 kernels::SymTensor next(const SymResult& r) {

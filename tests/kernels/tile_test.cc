@@ -10,7 +10,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-Tensor i64s(const V& v) { return make_tensor<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
 /// For each output element, the input element it copies: each index modulo the input dim.
 std::vector<int64_t> tiled_from(const V& in, const V& out) {

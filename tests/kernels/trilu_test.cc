@@ -12,7 +12,7 @@ namespace {
 using V = std::vector<int64_t>;
 
 core::AttrStore upper(int64_t u) { return core::AttrStore().set_int("upper", u); }
-Tensor k_of(int64_t k) { return make_tensor<int64_t>({}, {k}); }
+Tensor k_scalar(int64_t k) { return make_tensor<int64_t>({}, {k}); }
 
 TEST(Trilu, OnnxExamples) {
   const std::vector<float> x = {4, 7, 3, 7, 9, 1, 2, 8, 6, 9, 9, 4, 0, 8, 7, 4, 3, 4, 2, 4};  // [4, 5]
@@ -21,18 +21,18 @@ TEST(Trilu, OnnxExamples) {
   ASSERT_TRUE(r.status.ok()) << r.status.message();
   EXPECT_EQ(r.outputs[0].values<float>(),
             (std::vector<float>{4, 7, 3, 7, 9, 0, 2, 8, 6, 9, 0, 0, 0, 8, 7, 0, 0, 0, 2, 4}));
-  r = run_op("Trilu", {t, k_of(-1)});
+  r = run_op("Trilu", {t, k_scalar(-1)});
   EXPECT_EQ(r.outputs[0].values<float>(),
             (std::vector<float>{4, 7, 3, 7, 9, 1, 2, 8, 6, 9, 0, 4, 0, 8, 7, 0, 0, 4, 2, 4}));
   r = run_op("Trilu", {t}, upper(0));
   EXPECT_EQ(r.outputs[0].values<float>(),
             (std::vector<float>{4, 0, 0, 0, 0, 1, 2, 0, 0, 0, 9, 4, 0, 0, 0, 4, 3, 4, 2, 0}));
-  r = run_op("Trilu", {t, k_of(1)}, upper(0));
+  r = run_op("Trilu", {t, k_scalar(1)}, upper(0));
   EXPECT_EQ(r.outputs[0].values<float>(),
             (std::vector<float>{4, 7, 0, 0, 0, 1, 2, 8, 0, 0, 9, 4, 0, 8, 0, 4, 3, 4, 2, 4}));
-  r = run_op("Trilu", {t, k_of(6)});  // beyond the last column: all zero
+  r = run_op("Trilu", {t, k_scalar(6)});  // beyond the last column: all zero
   EXPECT_EQ(r.outputs[0].values<float>(), std::vector<float>(20, 0.f));
-  r = run_op("Trilu", {t, k_of(-7)}, upper(0));  // before the first column: all zero
+  r = run_op("Trilu", {t, k_scalar(-7)}, upper(0));  // before the first column: all zero
   EXPECT_EQ(r.outputs[0].values<float>(), std::vector<float>(20, 0.f));
 }
 
@@ -46,7 +46,7 @@ TEST(Trilu, RandomSweep) {
     const int64_t up = rng() % 2;
     Tensor x = random_tensor(rng, dtypes[iter % 4], shape);
     const bool given = rng() % 3 != 0;  // else k is omitted, which means 0
-    SlotRun s = given ? run_op_in_slots("Trilu", {x, k_of(k)}, upper(up)) : run_op_in_slots("Trilu", {x}, upper(up));
+    SlotRun s = given ? run_op_in_slots("Trilu", {x, k_scalar(k)}, upper(up)) : run_op_in_slots("Trilu", {x}, upper(up));
     const int64_t kk = given ? k : 0;
     ASSERT_TRUE(s.exact.status.ok()) << s.exact.status.message();
     const Tensor& y = s.exact.outputs[0];
