@@ -59,7 +59,8 @@ DENSE_LAYERS = [
     ("efficientnet_b0_expand", 16, 96, 112, 112, 1, 1), ("efficientnet_b0_expand", 24, 144, 56, 56, 1, 1),
     ("mobilenet_v3_expand", 16, 72, 56, 56, 1, 1), ("shufflenet_v2_pw", 24, 24, 56, 56, 1, 1),
     ("squeezenet1_1_squeeze", 128, 16, 56, 56, 1, 1), ("mnasnet0_5_project", 16, 8, 112, 112, 1, 1),
-    ("mnasnet0_5_expand", 8, 24, 112, 112, 1, 1),
+    ("mnasnet0_5_expand", 8, 24, 112, 112, 1, 1), ("mobilenet_v2_expand", 64, 384, 14, 14, 1, 1),
+    ("mobilenet_v2_expand", 160, 960, 7, 7, 1, 1), ("mobilenet_v2_project", 960, 160, 7, 7, 1, 1),
     # the dense 3x3 stride-1 layers (Winograd F(2x2, 3x3)): resnet18's four stages, squeezenet's expands
     ("resnet18_3x3", 64, 64, 56, 56, 3, 1), ("resnet18_3x3", 128, 128, 28, 28, 3, 1),
     ("resnet18_3x3", 256, 256, 14, 14, 3, 1), ("resnet18_3x3", 512, 512, 7, 7, 3, 1),

@@ -102,6 +102,9 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       {2, 13, 17, 8, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {1, 9, 11, 5, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 6, 7, 16, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 5, 3, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 4, 6, 10, 19, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // and up to 32 inputs there (a loop over them past 16): 17, 24 and 32 inputs; 33 take the tiles
+      {1, 5, 7, 17, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     {2, 9, 13, 24, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 6, 6, 32, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 4, 5, 33, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
@@ -142,9 +145,10 @@ TEST(DenseConv, WindowsLongerThanTheTapTableFitOnlyAsRows) {
 TEST(DenseConv, NarrowPointwiseReadsAndWritesSlices) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  // 6 outputs (one vector), and 21 (three on the AVX2 row, the last masked; the tiles elsewhere)
-  for (const size_t m : {6, 21}) {
-  const size_t n = 2, h = 9, wd = 31, c = 12, xs = 20, ys = m + 4;
+  // 6 outputs (one vector), and 21 (three on the AVX2 row, the last masked; the tiles elsewhere),
+  // of 12 inputs and of 24 (the AVX2 row's loop over inputs)
+  for (const auto& [m, c] : {std::pair<size_t, size_t>{6, 12}, {21, 12}, {21, 24}}) {
+  const size_t n = 2, h = 9, wd = 31, xs = c + 8, ys = m + 4;
   const size_t pixels = n * h * wd;
   std::vector<float> x(pixels * xs), w(m * c), b(m);
   for (float& v : x) v = u(rng);

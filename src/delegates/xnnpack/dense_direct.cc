@@ -263,17 +263,18 @@ __attribute__((target("avx2,fma"))) inline void store_narrow256(float* y, const 
 // Rows r0 .. r1 of a narrow 1x1 layer on the AVX2 row: NV vectors of 8 outputs per pixel (up to
 // 32 outputs), P pixels at a time (P * NV <= 12 accumulators, NV weight vectors and a
 // broadcast in the 16 ymm), each input value broadcast, the weights reloaded from L1 per input.
-// Vector v's weights are block v / 2's panel, half v % 2.
+// Vector v's weights are block v / 2's panel, half v % 2. C = 0: the layer's input channels, a
+// loop (kNarrowMaxIn < c <= kNarrowMaxIn256); otherwise C of them, unrolled.
 template <size_t C, size_t NV>
 __attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size_t r0, size_t r1) {
   constexpr size_t P = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 3;
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t ys = out_stride(w, g), xs = g.in_stride, nc = w.out_channels;
+  const size_t ys = out_stride(w, g), xs = g.in_stride, nc = w.out_channels, c = C ? C : w.in_channels;
   alignas(32) static const int32_t kBits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   const __m256i last = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - (nc - 8 * (NV - 1))));
   const float* wv[NV];
-  for (size_t v = 0; v < NV; ++v) wv[v] = w.panels.data() + v / 2 * C * kDenseBlock + v % 2 * 8;
+  for (size_t v = 0; v < NV; ++v) wv[v] = w.panels.data() + v / 2 * c * kDenseBlock + v % 2 * 8;
   const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
   const float* x = j.x + r0 * xs;
   float* y = j.y + r0 * ys;
@@ -282,7 +283,7 @@ __attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size
     __m256 a[P][NV];
     for (size_t p = 0; p < P; ++p)
       for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_loadu_ps(w.bias.data() + 8 * v);
-    for (size_t k = 0; k < C; ++k) {
+    for (size_t k = 0; k < c; ++k) {
       __m256 wk[NV];
       for (size_t v = 0; v < NV; ++v) wk[v] = _mm256_loadu_ps(wv[v] + k * kDenseBlock);
       for (size_t p = 0; p < P; ++p) {
@@ -295,7 +296,7 @@ __attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size
   for (; r < r1; ++r, x += xs, y += ys) {
     __m256 a[NV];
     for (size_t v = 0; v < NV; ++v) a[v] = _mm256_loadu_ps(w.bias.data() + 8 * v);
-    for (size_t k = 0; k < C; ++k)
+    for (size_t k = 0; k < c; ++k)
       for (size_t v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_loadu_ps(wv[v] + k * kDenseBlock), a[v]);
     store_narrow256<NV>(y, a, lo, hi, last);
   }
@@ -327,7 +328,10 @@ DirectTask narrow_task256(size_t c, size_t m) {
   static constexpr std::array<DirectTask, kNarrowMaxIn + 1> kTasks[4] = {
       narrow_tasks256<1>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<2>(std::make_index_sequence<kNarrowMaxIn>()),
       narrow_tasks256<3>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<4>(std::make_index_sequence<kNarrowMaxIn>())};
-  return c <= kNarrowMaxIn && m >= 1 && m <= kNarrowMaxOut256 ? kTasks[(m + 7) / 8 - 1][c] : nullptr;
+  static constexpr DirectTask kLoops[4] = {narrow_task256<0, 1>, narrow_task256<0, 2>, narrow_task256<0, 3>,
+                                            narrow_task256<0, 4>};
+  if (c == 0 || c > kNarrowMaxIn256 || m == 0 || m > kNarrowMaxOut256) return nullptr;
+  return c <= kNarrowMaxIn ? kTasks[(m + 7) / 8 - 1][c] : kLoops[(m + 7) / 8 - 1];
 }
 
 DirectTask narrow_task512(size_t c, size_t m) {
