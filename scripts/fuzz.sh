@@ -44,4 +44,5 @@ for t in "${targets[@]}"; do
   fi
   rm -rf "$work" "$work.log"
 done
+rm -rf /tmp/kiln_fuzz_server_out  # fuzz_server's requests' output files
 echo "fuzzing: ok"
