@@ -61,6 +61,10 @@ DENSE_LAYERS = [
     ("squeezenet1_1_squeeze", 128, 16, 56, 56, 1, 1), ("mnasnet0_5_project", 16, 8, 112, 112, 1, 1),
     ("mnasnet0_5_expand", 8, 24, 112, 112, 1, 1), ("mobilenet_v2_expand", 64, 384, 14, 14, 1, 1),
     ("mobilenet_v2_expand", 160, 960, 7, 7, 1, 1), ("mobilenet_v2_project", 960, 160, 7, 7, 1, 1),
+    # 1x1 layers of 24 output channels (a block and a half) and few-input expands to 72-88
+    ("mobilenet_v2_project", 96, 24, 56, 56, 1, 1), ("mobilenet_v2_project", 144, 24, 56, 56, 1, 1),
+    ("mobilenet_v2_project", 32, 16, 112, 112, 1, 1), ("mobilenet_v3_project", 72, 24, 28, 28, 1, 1),
+    ("mobilenet_v3_project", 88, 24, 28, 28, 1, 1), ("mobilenet_v3_expand", 24, 88, 28, 28, 1, 1),
     # the dense 3x3 stride-1 layers (Winograd F(2x2, 3x3)): resnet18's four stages, squeezenet's expands
     ("resnet18_3x3", 64, 64, 56, 56, 3, 1), ("resnet18_3x3", 128, 128, 28, 28, 3, 1),
     ("resnet18_3x3", 256, 256, 14, 14, 3, 1), ("resnet18_3x3", 512, 512, 7, 7, 3, 1),

@@ -105,6 +105,17 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // and up to 32 inputs there (a loop over them past 16): 17, 24 and 32 inputs; 33 take the tiles
       {1, 5, 7, 17, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},     {2, 9, 13, 24, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 6, 6, 32, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 4, 5, 33, 8, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // a last block of 8 channels or fewer with the block before it (the AVX2 row's block and a
+      // half, four pixels at a time across tiles, where a chunk holds both: pixel groups enough
+      // for both threads): 1x1 layers of 24, 40 and 88 outputs over pixel counts leaving 1-3 rows; a 3x3 row layer with padded edges (row and patch tiles), a 5x5
+      // over 40 channels (tap tiles at the edges, the block's own kernels there); 17 outputs (one
+      // channel past the block, 3x3 and 1x1); 2 x 3 pixels at two threads (one block per chunk: no pairing);
+      // rows with more edge pixels than the slots, rows too long for any (patch tiles)
+      {2, 13, 17, 96, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {1, 20, 23, 40, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {3, 11, 13, 36, 88, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {2, 15, 14, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 20, 21, 40, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {1, 20, 24, 48, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {2, 1, 3, 64, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {2, 6, 40, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 100, 16, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {2, 11, 20, 40, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;

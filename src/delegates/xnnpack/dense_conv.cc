@@ -79,19 +79,25 @@ constexpr Microkernel kPlainKernels[2][kMr + 1] = {
 
 // kMaskedB: the panel is the raw right operand of a MatMul (row stride ldb) and this block
 // has nc < 16 columns, so its loads are masked (never past the operand's end). NH = 1: the
-// block's first 8 channels only (nc <= 8: a layer of 8 or fewer output channels, or the last
-// block of 24 or 72), half the FMAs of a full block.
-template <size_t MR, bool kMaskedB, size_t NH = 2>
-__attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t* tap_ids, size_t c,
-                                                     const float* const* a, size_t a_step, const float* panel,
-                                                     size_t ldb, const float* bias, float* const* y, size_t nc, float lo,
-                                                     float hi) {
+// block's first 8 channels only (nc <= 8: a layer of 8 or fewer output channels), half the FMAs
+// of a full block. NH = 3: a block and the next one's first 8 channels (its panel
+// `panel_stride` floats after, 16 < nc <= 24: the last 24 channels of a layer of 24, 40, 72,
+// 88, ...), 12 accumulators at MR <= 4.
+template <size_t MR, bool kMaskedB, size_t NH>
+__attribute__((target("avx2,fma"), always_inline)) inline void tile256(size_t taps, const uint16_t* tap_ids, size_t c,
+                                                                       const float* const* a, size_t a_step,
+                                                                       const float* panel, size_t ldb,
+                                                                       size_t panel_stride, const float* bias,
+                                                                       float* const* y, size_t nc, float lo, float hi) {
+  static_assert(NH >= 1 && NH <= 3 && MR * NH <= 2 * kMr && !(kMaskedB && NH == 3));
   const __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
+  const __m256 b2 = NH == 3 ? _mm256_loadu_ps(bias + 16) : b0;
   alignas(32) static const int32_t kBits[24] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                                 0,  0,  0,  0,  0,  0,  0,  0};
   const __m256i m0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 16 - std::min<size_t>(nc, 8)));
   const __m256i m1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 16 - (nc > 8 ? nc - 8 : 0)));
-#define KILN_INIT(r) __m256 lo##r = b0, hi##r = b1;
+  const __m256i m2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 16 - (nc > 16 ? nc - 16 : 0)));
+#define KILN_INIT(r) __m256 lo##r = b0, hi##r = b1, th##r = b2;
   KILN_ROWS(KILN_INIT)
 #undef KILN_INIT
   for (size_t t = 0; t < taps; ++t) {
@@ -104,14 +110,16 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
 #pragma GCC unroll 4
     for (size_t k = 0; k < c; ++k) {
       const __m256 w0 = kMaskedB ? _mm256_maskload_ps(w, m0) : _mm256_loadu_ps(w);
-      __m256 w1 = w0;
-      if constexpr (NH == 2) w1 = kMaskedB ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
+      __m256 w1 = w0, w2 = w0;
+      if constexpr (NH >= 2) w1 = kMaskedB ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
+      if constexpr (NH == 3) w2 = _mm256_loadu_ps(w + panel_stride);
       w += ldb;
 #define KILN_FMA(r)                                               \
   if constexpr (MR > r) {                                         \
     const __m256 v = _mm256_broadcast_ss(a##r + k);               \
     lo##r = _mm256_fmadd_ps(v, w0, lo##r);                        \
-    if constexpr (NH == 2) hi##r = _mm256_fmadd_ps(v, w1, hi##r); \
+    if constexpr (NH >= 2) hi##r = _mm256_fmadd_ps(v, w1, hi##r); \
+    if constexpr (NH == 3) th##r = _mm256_fmadd_ps(v, w2, th##r); \
   }
       KILN_ROWS(KILN_FMA)
 #undef KILN_FMA
@@ -120,21 +128,46 @@ __attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t
   // min(hi, max(lo, v)) with v second: maxps/minps return the second operand when either is
   // NaN, so a NaN accumulator stays NaN through the fused clamp.
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-#define KILN_STORE(r)                                                        \
-  if constexpr (MR > r) {                                                   \
-    const __m256 o0 = _mm256_min_ps(vhi, _mm256_max_ps(vlo, lo##r));        \
-    if (nc == NH * 8) {                                                     \
-      _mm256_storeu_ps(y[r], o0);                                           \
-      if constexpr (NH == 2) _mm256_storeu_ps(y[r] + 8, _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi##r))); \
-    } else {                                                                \
-      _mm256_maskstore_ps(y[r], m0, o0);                                    \
-      if constexpr (NH == 2) _mm256_maskstore_ps(y[r] + 8, m1, _mm256_min_ps(vhi, _mm256_max_ps(vlo, hi##r))); \
-    }                                                                       \
+#define KILN_CLAMP(v) _mm256_min_ps(vhi, _mm256_max_ps(vlo, v))
+#define KILN_STORE(r)                                                         \
+  if constexpr (MR > r) {                                                    \
+    if (nc == NH * 8) {                                                      \
+      _mm256_storeu_ps(y[r], KILN_CLAMP(lo##r));                             \
+      if constexpr (NH >= 2) _mm256_storeu_ps(y[r] + 8, KILN_CLAMP(hi##r));  \
+      if constexpr (NH == 3) _mm256_storeu_ps(y[r] + 16, KILN_CLAMP(th##r)); \
+    } else {                                                                 \
+      _mm256_maskstore_ps(y[r], m0, KILN_CLAMP(lo##r));                      \
+      if constexpr (NH >= 2) _mm256_maskstore_ps(y[r] + 8, m1, KILN_CLAMP(hi##r));  \
+      if constexpr (NH == 3) _mm256_maskstore_ps(y[r] + 16, m2, KILN_CLAMP(th##r)); \
+    }                                                                        \
   }
   KILN_ROWS(KILN_STORE)
 #undef KILN_STORE
+#undef KILN_CLAMP
+}
+
+template <size_t MR, bool kMaskedB, size_t NH = 2>
+__attribute__((target("avx2,fma"))) void microkernel(size_t taps, const uint16_t* tap_ids, size_t c,
+                                                     const float* const* a, size_t a_step, const float* panel,
+                                                     size_t ldb, const float* bias, float* const* y, size_t nc, float lo,
+                                                     float hi) {
+  tile256<MR, kMaskedB, NH>(taps, tap_ids, c, a, a_step, panel, ldb, 0, bias, y, nc, lo, hi);
+}
+
+// A block and a half (the PairKernel contract, 16 < nc <= 24), MR <= 4.
+template <size_t MR>
+__attribute__((target("avx2,fma"))) void microkernel24(size_t taps, const uint16_t* tap_ids, size_t c,
+                                                       const float* const* a, size_t a_step, const float* panel,
+                                                       size_t ldb, size_t panel_stride, const float* bias,
+                                                       float* const* y, size_t nc, float lo, float hi) {
+  tile256<MR, false, 3>(taps, tap_ids, c, a, a_step, panel, ldb, panel_stride, bias, y, nc, lo, hi);
 }
 #undef KILN_ROWS
+
+// [rows]: a block and a half, at most four rows
+constexpr size_t kOneAndHalfRows = 4;
+constexpr PairKernel kAvx2OneAndHalf[kOneAndHalfRows + 1] = {nullptr, microkernel24<1>, microkernel24<2>,
+                                                             microkernel24<3>, microkernel24<4>};
 
 // [masked B][rows]: the first 8 channels of a block
 constexpr Microkernel kAvx2Half[2][kMr + 1] = {
@@ -334,6 +367,9 @@ struct Impl {
   const Microkernel (*kernels)[kMr + 1];
   const PairKernel (*pairs)[kMr + 1];  // two blocks per call, where the row has them
   const Microkernel (*half)[kMr + 1];  // nc <= 8: one 8-float vector per row, where the row has it
+  // a layer's last block of 8 channels or fewer with the block before it (kOneAndHalfRows rows),
+  // where the row has no pairs
+  const PairKernel* one_and_half;
   Microkernel wide;                    // one block of kWideRows rows (two full tiles), where the row has it
   // two blocks of kWideRows evenly spaced rows (pair12_strided512), where the row has it
   void (*pair12)(size_t, size_t, const float*, size_t, size_t, const float*, size_t, const float*, float*, size_t,
@@ -345,15 +381,15 @@ struct Impl {
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, kAvx512Wide, pair12_strided512, direct_row_c1,
+    {"avx512", simd::cpu_has_avx512f, kAvx512Kernels, kAvx512Pairs, kAvx2Half, nullptr, kAvx512Wide, pair12_strided512, direct_row_c1,
      {nullptr, nullptr, direct_row512_c2, direct_row512_c3, direct_row512_c4}, kNr, narrow_task512},
-    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, nullptr, nullptr, direct_row_c1,
+    {"avx2", simd::cpu_has_avx2, kAvx2Kernels, nullptr, kAvx2Half, kAvx2OneAndHalf, nullptr, nullptr, direct_row_c1,
      {nullptr, nullptr, direct_row256_c2, direct_row256_c3, direct_row256_c4}, 4 * kNr, narrow_task256},
 #endif
 #if defined(__aarch64__)
-    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr},
+    {"neon", [] { return true; }, kNeonKernels, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr},
 #endif
-    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr}};
+    {"plain", [] { return true; }, kPlainKernels, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}, 0, nullptr}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -579,6 +615,58 @@ inline void prefetch_tile(const float* const* at, size_t mr, size_t c) {
     for (size_t k = 0; k < c; k += 64 / sizeof(float)) __builtin_prefetch(at[r] + k);
 }
 
+// The last two blocks of a task's chunk (16 < nc <= 24 channels from `panel`'s block) on
+// the one-and-half kernel: the row and patch tiles' pixels in groups of kOneAndHalfRows
+// (across tiles of the same kind), a tap tile through the block's and the half block's own
+// kernels. `ahead`: tiles to prefetch ahead (a 1x1 layer's first blocks), or 0.
+void run_one_and_half(const Job& j, const Impl& impl, size_t first, size_t last, const float* const (*a)[kMaxTaps * kMr],
+                      const TileKind* kinds, const size_t* active, const uint16_t (*ids)[kMaxTaps], size_t mb,
+                      size_t ahead) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, ys = out_stride(w, *j.g);
+  const size_t block_floats = taps * c * kNr, row_step = g.dilation_h * g.in_w * g.in_stride;
+  const size_t y0 = mb * kNr, nc = w.out_channels - y0;
+  const float* panel = w.panels.data() + mb * block_floats;
+  const float* bias = w.bias.data() + y0;
+  const float* pa[kOneAndHalfRows];
+  float* py[kOneAndHalfRows];
+  size_t pending = 0;
+  TileKind pending_kind = TileKind::kRow;
+  const auto flush = [&] {
+    if (pending == 0) return;
+    const bool row = pending_kind == TileKind::kRow;
+    impl.one_and_half[pending](row ? w.kernel_h : 1, nullptr, row ? w.kernel_w * c : taps * c, pa, row ? row_step : 0,
+                               panel, kNr, block_floats, bias, py, nc, g.out_min, g.out_max);
+    pending = 0;
+  };
+  for (size_t tile = first; tile < last; ++tile) {
+    const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
+    if (ahead && tile + ahead < last)
+      prefetch_tile(a[tile + ahead - first], std::min(kMr, j.pixels - p0 - ahead * kMr), c);
+    const TileKind kind = kinds[tile - first];
+    if (kind == TileKind::kTaps) {  // pointers laid out per tap for this tile's mr rows
+      float* y[kMr];
+      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * ys + y0;
+      impl.kernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], 0, panel, kNr, bias, y, kNr,
+                          g.out_min, g.out_max);
+      for (size_t r = 0; r < mr; ++r) y[r] += kNr;
+      (impl.half ? impl.half : impl.kernels)[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], 0,
+                                                    panel + block_floats, kNr, bias + kNr, y, nc - kNr, g.out_min,
+                                                    g.out_max);
+      continue;
+    }
+    if (kind != pending_kind) flush();
+    pending_kind = kind;
+    for (size_t r = 0; r < mr; ++r) {
+      pa[pending] = a[tile - first][r];
+      py[pending] = j.y + (p0 + r) * ys + y0;
+      if (++pending == kOneAndHalfRows) flush();
+    }
+  }
+  flush();
+}
+
 // One task: kTilesPerTask tiles of kMr output pixels and one chunk of output-channel
 // blocks. The input pointers of each tile and tap are computed once and reused by the
 // chunk's blocks; each block's weight panel is reused by all the task's tiles.
@@ -611,10 +699,20 @@ void run_task(void* ctx, size_t i, size_t k) {
   const size_t last_block = std::min(blocks, (chunk + 1) * j.blocks_per_chunk), block_floats = taps * c * kNr;
   for (size_t mb = first_block, step; mb < last_block; mb += step) {
     const bool pair = impl.pairs && mb + 1 < last_block;  // two blocks per call where the row has them
-    step = pair ? 2 : 1;
+    // A last block of 8 channels or fewer (layers of 24, 40, 72, 88, ...) with the block before
+    // it, where the row has no pairs: its own tiles would hold 6 accumulators, too few for the
+    // FMA latency (mobilenet_v2's 144 -> 24 layer: that half block took 0.72 of the full
+    // block's time).
+    const bool one_and_half = !pair && impl.one_and_half && mb + 2 == last_block && last_block == blocks &&
+                              m - mb * kNr <= kNr + kNr / 2;
+    step = pair || one_and_half ? 2 : 1;
     const size_t nc = std::min(step * kNr, m - mb * kNr);
     const float* panel = w.panels.data() + mb * block_floats;
     const float* bias = w.bias.data() + mb * kNr;
+    if (one_and_half) {
+      run_one_and_half(j, impl, first, last, a, kinds, active, ids, mb, taps == 1 && mb == first_block ? kAhead : 0);
+      continue;
+    }
     for (size_t tile = first; tile < last; ++tile) {
       const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
       if (taps == 1 && mb == first_block && tile + kAhead < last)
