@@ -27,6 +27,7 @@ constexpr size_t kMr = 6;        // output pixels per microkernel call
 constexpr size_t kWideRows = 2 * kMr;  // two tiles per call (the single-block wide kernel)
 constexpr size_t kMaxTaps = 64;  // larger kernels keep XNNPACK
 constexpr size_t kTilesPerTask = 8;
+constexpr size_t kOneAndHalfRows = 4;  // rows of the block-and-a-half kernel (24 channels), where the row has it
 constexpr size_t kWeightBudget = size_t{512} << 10;  // weight bytes a task's chunk keeps in L2
 
 // (taps, tap ids or null, c, a, a_step, panel, ldb, bias, y, nc, lo, hi): tap t of row r reads
@@ -164,8 +165,7 @@ __attribute__((target("avx2,fma"))) void microkernel24(size_t taps, const uint16
 }
 #undef KILN_ROWS
 
-// [rows]: a block and a half, at most four rows
-constexpr size_t kOneAndHalfRows = 4;
+// [rows]: a block and a half, at most kOneAndHalfRows rows
 constexpr PairKernel kAvx2OneAndHalf[kOneAndHalfRows + 1] = {nullptr, microkernel24<1>, microkernel24<2>,
                                                              microkernel24<3>, microkernel24<4>};
 
