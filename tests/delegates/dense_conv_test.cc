@@ -111,11 +111,20 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
       // over 40 channels (tap tiles at the edges, the block's own kernels there); 17 outputs (one
       // channel past the block, 3x3 and 1x1); 2 x 3 pixels at two threads (one block per chunk: no pairing);
       // rows with more edge pixels than the slots, rows too long for any (patch tiles)
-      {2, 13, 17, 96, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {1, 20, 23, 40, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
-      {3, 11, 13, 36, 88, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {2, 15, 14, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {2, 13, 17, 96, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {1, 20, 23, 100, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {3, 11, 13, 100, 88, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {2, 15, 14, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 20, 21, 40, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {1, 20, 24, 48, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {2, 1, 3, 64, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {2, 6, 40, 16, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 100, 16, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {2, 11, 20, 40, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      // on the AVX2 row, 1x1 layers of more than 32 outputs from up to 96 inputs (weights up to
+      // 256 KB): groups of 32 outputs, then the rest on 1-4 vectors (72, 48, 56, 64 outputs), inputs
+      // unrolled (<= 16) or a loop (24, 40, 96); 682 x 96 (just within the bytes) and 683 x 96, 97
+      // inputs (the tiles); 35 pixels at two threads (tasks of 24 pixels)
+      {2, 13, 17, 16, 72, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {1, 20, 23, 8, 48, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 9, 13, 12, 56, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {2, 7, 9, 5, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 11, 10, 24, 88, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  {1, 9, 10, 40, 240, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 4, 6, 96, 682, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {1, 4, 6, 96, 683, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 6, 7, 97, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {1, 5, 7, 20, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
@@ -157,8 +166,9 @@ TEST(DenseConv, NarrowPointwiseReadsAndWritesSlices) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   // 6 outputs (one vector), and 21 (three on the AVX2 row, the last masked; the tiles elsewhere),
-  // of 12 inputs and of 24 (the AVX2 row's loop over inputs)
-  for (const auto& [m, c] : {std::pair<size_t, size_t>{6, 12}, {21, 12}, {21, 24}}) {
+  // of 12 inputs and of 24 (the AVX2 row's loop over inputs); 72 and 100 outputs (groups of 32
+  // there) of 16 and 40 inputs
+  for (const auto& [m, c] : {std::pair<size_t, size_t>{6, 12}, {21, 12}, {21, 24}, {72, 16}, {100, 40}}) {
   const size_t n = 2, h = 9, wd = 31, xs = c + 8, ys = m + 4;
   const size_t pixels = n * h * wd;
   std::vector<float> x(pixels * xs), w(m * c), b(m);

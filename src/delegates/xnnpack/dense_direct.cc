@@ -263,51 +263,89 @@ __attribute__((target("avx2,fma"))) inline void store_narrow256(float* y, const 
 // Rows r0 .. r1 of a narrow 1x1 layer on the AVX2 row: NV vectors of 8 outputs per pixel (up to
 // 32 outputs), P pixels at a time (P * NV <= 12 accumulators, NV weight vectors and a
 // broadcast in the 16 ymm), each input value broadcast, the weights reloaded from L1 per input.
-// Vector v's weights are block v / 2's panel, half v % 2. C = 0: the layer's input channels, a
-// loop (kNarrowMaxIn < c <= kNarrowMaxIn256); otherwise C of them, unrolled.
+// `groups` column groups of 8 * NV outputs from column col0 (a wider layer: every group of a
+// pixel group before the next pixels, the output written row by row), `cols` of each group's
+// outputs stored (the last vector masked). Vector v's weights are its block's panel, the
+// block's first or second half. C = 0: the layer's input channels, a loop (kNarrowMaxIn < c <=
+// kNarrowMaxIn256); otherwise C of them, unrolled.
 template <size_t C, size_t NV>
-__attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size_t r0, size_t r1) {
+__attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size_t r0, size_t r1, size_t col0,
+                                                        size_t groups, size_t cols) {
   constexpr size_t P = NV == 1 ? 8 : NV == 2 ? 6 : NV == 3 ? 4 : 3;
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t ys = out_stride(w, g), xs = g.in_stride, nc = w.out_channels, c = C ? C : w.in_channels;
+  const size_t ys = out_stride(w, g), xs = g.in_stride, c = C ? C : w.in_channels;
   alignas(32) static const int32_t kBits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  const __m256i last = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - (nc - 8 * (NV - 1))));
-  const float* wv[NV];
-  for (size_t v = 0; v < NV; ++v) wv[v] = w.panels.data() + v / 2 * c * kDenseBlock + v % 2 * 8;
+  const __m256i last = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - (cols - 8 * (NV - 1))));
   const __m256 lo = _mm256_set1_ps(g.out_min), hi = _mm256_set1_ps(g.out_max);
+  const auto weights = [&](size_t group, const float** wv) {
+    for (size_t v = 0; v < NV; ++v) {
+      const size_t col = col0 + group * 8 * NV + 8 * v;
+      wv[v] = w.panels.data() + col / kDenseBlock * c * kDenseBlock + col % kDenseBlock;
+    }
+  };
   const float* x = j.x + r0 * xs;
-  float* y = j.y + r0 * ys;
+  float* y = j.y + r0 * ys + col0;
   size_t r = r0;
   for (; r + P <= r1; r += P, x += P * xs, y += P * ys) {
-    __m256 a[P][NV];
-    for (size_t p = 0; p < P; ++p)
-      for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_loadu_ps(w.bias.data() + 8 * v);
-    for (size_t k = 0; k < c; ++k) {
-      __m256 wk[NV];
-      for (size_t v = 0; v < NV; ++v) wk[v] = _mm256_loadu_ps(wv[v] + k * kDenseBlock);
-      for (size_t p = 0; p < P; ++p) {
-        const __m256 xv = _mm256_broadcast_ss(x + p * xs + k);
-        for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_fmadd_ps(xv, wk[v], a[p][v]);
+    for (size_t group = 0; group < groups; ++group) {
+      const float* wv[NV];
+      weights(group, wv);
+      const float* bias = w.bias.data() + col0 + group * 8 * NV;
+      __m256 a[P][NV];
+      for (size_t p = 0; p < P; ++p)
+        for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_loadu_ps(bias + 8 * v);
+      for (size_t k = 0; k < c; ++k) {
+        __m256 wk[NV];
+        for (size_t v = 0; v < NV; ++v) wk[v] = _mm256_loadu_ps(wv[v] + k * kDenseBlock);
+        for (size_t p = 0; p < P; ++p) {
+          const __m256 xv = _mm256_broadcast_ss(x + p * xs + k);
+          for (size_t v = 0; v < NV; ++v) a[p][v] = _mm256_fmadd_ps(xv, wk[v], a[p][v]);
+        }
       }
+      for (size_t p = 0; p < P; ++p) store_narrow256<NV>(y + group * 8 * NV + p * ys, a[p], lo, hi, last);
     }
-    for (size_t p = 0; p < P; ++p) store_narrow256<NV>(y + p * ys, a[p], lo, hi, last);
   }
-  for (; r < r1; ++r, x += xs, y += ys) {
-    __m256 a[NV];
-    for (size_t v = 0; v < NV; ++v) a[v] = _mm256_loadu_ps(w.bias.data() + 8 * v);
-    for (size_t k = 0; k < c; ++k)
-      for (size_t v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_loadu_ps(wv[v] + k * kDenseBlock), a[v]);
-    store_narrow256<NV>(y, a, lo, hi, last);
-  }
-  if (g.gate) gate_row(*g.gate, j.y + r0 * ys, r1 - r0, nc, ys);
+  for (; r < r1; ++r, x += xs, y += ys)
+    for (size_t group = 0; group < groups; ++group) {
+      const float* wv[NV];
+      weights(group, wv);
+      const float* bias = w.bias.data() + col0 + group * 8 * NV;
+      __m256 a[NV];
+      for (size_t v = 0; v < NV; ++v) a[v] = _mm256_loadu_ps(bias + 8 * v);
+      for (size_t k = 0; k < c; ++k)
+        for (size_t v = 0; v < NV; ++v)
+          a[v] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_loadu_ps(wv[v] + k * kDenseBlock), a[v]);
+      store_narrow256<NV>(y + group * 8 * NV, a, lo, hi, last);
+    }
 }
 
 template <size_t C, size_t NV>
 void narrow_task256(void* ctx, size_t chunk) {
   const DirectJob& j = *static_cast<const DirectJob*>(ctx);
-  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * kNarrowRows;
-  narrow_rows256<C, NV>(j, r0, std::min(pixels, r0 + kNarrowRows));
+  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * j.rows;
+  const size_t r1 = std::min(pixels, r0 + j.rows);
+  narrow_rows256<C, NV>(j, r0, r1, 0, 1, j.w->out_channels);
+  if (j.g->gate) gate_row(*j.g->gate, j.y + r0 * out_stride(*j.w, *j.g), r1 - r0, j.w->out_channels, out_stride(*j.w, *j.g));
+}
+
+// More than 32 outputs from at most kNarrowMaxIn inputs (an expansion: mobilenet_v3's 16 -> 72,
+// efficientnet's 16 -> 96): groups of 32 outputs (four vectors, three pixels), then the last
+// group of fewer on as many vectors as it needs, over the same chunk's rows (in L1).
+template <size_t C>
+void narrow_wide_task256(void* ctx, size_t chunk) {
+  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
+  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * j.rows;
+  const size_t r1 = std::min(pixels, r0 + j.rows), m = j.w->out_channels, full = m / 32, rest = m % 32;
+  narrow_rows256<C, 4>(j, r0, r1, 0, full, 32);
+  switch ((rest + 7) / 8) {
+    case 1: narrow_rows256<C, 1>(j, r0, r1, 32 * full, 1, rest); break;
+    case 2: narrow_rows256<C, 2>(j, r0, r1, 32 * full, 1, rest); break;
+    case 3: narrow_rows256<C, 3>(j, r0, r1, 32 * full, 1, rest); break;
+    case 4: narrow_rows256<C, 4>(j, r0, r1, 32 * full, 1, rest); break;
+    default: break;
+  }
+  if (j.g->gate) gate_row(*j.g->gate, j.y + r0 * out_stride(*j.w, *j.g), r1 - r0, m, out_stride(*j.w, *j.g));
 }
 
 template <size_t NV, size_t... Cs>
@@ -318,8 +356,8 @@ constexpr std::array<DirectTask, sizeof...(Cs) + 1> narrow_tasks256(std::index_s
 template <size_t C>
 KILN_AVX512 void narrow_task512(void* ctx, size_t chunk) {
   const DirectJob& j = *static_cast<const DirectJob*>(ctx);
-  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * kNarrowRows;
-  narrow_rows512<C>(j, r0, std::min(pixels, r0 + kNarrowRows));
+  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * j.rows;
+  narrow_rows512<C>(j, r0, std::min(pixels, r0 + j.rows));
 }
 
 }  // namespace
@@ -330,7 +368,18 @@ DirectTask narrow_task256(size_t c, size_t m) {
       narrow_tasks256<3>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<4>(std::make_index_sequence<kNarrowMaxIn>())};
   static constexpr DirectTask kLoops[4] = {narrow_task256<0, 1>, narrow_task256<0, 2>, narrow_task256<0, 3>,
                                             narrow_task256<0, 4>};
-  if (c == 0 || c > kNarrowMaxIn256 || m == 0 || m > kNarrowMaxOut256) return nullptr;
+  static constexpr DirectTask kWide[kNarrowMaxIn + 1] = {
+      nullptr,
+      narrow_wide_task256<1>,  narrow_wide_task256<2>,  narrow_wide_task256<3>,  narrow_wide_task256<4>,
+      narrow_wide_task256<5>,  narrow_wide_task256<6>,  narrow_wide_task256<7>,  narrow_wide_task256<8>,
+      narrow_wide_task256<9>,  narrow_wide_task256<10>, narrow_wide_task256<11>, narrow_wide_task256<12>,
+      narrow_wide_task256<13>, narrow_wide_task256<14>, narrow_wide_task256<15>, narrow_wide_task256<16>};
+  if (c == 0 || m == 0) return nullptr;
+  if (m > kNarrowMaxOut256)
+    return c > kNarrowWideMaxIn256 || c * m * sizeof(float) > kNarrowWideMaxBytes ? nullptr
+           : c <= kNarrowMaxIn                                                                ? kWide[c]
+                                                                                              : narrow_wide_task256<0>;
+  if (c > kNarrowMaxIn256) return nullptr;
   return c <= kNarrowMaxIn ? kTasks[(m + 7) / 8 - 1][c] : kLoops[(m + 7) / 8 - 1];
 }
 

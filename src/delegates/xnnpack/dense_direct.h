@@ -36,14 +36,6 @@ constexpr size_t kDirectMaxChannels = 1;
 // 160, 402 outputs) took 1.14 ms direct against 0.55 in ONNX Runtime.
 constexpr size_t kDirectMaxTaps = 49;
 
-/// One direct row's job: the layer's weights and geometry, its input and output.
-struct DirectJob {
-  const DenseConvWeights* w;
-  const DenseConvGeometry* g;
-  const float* x;
-  float* y;
-};
-
 using DirectTask = void (*)(void* ctx, size_t index);
 
 // A 1x1 layer of at most 8 outputs and 16 inputs whose pixels are a matrix's evenly spaced rows
@@ -53,15 +45,30 @@ using DirectTask = void (*)(void* ctx, size_t index);
 // On the AVX2 row (the weights reloaded from L1 per input, no room to hold them) up to 32
 // outputs: mnasnet0_5's 8 -> 24 expansion on 2x64x64 spent as long in the tiles' bookkeeping as
 // in their FMAs (AMD Zen 3); and up to 32 inputs (shufflenet_v2_x0_5's 24 -> 24 layers on
-// 8x56x56: 0.88 ms through the tiles, against 0.53 in ONNX Runtime).
+// 8x56x56: 0.88 ms through the tiles, against 0.53 in ONNX Runtime). Past 32 outputs, up to 96
+// inputs and 256 KB of weights, in groups of 32 outputs: the tiles' calls over so few inputs are
+// mostly setup and stores (AMD Zen 3, dense_conv alone: 16 -> 96 on 4x160x160 at 28 GFLOP/s
+// through the tiles, 62 here; 24 -> 88 on 4x80x80 46 and 71; 48 -> 144 on 2x56x56 73 and 82);
+// past 96 inputs or 256 KB of weights the tiles, which keep a panel in L1 (160 -> 960: 90 and 87).
 constexpr size_t kNarrowMaxIn = 16, kNarrowMaxOut = 8, kNarrowMaxIn256 = 32, kNarrowMaxOut256 = 32, kNarrowRows = 256;
+constexpr size_t kNarrowWideMaxIn256 = 96, kNarrowWideMaxBytes = size_t{256} << 10;
+
+/// One direct row's job: the layer's weights and geometry, its input and output.
+struct DirectJob {
+  const DenseConvWeights* w;
+  const DenseConvGeometry* g;
+  const float* x;
+  float* y;
+  size_t rows = kNarrowRows;  ///< a narrow layer's pixels per task (a multiple of 24, at most kNarrowRows)
+};
 
 #if defined(__x86_64__)
-/// Chunk `index` (kNarrowRows pixels) of a narrow 1x1 layer's DirectJob (ctx) of c input
+/// Chunk `index` (DirectJob::rows pixels) of a narrow 1x1 layer's DirectJob (ctx) of c input
 /// channels and m outputs (AVX-512: m <= kNarrowMaxOut): null for c = 0, c > kNarrowMaxIn or m
 /// past the row's limit.
 DirectTask narrow_task512(size_t c, size_t m);
-/// The same on the AVX2 row, c <= kNarrowMaxIn256 and m <= kNarrowMaxOut256.
+/// The same on the AVX2 row: c <= kNarrowMaxIn256 and m <= kNarrowMaxOut256, or m larger, c <=
+/// kNarrowWideMaxIn256 and c * m floats within kNarrowWideMaxBytes.
 DirectTask narrow_task256(size_t c, size_t m);
 
 /// Output row `row` (n * OH + oh) of a DirectJob (ctx): one input channel (AVX2 and FMA).
