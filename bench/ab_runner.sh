@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two kiln_runner builds, A and B, on the heavy models (bench/export_heavy.py and
-# heavy_profile.py put them in build/bench/heavy), runs interleaved A, B, A, B... so that a
+# heavy_profile.py put them in build/bench/heavy), runs interleaved A, B, B, A... so that a
 # machine's drift falls on both: per model, the median over RUNS runs of each run's median
 # iteration of 20 executions, in ms, and B/A.
 # Usage: bash bench/ab_runner.sh A_RUNNER B_RUNNER THREADS RUNS MODEL...
@@ -16,9 +16,14 @@ one_run() {  # the median iteration of 20 executions
 }
 for m in "$@"; do
   a=() b=()
-  for _ in $(seq 1 "$R"); do
-    a+=("$(one_run "$A" "$m")")
-    b+=("$(one_run "$B" "$m")")
+  for i in $(seq 1 "$R"); do  # A B, then B A: the second of two runs measured slower on a busy host
+    if ((i % 2)); then
+      a+=("$(one_run "$A" "$m")")
+      b+=("$(one_run "$B" "$m")")
+    else
+      b+=("$(one_run "$B" "$m")")
+      a+=("$(one_run "$A" "$m")")
+    fi
   done
   ma=$(printf '%s\n' "${a[@]}" | median)
   mb=$(printf '%s\n' "${b[@]}" | median)

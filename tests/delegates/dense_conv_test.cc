@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "delegates/xnnpack/dense_conv.h"
 #include "delegates/xnnpack/depthwise_conv.h"
@@ -166,10 +167,11 @@ TEST(DenseConv, NarrowPointwiseReadsAndWritesSlices) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   // 6 outputs (one vector), and 21 (three on the AVX2 row, the last masked; the tiles elsewhere),
-  // of 12 inputs and of 24 (the AVX2 row's loop over inputs); 72 and 100 outputs (groups of 32
-  // there) of 16 and 40 inputs
-  for (const auto& [m, c] : {std::pair<size_t, size_t>{6, 12}, {21, 12}, {21, 24}, {72, 16}, {100, 40}}) {
-  const size_t n = 2, h = 9, wd = 31, xs = c + 8, ys = m + 4;
+  // of 12 inputs and of 24 (the AVX2 row's loop over inputs); 72 and 100 outputs of 16 and 40
+  // inputs, written contiguously (groups of 32 there) or into a slice (the tiles)
+  for (const auto& [m, c, ys] : {std::tuple<size_t, size_t, size_t>{6, 12, 10}, {21, 12, 25}, {21, 24, 25}, {72, 16, 72},
+                                 {100, 40, 100}, {72, 16, 144}}) {
+  const size_t n = 2, h = 9, wd = 31, xs = c + 8;
   const size_t pixels = n * h * wd;
   std::vector<float> x(pixels * xs), w(m * c), b(m);
   for (float& v : x) v = u(rng);
