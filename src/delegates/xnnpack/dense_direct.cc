@@ -6,10 +6,8 @@
 #endif
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 namespace kiln::delegates::xnnpack {
 
@@ -320,24 +318,15 @@ __attribute__((target("avx2,fma"))) void narrow_rows256(const DirectJob& j, size
     }
 }
 
-template <size_t C, size_t NV>
+// A chunk of a narrow layer's rows: groups of 32 outputs (four vectors, three pixels; past 32
+// outputs, an expansion such as mobilenet_v3's 16 -> 72), then the last group of fewer on as
+// many vectors as it needs, over the same chunk's rows (in L1).
+template <size_t C>
 void narrow_task256(void* ctx, size_t chunk) {
   const DirectJob& j = *static_cast<const DirectJob*>(ctx);
   const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * j.rows;
-  const size_t r1 = std::min(pixels, r0 + j.rows);
-  narrow_rows256<C, NV>(j, r0, r1, 0, 1, j.w->out_channels);
-  if (j.g->gate) gate_row(*j.g->gate, j.y + r0 * out_stride(*j.w, *j.g), r1 - r0, j.w->out_channels, out_stride(*j.w, *j.g));
-}
-
-// More than 32 outputs from at most kNarrowMaxIn inputs (an expansion: mobilenet_v3's 16 -> 72,
-// efficientnet's 16 -> 96): groups of 32 outputs (four vectors, three pixels), then the last
-// group of fewer on as many vectors as it needs, over the same chunk's rows (in L1).
-template <size_t C>
-void narrow_wide_task256(void* ctx, size_t chunk) {
-  const DirectJob& j = *static_cast<const DirectJob*>(ctx);
-  const size_t pixels = j.g->batch * j.g->out_h * j.g->out_w, r0 = chunk * j.rows;
   const size_t r1 = std::min(pixels, r0 + j.rows), m = j.w->out_channels, full = m / 32, rest = m % 32;
-  narrow_rows256<C, 4>(j, r0, r1, 0, full, 32);
+  if (full) narrow_rows256<C, 4>(j, r0, r1, 0, full, 32);
   switch ((rest + 7) / 8) {
     case 1: narrow_rows256<C, 1>(j, r0, r1, 32 * full, 1, rest); break;
     case 2: narrow_rows256<C, 2>(j, r0, r1, 32 * full, 1, rest); break;
@@ -346,11 +335,6 @@ void narrow_wide_task256(void* ctx, size_t chunk) {
     default: break;
   }
   if (j.g->gate) gate_row(*j.g->gate, j.y + r0 * out_stride(*j.w, *j.g), r1 - r0, m, out_stride(*j.w, *j.g));
-}
-
-template <size_t NV, size_t... Cs>
-constexpr std::array<DirectTask, sizeof...(Cs) + 1> narrow_tasks256(std::index_sequence<Cs...>) {
-  return {nullptr, narrow_task256<Cs + 1, NV>...};
 }
 
 template <size_t C>
@@ -363,24 +347,16 @@ KILN_AVX512 void narrow_task512(void* ctx, size_t chunk) {
 }  // namespace
 
 DirectTask narrow_task256(size_t c, size_t m) {
-  static constexpr std::array<DirectTask, kNarrowMaxIn + 1> kTasks[4] = {
-      narrow_tasks256<1>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<2>(std::make_index_sequence<kNarrowMaxIn>()),
-      narrow_tasks256<3>(std::make_index_sequence<kNarrowMaxIn>()), narrow_tasks256<4>(std::make_index_sequence<kNarrowMaxIn>())};
-  static constexpr DirectTask kLoops[4] = {narrow_task256<0, 1>, narrow_task256<0, 2>, narrow_task256<0, 3>,
-                                            narrow_task256<0, 4>};
-  static constexpr DirectTask kWide[kNarrowMaxIn + 1] = {
+  static constexpr DirectTask kTasks[kNarrowMaxIn + 1] = {
       nullptr,
-      narrow_wide_task256<1>,  narrow_wide_task256<2>,  narrow_wide_task256<3>,  narrow_wide_task256<4>,
-      narrow_wide_task256<5>,  narrow_wide_task256<6>,  narrow_wide_task256<7>,  narrow_wide_task256<8>,
-      narrow_wide_task256<9>,  narrow_wide_task256<10>, narrow_wide_task256<11>, narrow_wide_task256<12>,
-      narrow_wide_task256<13>, narrow_wide_task256<14>, narrow_wide_task256<15>, narrow_wide_task256<16>};
+      narrow_task256<1>,  narrow_task256<2>,  narrow_task256<3>,  narrow_task256<4>,  narrow_task256<5>,
+      narrow_task256<6>,  narrow_task256<7>,  narrow_task256<8>,  narrow_task256<9>,  narrow_task256<10>,
+      narrow_task256<11>, narrow_task256<12>, narrow_task256<13>, narrow_task256<14>, narrow_task256<15>,
+      narrow_task256<16>};
   if (c == 0 || m == 0) return nullptr;
-  if (m > kNarrowMaxOut256)
-    return c > kNarrowWideMaxIn256 || c * m * sizeof(float) > kNarrowWideMaxBytes ? nullptr
-           : c <= kNarrowMaxIn                                                                ? kWide[c]
-                                                                                              : narrow_wide_task256<0>;
-  if (c > kNarrowMaxIn256) return nullptr;
-  return c <= kNarrowMaxIn ? kTasks[(m + 7) / 8 - 1][c] : kLoops[(m + 7) / 8 - 1];
+  const bool fits = m <= kNarrowMaxOut256 ? c <= kNarrowMaxIn256
+                                          : c <= kNarrowWideMaxIn256 && c * m * sizeof(float) <= kNarrowWideMaxBytes;
+  return !fits ? nullptr : c <= kNarrowMaxIn ? kTasks[c] : narrow_task256<0>;
 }
 
 DirectTask narrow_task512(size_t c, size_t m) {
