@@ -594,12 +594,14 @@ std::unique_ptr<Op> make_conv(const OpPlan& p, const OpSource& src) {
     // depthwise layers 7.8 -> 7.5 ms on Intel AVX-512). So does one of few channels, where the
     // row's runs of quads hold their weights in registers: 16 and 24 channels at 112x112 took
     // 0.41 and 0.69x XNNPACK's time, 96 and 144 0.95-1.05x, 576 1.05-1.3x (bench/layer_bench.py
-    // --layers k3s2, batch 1 at 224 and 4 at 320).
-    constexpr size_t kFewChannels = 160;
+    // --layers k3s2, batch 1 at 224 and 4 at 320). On the AVX2 row (8-channel blocks) up to 72
+    // channels: 16-72 channels at stride 2 (3x3 and 5x5, batch 2 at 128) took 0.58-0.87x
+    // XNNPACK's time at 1 thread, 0.60-0.95x at 2; 96 and 144 at 3x3 1.5-2.0x, 144 and 672 at
+    // 5x5 1.0-1.05x.
     const bool wide = depthwise_lanes() == 16;
+    const bool few = p.groups <= (wide ? 160 : 72);
     const bool unipass =
-        taps == 4 ||
-        (strided && ((taps == 9 && !(wide && (src.gate || p.groups <= kFewChannels))) || (taps == 25 && !wide)));
+        taps == 4 || (strided && ((taps == 9 && !((wide && src.gate) || few)) || (taps == 25 && !(wide || few))));
     if (p.kind == OpKind::kConv && p.groups > 1 && p.group_in == 1 && p.group_out == 1 && !unipass &&
         depthwise_fits(p.kernel_h, p.kernel_w))
       return std::make_unique<DepthwiseConv>();

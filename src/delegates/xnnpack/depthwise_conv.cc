@@ -24,8 +24,9 @@ constexpr size_t kWideChannels = 64;
 // Input bytes a run of quads may span (its kernel rows) before it is cut in chunks, each chunk
 // taking every channel block in turn while its rows stay in L1: long chunks where the layer's
 // input is in cache (mnasnet's 16-48 channels at 32x32-64x64, batch 2: 10-15% faster than 4 KB
-// chunks), short ones where it streams from memory (efficientnet_b0's 32 channels at 4x160x160:
-// 24 KB chunks took 1.23x the time of 4 KB ones, a quad at a time 1.05x).
+// chunks), short ones where it streams from memory on the AVX-512 row (efficientnet_b0's 32
+// channels at 4x160x160 on Intel: 24 KB chunks took 1.23x the time of 4 KB ones, a quad at a time
+// 1.05x). The AVX2 row prefetches instead (quads_avx2).
 constexpr size_t kRunBytesCached = 24 * 1024, kRunBytesStreamed = 4 * 1024;
 constexpr size_t kCachedInputBytes = 1 << 20;
 
@@ -36,6 +37,44 @@ struct EdgeCols {
   const uint8_t* kw_of;
   uint8_t cols[kMaxTaps];
 };
+
+// Edge quads whose padded columns follow a SAME window's pattern (kernel column kw of pixel k
+// over the padding where k + kw < P at the row's start, k + kw > 3 + P at its end, P = (KW - 1)
+// / 2): those taps are left out at compile time. Any other edge quad takes a mask per column and
+// pixel (kEdgeMasks).
+enum EdgeSide : int { kEdgeMasks = 0, kEdgeLeft = 1, kEdgeRight = 2 };
+
+template <int kSide, size_t KW>
+constexpr bool edge_tap_inside(size_t t, size_t k) {
+  const size_t kw = t % KW, P = (KW - 1) / 2;
+  return kSide == kEdgeMasks || (kSide == kEdgeLeft ? k + kw >= P : k + kw <= 3 + P);
+}
+
+// Calls f(T, KW) (as integral constants) when n_taps taps of a kw-column kernel have an unrolled
+// kernel: 3x3 and 5x5 windows, all their rows inside or some (the image's top and bottom rows).
+template <typename F>
+bool with_unrolled(size_t kw, size_t n_taps, F&& f) {
+  using std::integral_constant;
+  if (kw == 3) {
+    switch (n_taps) {
+      case 3: return f(integral_constant<size_t, 3>{}, integral_constant<size_t, 3>{}), true;
+      case 6: return f(integral_constant<size_t, 6>{}, integral_constant<size_t, 3>{}), true;
+      case 9: return f(integral_constant<size_t, 9>{}, integral_constant<size_t, 3>{}), true;
+      default: return false;
+    }
+  }
+  if (kw == 5) {
+    switch (n_taps) {
+      case 5: return f(integral_constant<size_t, 5>{}, integral_constant<size_t, 5>{}), true;
+      case 10: return f(integral_constant<size_t, 10>{}, integral_constant<size_t, 5>{}), true;
+      case 15: return f(integral_constant<size_t, 15>{}, integral_constant<size_t, 5>{}), true;
+      case 20: return f(integral_constant<size_t, 20>{}, integral_constant<size_t, 5>{}), true;
+      case 25: return f(integral_constant<size_t, 25>{}, integral_constant<size_t, 5>{}), true;
+      default: return false;
+    }
+  }
+  return false;
+}
 
 struct Job {
   const DepthwiseWeights* w;
@@ -179,12 +218,33 @@ __attribute__((target("avx2,fma"))) inline void quad_block(const float* base, co
   }
 }
 
+namespace avx2 {
+#define KILN_DW_TARGET __attribute__((target("avx2,fma")))
+using V = __m256;
+using M = __m256i;
+constexpr size_t kL = kLanes;
+KILN_DW_TARGET inline V v_load(const float* p) { return _mm256_loadu_ps(p); }
+KILN_DW_TARGET inline V v_loadm(M m, const float* p) { return _mm256_maskload_ps(p, m); }
+KILN_DW_TARGET inline void v_store(float* p, V v) { _mm256_storeu_ps(p, v); }
+KILN_DW_TARGET inline void v_storem(float* p, M m, V v) { _mm256_maskstore_ps(p, m, v); }
+KILN_DW_TARGET inline V v_fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+KILN_DW_TARGET inline V v_set1(float s) { return _mm256_set1_ps(s); }
+KILN_DW_TARGET inline V v_zero() { return _mm256_setzero_ps(); }
+KILN_DW_TARGET inline V v_add(V a, V b) { return _mm256_add_ps(a, b); }
+KILN_DW_TARGET inline V v_clamp(V v, V lo, V hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, v)); }
+KILN_DW_TARGET inline M m_tail(size_t n) { return tail_mask(n); }
+KILN_DW_TARGET inline M m_none() { return _mm256_setzero_si256(); }
+#include "delegates/xnnpack/depthwise_unrolled.inc"
+#undef KILN_DW_TARGET
+}  // namespace avx2
+
 __attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size_t* offs, const EdgeCols* edge,
                                                   const uint8_t* ids, size_t n_taps, size_t step, size_t c,
                                                   const DepthwiseWeights& w, float* y, float lo_s, float hi_s) {
   const __m256 lo = _mm256_set1_ps(lo_s), hi = _mm256_set1_ps(hi_s);
   const __m256i mask = tail_mask(c % kLanes ? c % kLanes : kLanes);
   const size_t full = c / kLanes * kLanes, taps = w.kernel_h * w.kernel_w;
+  if (edge && avx2::edge_unrolled(base, offs, *edge, ids, n_taps, step, c, w, y, lo_s, hi_s)) return;
   if (edge) {
     for (size_t cb = 0; cb < full; cb += kLanes)
       quad_block<false, true>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb, y,
@@ -208,6 +268,18 @@ __attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size
                             y, c, lo, hi, mask);
 }
 
+// Runs of interior quads: the unrolled kernels for 3x3 and 5x5 windows, else a quad at a time.
+__attribute__((target("avx2,fma"))) void quads_avx2(const float* base, const size_t* offs, const uint8_t* ids,
+                                                   size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w,
+                                                   float* y, float lo, float hi, size_t count, bool streamed) {
+  // Long chunks from memory too, the next pixels prefetched (2x56x56x48 and 2x112x112x32: 0.87
+  // and 0.83x the time of 4 KB chunks; 12 KB and 48 KB chunks no faster).
+  if (avx2::quads_unrolled(base, offs, ids, n_taps, step, c, w, y, lo, hi, count, kRunBytesCached, streamed))
+    return;
+  for (size_t q = 0; q < count; ++q)
+    quad_avx2(base + q * 4 * step, offs, nullptr, ids, n_taps, step, c, w, y + q * 4 * c, lo, hi);
+}
+
 // The AVX-512 row: the same two kernels on 16-channel blocks (weights packed [block of 16]
 // [tap][16]); the last partial block is a masked load and store (k-masks, no penalty). GCC 12
 // warns inside its own AVX-512 headers (_mm512_undefined_ps), as in dense_conv.cc.
@@ -218,6 +290,26 @@ __attribute__((target("avx2,fma"))) void quad_avx2(const float* base, const size
 constexpr size_t kLanes512 = 16;
 
 KILN_AVX512 inline __mmask16 mask512(size_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+namespace avx512 {
+#define KILN_DW_TARGET KILN_AVX512
+using V = __m512;
+using M = __mmask16;
+constexpr size_t kL = kLanes512;
+KILN_DW_TARGET inline V v_load(const float* p) { return _mm512_loadu_ps(p); }
+KILN_DW_TARGET inline V v_loadm(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+KILN_DW_TARGET inline void v_store(float* p, V v) { _mm512_storeu_ps(p, v); }
+KILN_DW_TARGET inline void v_storem(float* p, M m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+KILN_DW_TARGET inline V v_fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+KILN_DW_TARGET inline V v_set1(float s) { return _mm512_set1_ps(s); }
+KILN_DW_TARGET inline V v_zero() { return _mm512_setzero_ps(); }
+KILN_DW_TARGET inline V v_add(V a, V b) { return _mm512_add_ps(a, b); }
+KILN_DW_TARGET inline V v_clamp(V v, V lo, V hi) { return _mm512_min_ps(hi, _mm512_max_ps(lo, v)); }
+KILN_DW_TARGET inline M m_tail(size_t n) { return static_cast<M>((1u << n) - 1u); }
+KILN_DW_TARGET inline M m_none() { return 0; }
+#include "delegates/xnnpack/depthwise_unrolled.inc"
+#undef KILN_DW_TARGET
+}  // namespace avx512
 
 template <size_t NB, bool kMasked>
 KILN_AVX512 inline void pixel_block512(const float* const* taps, const uint8_t* ids, size_t n_taps, size_t cb,
@@ -312,177 +404,18 @@ KILN_AVX512 inline void quad_block512(const float* base, const size_t* offs, con
   }
 }
 
-// Edge quads whose padded columns follow a SAME window's pattern (kernel column kw of pixel k
-// over the padding where k + kw < P at the row's start, k + kw > 3 + P at its end, P = (KW - 1)
-// / 2): those taps are left out at compile time. Any other edge quad takes a mask per column and
-// pixel (kEdgeMasks).
-enum EdgeSide : int { kEdgeMasks = 0, kEdgeLeft = 1, kEdgeRight = 2 };
-
-template <int kSide, size_t KW>
-constexpr bool edge_tap_inside(size_t t, size_t k) {
-  const size_t kw = t % KW, P = (KW - 1) / 2;
-  return kSide == kEdgeMasks || (kSide == kEdgeLeft ? k + kw >= P : k + kw <= 3 + P);
-}
-
-// One channel block of an edge quad of a T-tap window whose taps are kernel rows in order (ids
-// ids[0] .. ids[0] + T - 1, KW kernel columns each): the tap loop unrolled at compile time, each
-// tap's weights at a constant offset in the block. With kEdgeMasks, pixel k's loads of kernel
-// column kw take the mask edge[kw * 4 + k] (the block's channels, or none where the column is
-// over the padding): the k-registers do not hold 20 masks, so each load also reloads its mask
-// (2-3 instructions per FMA); kEdgeLeft and kEdgeRight load under the block's mask m alone.
-// The generic quad reads ids and offsets per tap and computes each load's mask (about 13
-// instructions per 4 FMAs). Not inlined into the run's loop: there GCC hoisted every tap's four
-// addresses out of it (36 for 3x3) and spilled them.
-template <size_t T, size_t KW, int kSide>
-__attribute__((noinline)) KILN_AVX512 void quad_edge_block512(const float* xb, const size_t* o, size_t step,
-                                                              const float* wb, const float* bias, float* y, size_t c,
-                                                              float lo_s, float hi_s, unsigned m_bits,
-                                                              const __mmask16* edge) {
-  // Scalars, not vectors, in its arguments: a call with __m512 arguments leaves the upper
-  // state dirty across the return (the AVX-SSE transition, see dense_conv.cc's note).
-  const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
-  const __mmask16 m = static_cast<__mmask16>(m_bits);
-#define KILN_DW_TAP(acc, p, t, k, wv)                                                                           \
-  if (edge_tap_inside<kSide, KW>((t), (k)))                                                                    \
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(kSide == kEdgeMasks ? edge[(t) % KW * 4 + (k)] : m, (p)), wv, acc);
-  __m512 a0 = _mm512_loadu_ps(bias), a1 = a0, a2 = a0, a3 = a0;
-  __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
-#pragma GCC unroll 32
-  for (size_t t = 0; t + 1 < T; t += 2) {
-    const __m512 w0 = _mm512_loadu_ps(wb + t * kLanes512), w1 = _mm512_loadu_ps(wb + (t + 1) * kLanes512);
-    const float* p = xb + o[t];
-    const float* r = xb + o[t + 1];
-    KILN_DW_TAP(a0, p, t, 0, w0)
-    KILN_DW_TAP(a1, p + step, t, 1, w0)
-    KILN_DW_TAP(a2, p + 2 * step, t, 2, w0)
-    KILN_DW_TAP(a3, p + 3 * step, t, 3, w0)
-    KILN_DW_TAP(e0, r, t + 1, 0, w1)
-    KILN_DW_TAP(e1, r + step, t + 1, 1, w1)
-    KILN_DW_TAP(e2, r + 2 * step, t + 1, 2, w1)
-    KILN_DW_TAP(e3, r + 3 * step, t + 1, 3, w1)
-  }
-  if constexpr (T % 2 == 1) {
-    const __m512 w0 = _mm512_loadu_ps(wb + (T - 1) * kLanes512);
-    const float* p = xb + o[T - 1];
-    KILN_DW_TAP(a0, p, T - 1, 0, w0)
-    KILN_DW_TAP(a1, p + step, T - 1, 1, w0)
-    KILN_DW_TAP(a2, p + 2 * step, T - 1, 2, w0)
-    KILN_DW_TAP(a3, p + 3 * step, T - 1, 3, w0)
-  }
-#undef KILN_DW_TAP
-  // max/min return their second operand when either is NaN: NaN stays NaN.
-  _mm512_mask_storeu_ps(y, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0))));
-  _mm512_mask_storeu_ps(y + c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1))));
-  _mm512_mask_storeu_ps(y + 2 * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a2, e2))));
-  _mm512_mask_storeu_ps(y + 3 * c, m, _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a3, e3))));
-}
-
-// One channel block of `count` interior quads in a row (quad q from xb + 4 q step, its outputs
-// from y + 4 q c), T taps as in quad_edge_block512: the block's weights and bias are loaded once
-// for the run (held in registers where they fit: 9 taps do), and the quads loop inside the call.
-// A call per quad reloaded them and paid the call's setup each time: C = 16, 3x3 on 64x64 ran
-// at 64 GFLOP/s with the edges.
-template <size_t T, bool kMasked>
-__attribute__((noinline)) KILN_AVX512 void quad_run_block512(const float* xb, const size_t* o, size_t step,
-                                                             const float* wb, const float* bias, float* y, size_t c,
-                                                             float lo_s, float hi_s, unsigned m_bits, size_t count) {
-  const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
-  const __mmask16 m = static_cast<__mmask16>(m_bits);
-  __m512 w[T];
-#pragma GCC unroll 32
-  for (size_t t = 0; t < T; ++t) w[t] = _mm512_loadu_ps(wb + t * kLanes512);
-  const __m512 b = _mm512_loadu_ps(bias);
-#define KILN_DW_LOADK(p) (kMasked ? _mm512_maskz_loadu_ps(m, (p)) : _mm512_loadu_ps(p))
-  for (size_t q = 0; q < count; ++q, xb += 4 * step, y += 4 * c) {
-    __m512 a0 = b, a1 = b, a2 = b, a3 = b;
-    __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
-#pragma GCC unroll 32
-    for (size_t t = 0; t + 1 < T; t += 2) {
-      const float* p = xb + o[t];
-      const float* r = xb + o[t + 1];
-      a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p), w[t], a0);
-      a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step), w[t], a1);
-      a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step), w[t], a2);
-      a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step), w[t], a3);
-      e0 = _mm512_fmadd_ps(KILN_DW_LOADK(r), w[t + 1], e0);
-      e1 = _mm512_fmadd_ps(KILN_DW_LOADK(r + step), w[t + 1], e1);
-      e2 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 2 * step), w[t + 1], e2);
-      e3 = _mm512_fmadd_ps(KILN_DW_LOADK(r + 3 * step), w[t + 1], e3);
-    }
-    if constexpr (T % 2 == 1) {
-      const float* p = xb + o[T - 1];
-      a0 = _mm512_fmadd_ps(KILN_DW_LOADK(p), w[T - 1], a0);
-      a1 = _mm512_fmadd_ps(KILN_DW_LOADK(p + step), w[T - 1], a1);
-      a2 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 2 * step), w[T - 1], a2);
-      a3 = _mm512_fmadd_ps(KILN_DW_LOADK(p + 3 * step), w[T - 1], a3);
-    }
-    const __m512 v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a0, e0)));  // NaN stays NaN
-    const __m512 v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a1, e1)));
-    const __m512 v2 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a2, e2)));
-    const __m512 v3 = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a3, e3)));
-    if constexpr (kMasked) {
-      _mm512_mask_storeu_ps(y, m, v0), _mm512_mask_storeu_ps(y + c, m, v1);
-      _mm512_mask_storeu_ps(y + 2 * c, m, v2), _mm512_mask_storeu_ps(y + 3 * c, m, v3);
-    } else {
-      _mm512_storeu_ps(y, v0), _mm512_storeu_ps(y + c, v1), _mm512_storeu_ps(y + 2 * c, v2), _mm512_storeu_ps(y + 3 * c, v3);
-    }
-  }
-#undef KILN_DW_LOADK
-}
-
-// Calls f(T, KW) (as integral constants) when n_taps taps of a kw-column kernel have an unrolled
-// kernel: 3x3 and 5x5 windows, all their rows inside or some (the image's top and bottom rows).
-template <typename F>
-bool with_unrolled(size_t kw, size_t n_taps, F&& f) {
-  using std::integral_constant;
-  if (kw == 3) {
-    switch (n_taps) {
-      case 3: return f(integral_constant<size_t, 3>{}, integral_constant<size_t, 3>{}), true;
-      case 6: return f(integral_constant<size_t, 6>{}, integral_constant<size_t, 3>{}), true;
-      case 9: return f(integral_constant<size_t, 9>{}, integral_constant<size_t, 3>{}), true;
-      default: return false;
-    }
-  }
-  if (kw == 5) {
-    switch (n_taps) {
-      case 5: return f(integral_constant<size_t, 5>{}, integral_constant<size_t, 5>{}), true;
-      case 10: return f(integral_constant<size_t, 10>{}, integral_constant<size_t, 5>{}), true;
-      case 15: return f(integral_constant<size_t, 15>{}, integral_constant<size_t, 5>{}), true;
-      case 20: return f(integral_constant<size_t, 20>{}, integral_constant<size_t, 5>{}), true;
-      case 25: return f(integral_constant<size_t, 25>{}, integral_constant<size_t, 5>{}), true;
-      default: return false;
-    }
-  }
-  return false;
-}
-
-
 // Runs of interior quads: the unrolled kernels for 3x3 and 5x5 windows, else a quad at a time.
 KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                              size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo_s,
                              float hi_s);
 KILN_AVX512 void quads_avx512(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
                               size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count,
-                              size_t run_bytes) {
-  const size_t taps = w.kernel_h * w.kernel_w;
-  const bool unrolled = n_taps > 0 && with_unrolled(w.kernel_w, n_taps, [&](auto t_c, auto kw_c) {
-    constexpr size_t T = decltype(t_c)::value, KW = decltype(kw_c)::value;
-    const unsigned tail = mask512(c % kLanes512);
-    const size_t full = c / kLanes512 * kLanes512;
-    const float* wt = w.w.data() + ids[0] * kLanes512;  // the first inside tap's weights in block 0
-    const size_t chunk = std::max<size_t>(1, run_bytes / (4 * step * sizeof(float) * (T / KW)));
-    for (size_t q0 = 0; q0 < count; q0 += chunk) {
-      const size_t n = std::min(chunk, count - q0);
-      const float* xq = base + q0 * 4 * step;
-      float* yq = y + q0 * 4 * c;
-      for (size_t cb = 0; cb < full; cb += kLanes512)
-        quad_run_block512<T, false>(xq + cb, offs, step, wt + cb * taps, w.bias.data() + cb, yq + cb, c, lo, hi, tail, n);
-      if (full < c)
-        quad_run_block512<T, true>(xq + full, offs, step, wt + full * taps, w.bias.data() + full, yq + full, c, lo, hi,
-                                   tail, n);
-    }
-  });
-  if (unrolled) return;
+                              bool streamed) {
+  // No prefetch: on the Intel host, the unrolled kernels ran 20-45% faster from memory without
+  // (see row()).
+  if (avx512::quads_unrolled(base, offs, ids, n_taps, step, c, w, y, lo, hi, count,
+                             streamed ? kRunBytesStreamed : kRunBytesCached, false))
+    return;
   for (size_t q = 0; q < count; ++q)
     quad_avx512(base + q * 4 * step, offs, nullptr, ids, n_taps, step, c, w, y + q * 4 * c, lo, hi);
 }
@@ -493,28 +426,7 @@ KILN_AVX512 void quad_avx512(const float* base, const size_t* offs, const EdgeCo
   const __m512 lo = _mm512_set1_ps(lo_s), hi = _mm512_set1_ps(hi_s);
   const __mmask16 mask = mask512(c % kLanes512);
   const size_t full = c / kLanes512 * kLanes512, taps = w.kernel_h * w.kernel_w;
-  // 3x3 and 5x5 windows: the unrolled kernels.
-  if (edge && n_taps > 0 && with_unrolled(w.kernel_w, n_taps, [&](auto t_c, auto kw_c) {
-        constexpr size_t T = decltype(t_c)::value, KW = decltype(kw_c)::value;
-        __mmask16 mk[4 * KW], mt[4 * KW];  // full blocks' masks, the tail block's
-        bool left = true, right = true;
-        for (size_t kw = 0; kw < KW; ++kw)
-          for (size_t k = 0; k < 4; ++k) {
-            const bool in = edge->cols[kw] >> k & 1;
-            mk[kw * 4 + k] = in ? __mmask16(0xFFFF) : __mmask16(0), mt[kw * 4 + k] = in ? mask : __mmask16(0);
-            left = left && in == edge_tap_inside<kEdgeLeft, KW>(kw, k);
-            right = right && in == edge_tap_inside<kEdgeRight, KW>(kw, k);
-          }
-        const auto block = left    ? quad_edge_block512<T, KW, kEdgeLeft>
-                           : right ? quad_edge_block512<T, KW, kEdgeRight>
-                                   : quad_edge_block512<T, KW, kEdgeMasks>;
-        const float* wt = w.w.data() + ids[0] * kLanes512;
-        for (size_t cb = 0; cb < full; cb += kLanes512)
-          block(base + cb, offs, step, wt + cb * taps, w.bias.data() + cb, y + cb, c, lo_s, hi_s, 0xFFFF, mk);
-        if (full < c)
-          block(base + full, offs, step, wt + full * taps, w.bias.data() + full, y + full, c, lo_s, hi_s, mask, mt);
-      }))
-    return;
+  if (edge && avx512::edge_unrolled(base, offs, *edge, ids, n_taps, step, c, w, y, lo_s, hi_s)) return;  // 3x3, 5x5
   if (edge) {
     for (size_t cb = 0; cb < full; cb += kLanes512)
       quad_block512<false, true>(base, offs, edge, ids, n_taps, step, cb, w.w.data() + cb * taps, w.bias.data() + cb,
@@ -562,10 +474,11 @@ void quad_plain(const float* base, const size_t* offs, const EdgeCols* edge, con
 using QuadFn = void (*)(const float* base, const size_t* offs, const EdgeCols* edge, const uint8_t* ids,
                         size_t n_taps, size_t step, size_t c, const DepthwiseWeights& w, float* y, float lo, float hi);
 
-// `count` interior quads from base and y (4 * count pixels), in one call.
+// `count` interior quads from base and y (4 * count pixels), in one call; `streamed` when the
+// layer's input does not stay in cache (kCachedInputBytes).
 using QuadsFn = void (*)(const float* base, const size_t* offs, const uint8_t* ids, size_t n_taps, size_t step,
                          size_t c, const DepthwiseWeights& w, float* y, float lo, float hi, size_t count,
-                         size_t run_bytes);
+                         bool streamed);
 
 // The table (kernels/simd/isa.h): best first, the last runs anywhere.
 struct Impl {
@@ -575,13 +488,14 @@ struct Impl {
   QuadFn quad;
   QuadsFn quads;  // runs of interior quads in one call, where the row has it (else a quad per call)
   size_t lanes;   // the channel block the weights are packed in
+  bool prefetch_rows;  // fetch the next output row's input rows ahead (see row())
 };
 const Impl kImpls[] = {
 #if defined(__x86_64__)
-    {"avx512", simd::cpu_has_avx512f, pixel_avx512, quad_avx512, quads_avx512, kLanes512},
-    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2, nullptr, kLanes},
+    {"avx512", simd::cpu_has_avx512f, pixel_avx512, quad_avx512, quads_avx512, kLanes512, false},
+    {"avx2", simd::cpu_has_avx2, pixel_avx2, quad_avx2, quads_avx2, kLanes, true},
 #endif
-    {"plain", [] { return true; }, pixel_plain, quad_plain, nullptr, kLanes}};
+    {"plain", [] { return true; }, pixel_plain, quad_plain, nullptr, kLanes, true}};
 
 const Impl& chosen() {
   static const Impl* impl = simd::pick_isa(kImpls);
@@ -640,7 +554,7 @@ void row(void* ctx, size_t index) {
   // the burst of prefetches stalled the row when they missed (line fill buffers full): the
   // unrolled kernels ran 20-45% faster from memory without it, and without their quads'
   // prefetches (2x80x80x144: 0.81 -> 0.60 ms).
-  if (!impl->quads && oh + 1 < g.out_h) {
+  if (impl->prefetch_rows && oh + 1 < g.out_h) {
     const int64_t top = static_cast<int64_t>((oh + 1) * g.stride_h + (w.kernel_h - 1) * g.dilation_h) - g.pad_top;
     for (int64_t ih = std::max<int64_t>(0, top - static_cast<int64_t>(g.stride_h) + 1); ih <= std::min(top, in_h - 1); ++ih) {
       const float* r = image + static_cast<size_t>(ih) * g.in_w * c;
@@ -648,8 +562,7 @@ void row(void* ctx, size_t index) {
     }
   }
   const bool edge_quads = g.out_w >= 4;
-  const size_t run_bytes =
-      g.batch * g.in_h * g.in_w * c * sizeof(float) <= kCachedInputBytes ? kRunBytesCached : kRunBytesStreamed;
+  const bool streamed = g.batch * g.in_h * g.in_w * c * sizeof(float) > kCachedInputBytes;
   // The row's last pixels, fewer than four, at many channels: one at a time (the blocks' chains
   // overlap); a quad ending at the row's end computed some pixels twice (7x7 outputs: 8 of 7).
   EdgeCols edge{kw_of, {}};
@@ -661,7 +574,7 @@ void row(void* ctx, size_t index) {
       const size_t count = impl->quads ? (q_last - ow) / 4 + 1 : 1;
       const float* x0 = image + static_cast<size_t>(iw0) * c;
       if (impl->quads)
-        impl->quads(x0, offs, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max, count, run_bytes);
+        impl->quads(x0, offs, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max, count, streamed);
       else
         impl->quad(x0, offs, nullptr, ids, n_taps, g.stride_w * c, c, w, out + ow * c, g.out_min, g.out_max);
       ow += 4 * count;

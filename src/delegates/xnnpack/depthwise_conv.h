@@ -6,8 +6,10 @@
 // Groups of four output pixels whose windows lie inside the row share each weight vector
 // (8 accumulators: 4 pixels x even and odd taps); edge pixels go in quads too, with a pointer
 // per tap and pixel (zeros for the padding), or, in rows of fewer than four pixels, one at a
-// time with a pointer per tap inside the input, four channel blocks at a time. AVX-512 (16-channel blocks) or
-// AVX2+FMA (8), chosen at run time (dense_conv_available()).
+// time with a pointer per tap inside the input, four channel blocks at a time. 3x3 and 5x5
+// windows take unrolled kernels (depthwise_unrolled.inc): runs of interior quads a channel block
+// at a time with the block's weights loaded once, and edge quads with the padded taps left out.
+// AVX-512 (16-channel blocks) or AVX2+FMA (8), chosen at run time (dense_conv_available()).
 
 #include <cstddef>
 #include <vector>
