@@ -259,6 +259,9 @@ TEST(DepthwiseConv, MatchesAReferenceAtManyGeometries) {
       // over the padding at the top and bottom (6 and 3 taps of 3x3; 10-20 of 5x5) unrolled
       {1, 6, 62, 144, 144, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 9, 44, 100, 100, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
       {2, 8, 8, 40, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {1, 1, 12, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      // strided runs of few channels (the AVX2 row takes them from XNNPACK), a bottom pad only
+      {2, 21, 40, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {1, 23, 47, 24, 24, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
+      {1, 12, 37, 8, 8, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},
   };
   for (const Case& k : cases) {
     const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
