@@ -22,6 +22,9 @@ struct ProfileRow {
   std::string shape;   ///< output shape at the current bind ("1x64x40x40")
   uint64_t ns = 0;     ///< total nanoseconds over `runs` executions
   uint64_t runs = 0;
+  /// delegated: computed inside the next step at the current bind (a depthwise convolution whose
+  /// rows go straight to the 1x1 convolution after it), whose time includes this one's.
+  bool in_next = false;
 };
 
 /// Where execute's wall time went between this Method's threads and the rest of the machine,

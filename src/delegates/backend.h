@@ -47,6 +47,7 @@ struct StepInfo {
   bool keeps_nan = true;
   const TensorView* out = nullptr;
   uint64_t ns = 0;              ///< time over the profiled runs
+  bool in_next = false;         ///< computed inside the next step at this bind (ProfileRow::in_next)
 };
 
 class Backend {

@@ -648,6 +648,7 @@ std::vector<ProfileRow> Method::profile() const {
       row.ns = info.ns;
       row.runs = s.profiled_runs;
       row.shape = shape(info.out);
+      row.in_next = info.in_next;
       if (info.source >= 0) {
         row.op = s.op_name(static_cast<size_t>(info.source));
         if (info.gate >= 0) row.op += "+" + s.op_name(static_cast<size_t>(info.gate));

@@ -209,7 +209,8 @@ std::string profile_text(const std::vector<ProfileRow>& rows, bool delegated) {
   for (const ProfileRow* r : order) {
     o << std::setw(8) << ms(r->ns) << "  " << std::setw(5) << std::setprecision(1) << share(r->ns) << "%"
       << std::setprecision(3) << "  " << std::left << std::setw(8) << (r->delegated ? "xnnpack" : "portable") << "  "
-      << std::setw(20) << r->op << "  " << std::setw(32) << r->node << "  " << r->shape << std::right << "\n";
+      << std::setw(20) << r->op << "  " << std::setw(32) << r->node << "  " << r->shape
+      << (r->in_next ? " (computed in the next step)" : "") << std::right << "\n";
   }
   std::map<std::pair<std::string, bool>, std::pair<uint64_t, int>> by_op;
   for (const ProfileRow& r : rows) {
@@ -254,7 +255,7 @@ nlohmann::json profile_json(const std::vector<ProfileRow>& rows) {
   for (const ProfileRow& r : rows)
     j.push_back({{"op", r.op}, {"node", r.node}, {"path", r.delegated ? "xnnpack" : "portable"}, {"shape", r.shape},
                  {"ms_per_run", r.runs ? static_cast<double>(r.ns) / 1e6 / static_cast<double>(r.runs) : 0.0},
-                 {"runs", r.runs}});
+                 {"runs", r.runs}, {"in_next", r.in_next}});
   return j;
 }
 

@@ -324,6 +324,57 @@ TEST(DepthwiseConv, NonFiniteInputsReachTheirWindowsOnly) {
   }
 }
 
+// Depthwise then a 1x1 convolution in one pass (depthwise_pointwise) against the two layers
+// one after the other: tasks of several rows that cross an image's end, a row wider than the
+// scratch's budget (one row a task), channel counts off the blocks, the narrow rows (<= 32
+// outputs) and the tiles, a Concat slice (out_stride), a gate-free clamp, one and two workers;
+// and a NaN in the input reaches the same outputs both ways.
+TEST(DepthwisePointwise, MatchesTheTwoLayersInTurn) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  pthreadpool_t two = pthreadpool_create(2);
+  struct Fused {
+    size_t n, h, w, c, m, k, s, out_stride;
+  };
+  const Fused cases[] = {{2, 9, 7, 19, 24, 3, 1, 0},    {1, 30, 56, 144, 24, 3, 1, 0}, {2, 14, 14, 40, 96, 5, 2, 0},
+                         {1, 5, 30, 600, 40, 3, 1, 0},  {3, 4, 5, 8, 16, 3, 1, 40},    {1, 23, 33, 33, 7, 3, 2, 0},
+                         {1, 1, 1, 16, 8, 3, 1, 0}};
+  for (const Fused& f : cases) {
+    const size_t pad = f.k / 2, oh = (f.h + 2 * pad - f.k) / f.s + 1, ow = (f.w + 2 * pad - f.k) / f.s + 1;
+    std::vector<float> x(f.n * f.h * f.w * f.c), dw(f.c * f.k * f.k), db(f.c), pw(f.m * f.c), pb(f.m);
+    for (auto* v : {&x, &dw, &db, &pw, &pb})
+      for (float& e : *v) e = u(rng);
+    x[x.size() / 2] = NAN;
+    DepthwiseWeights dpacked;
+    pack_depthwise(dw.data(), db.data(), f.c, f.k, f.k, &dpacked);
+    DenseConvWeights ppacked;
+    pack_dense_conv(pw.data(), pb.data(), f.m, f.c, 1, 1, false, &ppacked);
+    DenseConvGeometry dg;
+    dg.batch = f.n, dg.in_h = f.h, dg.in_w = f.w, dg.out_h = oh, dg.out_w = ow, dg.stride_h = dg.stride_w = f.s;
+    dg.pad_top = dg.pad_left = static_cast<int64_t>(pad), dg.in_stride = f.c, dg.out_min = 0.f, dg.out_max = 6.f;
+    DenseConvGeometry pg;
+    pg.batch = f.n, pg.in_h = pg.out_h = oh, pg.in_w = pg.out_w = ow, pg.in_stride = f.c, pg.out_stride = f.out_stride;
+    pg.out_min = -2.f, pg.out_max = 2.f;
+    const size_t ys = f.out_stride ? f.out_stride : f.m, pixels = f.n * oh * ow;
+    std::vector<float> mid(pixels * f.c), want(pixels * ys, -7.f);
+    depthwise_conv(dpacked, dg, x.data(), mid.data(), nullptr);
+    dense_conv(ppacked, pg, mid.data(), want.data(), nullptr);
+    for (size_t slots : {1, 2}) {
+      std::vector<float> scratch(slots * depthwise_pointwise_scratch_floats(dpacked, dg), NAN);
+      std::vector<float> got(pixels * ys, -7.f);
+      depthwise_pointwise(dpacked, dg, ppacked, pg, x.data(), got.data(), scratch.data(), slots, slots == 1 ? nullptr : two);
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::isnan(want[i])) {
+          ASSERT_TRUE(std::isnan(got[i])) << "c=" << f.c << " m=" << f.m << " element " << i;
+        } else {
+          ASSERT_NEAR(got[i], want[i], 1e-5) << "c=" << f.c << " m=" << f.m << " slots=" << slots << " element " << i;
+        }
+      }
+    }
+  }
+  pthreadpool_destroy(two);
+}
+
 TEST(BatchMatMul, MatchesAReferenceWithBroadcastBatchesAndTails) {
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> u(-1.f, 1.f);

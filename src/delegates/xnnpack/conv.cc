@@ -328,6 +328,31 @@ Status slice_geometry(const Op& op, DenseConvGeometry* g) {
 }
 float* conv_output(const Op& op) { return op.into ? op.into->as<float>() + op.into_channel : op.out->as<float>(); }
 
+struct DepthwiseConv : Op {
+  Status create(const OpSource& src) override {
+    gated.keep(src);
+    pack_depthwise(src.operand_f32(1), bias_of(src), plan.groups, plan.kernel_h, plan.kernel_w, &weights);
+    return ok_status();
+  }
+  bool can_feed() const override { return true; }
+  bool in_next() const override { return forward; }
+  Status setup() override {
+    geom = dense_geometry(*this);
+    geom.gate = gated.get();
+    forward = consumer && depthwise_pointwise_pays(weights, geom);
+    return ok_status();
+  }
+  Status run() override {
+    if (!forward) depthwise_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), pool);
+    return ok_status();
+  }
+  DepthwiseWeights weights;
+  DenseConvGeometry geom;
+  Gated gated;
+  const Op* consumer = nullptr;  ///< the 1x1 convolution that took this op (take_feeder)
+  bool forward = false;          ///< at this bind, the consumer computes this op's rows
+};
+
 struct DenseConv : Op {
   Status create(const OpSource& src) override {
     gated.keep(src);
@@ -339,18 +364,41 @@ struct DenseConv : Op {
     return ok_status();
   }
   bool writes_slices() const override { return plan.kind == OpKind::kConv; }
+  bool take_feeder(Op* producer) override {
+    const OpPlan& p = plan;
+    if (!producer->can_feed() || p.kind != OpKind::kConv || p.kernel_h != 1 || p.kernel_w != 1 || p.stride_h != 1 ||
+        p.stride_w != 1 || p.pad_top || p.pad_left || p.pad_bottom || p.pad_right || p.groups != 1)
+      return false;
+    feeder = static_cast<DepthwiseConv*>(producer);
+    feeder->consumer = this;
+    return true;
+  }
   Status setup() override {
     geom = dense_geometry(*this);
     geom.gate = gated.get();
-    return slice_geometry(*this, &geom);
+    KILN_TRY(slice_geometry(*this, &geom));
+    if (feeder) {  // a worker's scratch per thread, sized at the first bind (the bound, the most threads)
+      slots = pool ? pthreadpool_get_threads_count(pool) : 1;
+      const size_t need = slots * depthwise_pointwise_scratch_floats(feeder->weights, feeder->geom);
+      if (scratch.size() < need) scratch.resize(need);
+      slots = scratch.size() / depthwise_pointwise_scratch_floats(feeder->weights, feeder->geom);
+    }
+    return ok_status();
   }
   Status run() override {
-    dense_conv(weights, geom, ins[0]->as<float>(), conv_output(*this), pool);
+    if (feeder && feeder->forward)
+      depthwise_pointwise(feeder->weights, feeder->geom, weights, geom, feeder->ins[0]->as<float>(),
+                          conv_output(*this), scratch.data(), slots, pool);
+    else
+      dense_conv(weights, geom, ins[0]->as<float>(), conv_output(*this), pool);
     return ok_status();
   }
   DenseConvWeights weights;
   DenseConvGeometry geom;
   Gated gated;
+  DepthwiseConv* feeder = nullptr;  ///< the depthwise layer whose output only this op reads
+  std::vector<float> scratch;       ///< depthwise_pointwise's workers' rows
+  size_t slots = 1;
 };
 
 // A dense 3x3 stride-1 convolution as Winograd F(2x2, 3x3) (winograd_conv.h), or, at a bind
@@ -388,26 +436,6 @@ struct WinogradConv : Op {
   Gated gated;
   std::vector<float> scratch;
   size_t slots = 1;
-};
-
-struct DepthwiseConv : Op {
-  Status create(const OpSource& src) override {
-    gated.keep(src);
-    pack_depthwise(src.operand_f32(1), bias_of(src), plan.groups, plan.kernel_h, plan.kernel_w, &weights);
-    return ok_status();
-  }
-  Status setup() override {
-    geom = dense_geometry(*this);
-    geom.gate = gated.get();
-    return ok_status();
-  }
-  Status run() override {
-    depthwise_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), pool);
-    return ok_status();
-  }
-  DepthwiseWeights weights;
-  DenseConvGeometry geom;
-  Gated gated;
 };
 
 // y[t] = a[t] @ b[t] with b computed at run time (attention's Q K^T and A V), read in place.

@@ -414,6 +414,33 @@ void wire_slices(const fb::Method* m, const fb::DelegateRegion* r, const std::ve
   }
 }
 
+// How many read value v other than the op at `except` of region r (its DelegateOp index) and
+// its instruction: the region's other ops, every instruction of the method, its outputs.
+size_t other_readers(const fb::Method* m, const fb::DelegateRegion* r, int32_t v, size_t except) {
+  const int32_t source = r->ops()->Get(static_cast<flatbuffers::uoffset_t>(except))->source();
+  size_t n = 0;
+  for (size_t k = 0; k < r->ops()->size(); ++k)
+    if (k != except)
+      for (int32_t i : *r->ops()->Get(static_cast<flatbuffers::uoffset_t>(k))->inputs()) n += i == v;
+  for (size_t k = 0; k < m->instructions()->size(); ++k)
+    if (static_cast<int32_t>(k) != source)
+      for (int32_t i : *m->instructions()->Get(static_cast<flatbuffers::uoffset_t>(k))->inputs()) n += i == v;
+  for (int32_t o : *m->outputs()) n += o == v;
+  return n;
+}
+
+// A depthwise convolution whose output only the next op reads, a 1x1 convolution: that op
+// computes both (depthwise_pointwise), the depthwise rows never written to memory.
+void fuse_depthwise_pointwise(const fb::Method* m, const fb::DelegateRegion* r, std::vector<std::unique_ptr<Op>>& ops) {
+  for (size_t k = 0; k + 1 < ops.size(); ++k) {
+    Op& producer = *ops[k];
+    Op& consumer = *ops[k + 1];
+    if (!producer.can_feed() || producer.into || consumer.ins.empty() || consumer.ins[0] != producer.out) continue;
+    const int32_t v = r->ops()->Get(static_cast<flatbuffers::uoffset_t>(k))->outputs()->Get(0);
+    if (other_readers(m, r, v, k + 1) == 0) consumer.take_feeder(&producer);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const format::ProgramFile& file,
@@ -439,6 +466,7 @@ Result<std::unique_ptr<Delegate>> Delegate::create(const fb::Method* m, const fo
       ops.push_back(std::move(op));
     }
     wire_slices(m, r, exprs, ops);
+    fuse_depthwise_pointwise(m, r, ops);
     del->regions_.push_back(std::move(ops));
   }
   del->packed_bytes_ = g_bytes - bytes_before;
@@ -497,6 +525,7 @@ StepInfo Delegate::step_info(size_t r, size_t k) const {
   s.keeps_nan = op.keeps_nan();
   s.out = op.out;
   s.ns = op.ns;
+  s.in_next = op.in_next();
   return s;
 }
 

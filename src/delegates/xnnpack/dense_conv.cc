@@ -279,13 +279,28 @@ inline void prefetch_tile(const float* const* at, size_t mr, size_t c) {
     for (size_t k = 0; k < c; k += 64 / sizeof(float)) __builtin_prefetch(at[r] + k);
 }
 
+// A task's tiles as gathered once (run_task) and read by each of its chunk's blocks: tile
+// first + t has kind kinds[t], its input pointers a[t] (per row, or per tap and row) and, a tap
+// tile, active[t] taps of indices ids[t].
+struct TaskTiles {
+  size_t first, last;
+  const float* a[kTilesPerTask][kMaxTaps * kMr];
+  TileKind kinds[kTilesPerTask];
+  size_t active[kTilesPerTask];
+  uint16_t ids[kTilesPerTask][kMaxTaps];
+};
+
+// A 1x1 layer's first block fetches the rows of the tile `ahead` tiles after `tile`.
+inline void prefetch_ahead(const Job& j, const TaskTiles& t, size_t tile, size_t ahead) {
+  if (ahead && tile + ahead < t.last)
+    prefetch_tile(t.a[tile + ahead - t.first], std::min(kMr, j.pixels - (tile + ahead) * kMr), j.w->in_channels);
+}
+
 // The last two blocks of a task's chunk (16 < nc <= 24 channels from `panel`'s block) on
 // the one-and-half kernel: the row and patch tiles' pixels in groups of kOneAndHalfRows
 // (across tiles of the same kind), a tap tile through the block's and the half block's own
 // kernels. `ahead`: tiles to prefetch ahead (a 1x1 layer's first blocks), or 0.
-void run_one_and_half(const Job& j, const Impl& impl, size_t first, size_t last, const float* const (*a)[kMaxTaps * kMr],
-                      const TileKind* kinds, const size_t* active, const uint16_t (*ids)[kMaxTaps], size_t mb,
-                      size_t ahead) {
+void run_one_and_half(const Job& j, const Impl& impl, const TaskTiles& t, size_t mb, size_t ahead) {
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
   const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, ys = out_stride(w, *j.g);
@@ -304,31 +319,89 @@ void run_one_and_half(const Job& j, const Impl& impl, size_t first, size_t last,
                                panel, kNr, block_floats, bias, py, nc, g.out_min, g.out_max);
     pending = 0;
   };
-  for (size_t tile = first; tile < last; ++tile) {
-    const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
-    if (ahead && tile + ahead < last)
-      prefetch_tile(a[tile + ahead - first], std::min(kMr, j.pixels - p0 - ahead * kMr), c);
-    const TileKind kind = kinds[tile - first];
+  for (size_t tile = t.first; tile < t.last; ++tile) {
+    const size_t i = tile - t.first, p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
+    prefetch_ahead(j, t, tile, ahead);
+    const TileKind kind = t.kinds[i];
     if (kind == TileKind::kTaps) {  // pointers laid out per tap for this tile's mr rows
       float* y[kMr];
       for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * ys + y0;
-      impl.kernels[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], 0, panel, kNr, bias, y, kNr,
-                          g.out_min, g.out_max);
+      impl.kernels[0][mr](t.active[i], t.ids[i], c, t.a[i], 0, panel, kNr, bias, y, kNr, g.out_min, g.out_max);
       for (size_t r = 0; r < mr; ++r) y[r] += kNr;
-      (impl.half ? impl.half : impl.kernels)[0][mr](active[tile - first], ids[tile - first], c, a[tile - first], 0,
-                                                    panel + block_floats, kNr, bias + kNr, y, nc - kNr, g.out_min,
-                                                    g.out_max);
+      (impl.half ? impl.half : impl.kernels)[0][mr](t.active[i], t.ids[i], c, t.a[i], 0, panel + block_floats, kNr,
+                                                    bias + kNr, y, nc - kNr, g.out_min, g.out_max);
       continue;
     }
     if (kind != pending_kind) flush();
     pending_kind = kind;
     for (size_t r = 0; r < mr; ++r) {
-      pa[pending] = a[tile - first][r];
+      pa[pending] = t.a[i][r];
       py[pending] = j.y + (p0 + r) * ys + y0;
       if (++pending == kOneAndHalfRows) flush();
     }
   }
   flush();
+}
+
+// Whether row tile i's twelve rows (its own and the next tile's) are evenly spaced, `lda`
+// floats apart: a 1x1 layer's plain matrix, or one output row of a wider window.
+bool even_rows(const TaskTiles& t, size_t i, ptrdiff_t* lda) {
+  const float* const* a0 = t.a[i];
+  const float* const* a1 = t.a[i + 1];
+  *lda = a0[1] - a0[0];
+  bool even = *lda > 0;
+  for (size_t r = 2; r < kMr && even; ++r) even = a0[r] - a0[0] == static_cast<ptrdiff_t>(r) * *lda;
+  for (size_t r = 0; r < kMr && even; ++r) even = a1[r] - a0[0] == static_cast<ptrdiff_t>(kMr + r) * *lda;
+  return even;
+}
+
+// Every tile of the task on output-channel block mb (and, `pair`, block mb + 1): nc channels.
+// Two tiles go to one call where the row has a kernel for them (the 12-row pair kernel, or
+// the wide kernel for one block); `ahead` as in run_one_and_half.
+void run_blocks(const Job& j, const Impl& impl, const TaskTiles& t, size_t mb, bool pair, size_t nc, size_t ahead) {
+  const DenseConvWeights& w = *j.w;
+  const DenseConvGeometry& g = *j.g;
+  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, ys = out_stride(w, g);
+  const size_t row_step = g.dilation_h * g.in_w * g.in_stride, block_floats = taps * c * kNr;
+  const float* panel = w.panels.data() + mb * block_floats;
+  const float* bias = w.bias.data() + mb * kNr;
+  float* y[kMr];
+  for (size_t tile = t.first; tile < t.last; ++tile) {
+    const size_t i = tile - t.first, p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
+    prefetch_ahead(j, t, tile, ahead);
+    const TileKind kind = t.kinds[i];
+    const bool two = tile + 1 < t.last && p0 + kWideRows <= j.pixels && t.kinds[i + 1] == kind;
+    ptrdiff_t lda = 0;
+    if (pair && nc > kNr && impl.pair12 && kind == TileKind::kRow && two && even_rows(t, i, &lda)) {
+      impl.pair12(w.kernel_h, w.kernel_w * c, t.a[i][0], static_cast<size_t>(lda), row_step, panel, block_floats, bias,
+                  j.y + p0 * ys + mb * kNr, ys, nc, g.out_min, g.out_max);
+      prefetch_ahead(j, t, ++tile, ahead);
+      continue;
+    }
+    if (!pair && nc > kNr / 2 && impl.wide && kind != TileKind::kTaps && two) {
+      // Two tiles of the same kind in one call: their row (or patch) pointers side by side.
+      const float* a2[kWideRows];
+      float* y2[kWideRows];
+      for (size_t r = 0; r < kMr; ++r) a2[r] = t.a[i][r], a2[kMr + r] = t.a[i + 1][r];
+      for (size_t r = 0; r < kWideRows; ++r) y2[r] = j.y + (p0 + r) * ys + mb * kNr;
+      const bool row = kind == TileKind::kRow;
+      impl.wide(row ? w.kernel_h : 1, nullptr, row ? w.kernel_w * c : taps * c, a2, row ? row_step : 0, panel, kNr,
+                bias, y2, nc, g.out_min, g.out_max);
+      prefetch_ahead(j, t, ++tile, ahead);
+      continue;
+    }
+    for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * ys + mb * kNr;
+    const bool row = kind == TileKind::kRow;
+    const size_t n_taps = row ? w.kernel_h : kind == TileKind::kPatch ? 1 : t.active[i];
+    const size_t n_c = row ? w.kernel_w * c : kind == TileKind::kPatch ? taps * c : c;
+    const uint16_t* tap_ids = kind == TileKind::kTaps ? t.ids[i] : nullptr;
+    if (pair)
+      impl.pairs[0][mr](n_taps, tap_ids, n_c, t.a[i], row ? row_step : 0, panel, block_floats, kNr, bias, y, nc,
+                        g.out_min, g.out_max);
+    else
+      (nc <= kNr / 2 && impl.half ? impl.half : impl.kernels)[0][mr](n_taps, tap_ids, n_c, t.a[i], row ? row_step : 0,
+                                                                    panel, kNr, bias, y, nc, g.out_min, g.out_max);
+  }
 }
 
 // One task: kTilesPerTask tiles of kMr output pixels and one chunk of output-channel
@@ -339,28 +412,26 @@ void run_task(void* ctx, size_t i, size_t k) {
   const size_t group = j.chunks_outer ? k : i, chunk = j.chunks_outer ? i : k;
   const DenseConvWeights& w = *j.w;
   const DenseConvGeometry& g = *j.g;
-  const size_t taps = w.kernel_h * w.kernel_w, c = w.in_channels, m = w.out_channels, ys = out_stride(w, g);
-  const size_t first = group * j.tiles_per_task, last = std::min(j.tiles, first + j.tiles_per_task);
-  const float* a[kTilesPerTask][kMaxTaps * kMr];
-  TileKind kinds[kTilesPerTask];
-  size_t active[kTilesPerTask];              // taps kept per tile (a tap tile)
-  uint16_t ids[kTilesPerTask][kMaxTaps];     // their tap indices
+  const size_t taps = w.kernel_h * w.kernel_w, m = w.out_channels;
+  TaskTiles t;
+  t.first = group * j.tiles_per_task;
+  t.last = std::min(j.tiles, t.first + j.tiles_per_task);
   alignas(64) float patches[kTilesPerTask][kMr * kPatchFloats];
   alignas(64) float edge_floats[kEdgeFloats];
   EdgeSlots edges = edge_slots(j, edge_floats);
-  TilePos pos = tile_pos(g, first);
-  for (size_t tile = first; tile < last; ++tile, next_tile(g, &pos))
-    kinds[tile - first] = gather_tile(j, pos, std::min(kMr, j.pixels - tile * kMr), a[tile - first],
-                                      &active[tile - first], ids[tile - first], patches[tile - first], &edges);
-  const size_t row_step = g.dilation_h * g.in_w * g.in_stride;  // a row tile's next kernel row
+  TilePos pos = tile_pos(g, t.first);
+  for (size_t tile = t.first; tile < t.last; ++tile, next_tile(g, &pos)) {
+    const size_t i = tile - t.first;
+    t.kinds[i] = gather_tile(j, pos, std::min(kMr, j.pixels - tile * kMr), t.a[i], &t.active[i], t.ids[i], patches[i],
+                             &edges);
+  }
   constexpr size_t kAhead = 2;  // tiles (1 and 3 measured slower on p144_24 and p144_32)
   if (taps == 1)
-    for (size_t tile = first; tile < std::min(last, first + kAhead); ++tile)
-      prefetch_tile(a[tile - first], std::min(kMr, j.pixels - tile * kMr), c);
-  float* y[kMr];
+    for (size_t tile = t.first; tile < std::min(t.last, t.first + kAhead); ++tile)
+      prefetch_tile(t.a[tile - t.first], std::min(kMr, j.pixels - tile * kMr), w.in_channels);
   const size_t blocks = (m + kNr - 1) / kNr, first_block = chunk * j.blocks_per_chunk;
   const Impl& impl = chosen_for(j.pixels);
-  const size_t last_block = std::min(blocks, (chunk + 1) * j.blocks_per_chunk), block_floats = taps * c * kNr;
+  const size_t last_block = std::min(blocks, (chunk + 1) * j.blocks_per_chunk);
   for (size_t mb = first_block, step; mb < last_block; mb += step) {
     const bool pair = impl.pairs && mb + 1 < last_block;  // two blocks per call where the row has them
     // A last block of 8 channels or fewer (layers of 24, 40, 72, 88, ...) with the block before
@@ -370,71 +441,17 @@ void run_task(void* ctx, size_t i, size_t k) {
     const bool one_and_half = !pair && impl.one_and_half && mb + 2 == last_block && last_block == blocks &&
                               m - mb * kNr <= kNr + kNr / 2;
     step = pair || one_and_half ? 2 : 1;
-    const size_t nc = std::min(step * kNr, m - mb * kNr);
-    const float* panel = w.panels.data() + mb * block_floats;
-    const float* bias = w.bias.data() + mb * kNr;
-    if (one_and_half) {
-      run_one_and_half(j, impl, first, last, a, kinds, active, ids, mb, taps == 1 && mb == first_block ? kAhead : 0);
-      continue;
-    }
-    for (size_t tile = first; tile < last; ++tile) {
-      const size_t p0 = tile * kMr, mr = std::min(kMr, j.pixels - p0);
-      if (taps == 1 && mb == first_block && tile + kAhead < last)
-        prefetch_tile(a[tile + kAhead - first], std::min(kMr, j.pixels - p0 - kAhead * kMr), c);
-      const TileKind kind = kinds[tile - first];
-      if (pair && nc > kNr && impl.pair12 && kind == TileKind::kRow && tile + 1 < last &&
-          p0 + kWideRows <= j.pixels && kinds[tile + 1 - first] == kind) {
-        // Two row tiles whose twelve rows are evenly spaced (a 1x1 layer's plain matrix, or
-        // one output row of a wider window): the 12-row pair kernel.
-        const float* const* a0 = a[tile - first];
-        const float* const* a1 = a[tile + 1 - first];
-        const ptrdiff_t lda = a0[1] - a0[0];
-        bool even = lda > 0;
-        for (size_t r = 2; r < kMr && even; ++r) even = a0[r] - a0[0] == static_cast<ptrdiff_t>(r) * lda;
-        for (size_t r = 0; r < kMr && even; ++r) even = a1[r] - a0[0] == static_cast<ptrdiff_t>(kMr + r) * lda;
-        if (even) {
-          impl.pair12(w.kernel_h, w.kernel_w * c, a0[0], static_cast<size_t>(lda), row_step, panel, block_floats, bias,
-                      j.y + p0 * ys + mb * kNr, ys, nc, g.out_min, g.out_max);
-          if (taps == 1 && mb == first_block && tile + 1 + kAhead < last)
-            prefetch_tile(a[tile + 1 + kAhead - first], std::min(kMr, j.pixels - p0 - (kAhead + 1) * kMr), c);
-          ++tile;
-          continue;
-        }
-      }
-      if (!pair && nc > kNr / 2 && impl.wide && tile + 1 < last && p0 + kWideRows <= j.pixels &&
-          kind != TileKind::kTaps && kinds[tile + 1 - first] == kind) {
-        // Two tiles of the same kind in one call: their row (or patch) pointers side by side.
-        const float* a2[kWideRows];
-        float* y2[kWideRows];
-        for (size_t r = 0; r < kMr; ++r) a2[r] = a[tile - first][r], a2[kMr + r] = a[tile + 1 - first][r];
-        for (size_t r = 0; r < kWideRows; ++r) y2[r] = j.y + (p0 + r) * ys + mb * kNr;
-        const bool row = kind == TileKind::kRow;
-        impl.wide(row ? w.kernel_h : 1, nullptr, row ? w.kernel_w * c : taps * c, a2, row ? row_step : 0, panel, kNr,
-                  bias, y2, nc, g.out_min, g.out_max);
-        if (taps == 1 && mb == first_block && tile + 1 + kAhead < last)
-          prefetch_tile(a[tile + 1 + kAhead - first], std::min(kMr, j.pixels - p0 - (kAhead + 1) * kMr), c);
-        ++tile;
-        continue;
-      }
-      for (size_t r = 0; r < mr; ++r) y[r] = j.y + (p0 + r) * ys + mb * kNr;
-      const bool row = kind == TileKind::kRow;
-      const size_t n_taps = row ? w.kernel_h : kind == TileKind::kPatch ? 1 : active[tile - first];
-      const size_t n_c = row ? w.kernel_w * c : kind == TileKind::kPatch ? taps * c : c;
-      const uint16_t* tap_ids = kind == TileKind::kTaps ? ids[tile - first] : nullptr;
-      if (pair)
-        impl.pairs[0][mr](n_taps, tap_ids, n_c, a[tile - first], row ? row_step : 0, panel, block_floats, kNr, bias, y,
-                          nc, g.out_min, g.out_max);
-      else
-        (nc <= kNr / 2 && impl.half ? impl.half : impl.kernels)[0][mr](n_taps, tap_ids, n_c, a[tile - first],
-                                                                      row ? row_step : 0, panel, kNr, bias, y, nc,
-                                                                      g.out_min, g.out_max);
-    }
+    const size_t ahead = taps == 1 && mb == first_block ? kAhead : 0;
+    if (one_and_half)
+      run_one_and_half(j, impl, t, mb, ahead);
+    else
+      run_blocks(j, impl, t, mb, pair, std::min(step * kNr, m - mb * kNr), ahead);
   }
   if (!g.gate) return;
   // The gate over the task's output, still in cache: its pixels, its chunk's channels.
   const size_t c0 = chunk * j.blocks_per_chunk * kNr, c1 = std::min(m, (chunk + 1) * j.blocks_per_chunk * kNr);
-  const size_t p0 = first * kMr, p1 = std::min(j.pixels, last * kMr);
-  gate_row(*g.gate, j.y + p0 * ys + c0, p1 - p0, c1 - c0, ys);
+  const size_t p0 = t.first * kMr, p1 = std::min(j.pixels, t.last * kMr);
+  gate_row(*g.gate, j.y + p0 * out_stride(w, g) + c0, p1 - p0, c1 - c0, out_stride(w, g));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <pthreadpool.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -29,6 +30,14 @@ constexpr size_t kWideChannels = 64;
 // 1.05x). The AVX2 row prefetches instead (quads_avx2).
 constexpr size_t kRunBytesCached = 24 * 1024, kRunBytesStreamed = 4 * 1024;
 constexpr size_t kCachedInputBytes = 1 << 20;
+
+// Depthwise then pointwise through a worker's scratch (depthwise_pointwise): tasks of about
+// kFusedPixels pixels (96 left the pointwise GEMM's per-call work too short: MobileNetV2's
+// 144-channel 2x56x56 pair 0.98 of the two layers, 384 0.64-0.75), at most kFusedScratchBytes of
+// depthwise output (it stays in L2 for the pointwise pass), where the depthwise output is at
+// least kFusedMinBytes (its 384-channel 2x14x14 pairs, 0.6 MB, ran 1.06x the two layers: that
+// output stays in cache between them anyway).
+constexpr size_t kFusedPixels = 384, kFusedScratchBytes = 192 << 10, kFusedMinBytes = 1 << 20;
 
 // Which of an edge quad's taps read inside the input: kw_of[t] is tap t's kernel column, and bit p
 // of cols[kw] is set when pixel p's column kw is inside. The quad kernels load the others with an
@@ -80,7 +89,8 @@ struct Job {
   const DepthwiseWeights* w;
   const DenseConvGeometry* g;
   const float* x;
-  float* y;
+  float* y;               // output row first_row's first pixel
+  size_t first_row = 0;
 };
 
 // One output pixel, every channel: taps[t] points at the pixel's t-th tap inside the input (C
@@ -546,7 +556,7 @@ void row(void* ctx, size_t index) {
       ids[n_taps++] = static_cast<uint8_t>(kh * w.kernel_w + kw);
     }
   }
-  float* out = j.y + index * g.out_w * c;
+  float* out = j.y + (index - j.first_row) * g.out_w * c;
   const float* image = j.x + n * g.in_h * g.in_w * c;
   // The input rows the next output row reads first (the lowest taps' rows move down by the
   // stride), fetched while this row computes: from memory, the row loop waits on them
@@ -604,6 +614,37 @@ void row(void* ctx, size_t index) {
   if (g.gate) simd::gate(out, out, g.out_w * c, g.gate->hard, g.gate->alpha, g.gate->beta);  // the row, in cache
 }
 
+// Depthwise then pointwise (depthwise_pointwise): tasks of `rows` output rows; a worker (slot)
+// takes the next task, computes its depthwise rows into its scratch, then the pointwise layer
+// over those pixels from there.
+struct FusedJob {
+  Job dw;
+  const DenseConvWeights* pw;
+  const DenseConvGeometry* pg;
+  float* y;
+  float* scratch;
+  size_t scratch_floats, rows, tasks;
+  std::atomic<size_t> next{0};
+};
+
+void fused_worker(void* ctx, size_t slot) {
+  FusedJob& f = *static_cast<FusedJob*>(ctx);
+  const DenseConvGeometry& g = *f.dw.g;
+  const size_t total = g.batch * g.out_h, ys = f.pg->out_stride ? f.pg->out_stride : f.pw->out_channels;
+  Job j = f.dw;
+  j.y = f.scratch + slot * f.scratch_floats;
+  DenseConvGeometry pg = *f.pg;
+  pg.batch = pg.in_h = pg.out_h = 1;
+  pg.in_stride = f.dw.w->channels;
+  for (size_t t; (t = f.next.fetch_add(1, std::memory_order_relaxed)) < f.tasks;) {
+    const size_t r0 = t * f.rows, r1 = std::min(total, r0 + f.rows);
+    j.first_row = r0;
+    for (size_t r = r0; r < r1; ++r) row(&j, r);
+    pg.in_w = pg.out_w = (r1 - r0) * g.out_w;
+    dense_conv(*f.pw, pg, j.y, f.y + r0 * g.out_w * ys, nullptr);
+  }
+}
+
 }  // namespace
 
 size_t depthwise_lanes() { return chosen().lanes; }
@@ -629,6 +670,38 @@ void depthwise_conv(const DepthwiseWeights& w, const DenseConvGeometry& g, const
   Job j{&w, &g, x, y};
   if (w.channels == 0) return;
   pthreadpool_parallelize_1d(pool, row, &j, g.batch * g.out_h, 0);
+}
+
+bool depthwise_pointwise_pays(const DepthwiseWeights& w, const DenseConvGeometry& g) {
+  return g.batch * g.out_h * g.out_w * w.channels * sizeof(float) >= kFusedMinBytes;
+}
+
+static size_t depthwise_pointwise_rows(const DepthwiseWeights& w, const DenseConvGeometry& g) {
+  const size_t row_bytes = std::max<size_t>(1, g.out_w * w.channels * sizeof(float));
+  const size_t want = (kFusedPixels + g.out_w - 1) / std::max<size_t>(1, g.out_w);
+  return std::max<size_t>(1, std::min(want, kFusedScratchBytes / row_bytes));
+}
+
+// At most one row past kFusedScratchBytes; the same or more at the bound than below it, so that
+// the scratch sized at the bound serves every bind.
+size_t depthwise_pointwise_scratch_floats(const DepthwiseWeights& w, const DenseConvGeometry& g) {
+  return std::max(kFusedScratchBytes / sizeof(float), g.out_w * w.channels);
+}
+
+void depthwise_pointwise(const DepthwiseWeights& dw, const DenseConvGeometry& dg, const DenseConvWeights& pw,
+                         const DenseConvGeometry& pg, const float* x, float* y, float* scratch, size_t slots,
+                         pthreadpool_t pool) {
+  if (dw.channels == 0 || pw.out_channels == 0) return;
+  FusedJob f{{&dw, &dg, x, nullptr}, &pw, &pg, y, scratch, depthwise_pointwise_scratch_floats(dw, dg),
+             depthwise_pointwise_rows(dw, dg), 0};
+  f.tasks = (dg.batch * dg.out_h + f.rows - 1) / f.rows;
+  const size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
+  const size_t workers = std::max<size_t>(1, std::min({slots, threads, f.tasks}));
+  if (workers == 1) {
+    fused_worker(&f, 0);
+    return;
+  }
+  pthreadpool_parallelize_1d(pool, fused_worker, &f, workers, 0);
 }
 
 }  // namespace kiln::delegates::xnnpack

@@ -81,6 +81,14 @@ struct Op {
   /// A Concat: its input k is written in place by its producer (no copy). False: the op
   /// cannot skip it (the producer then writes its own output).
   virtual bool input_in_place(size_t /*k*/) { return false; }
+  /// A depthwise convolution that can hand its output rows to the op after it
+  /// (take_feeder) instead of writing them to memory.
+  virtual bool can_feed() const { return false; }
+  /// A 1x1 convolution reading `producer`'s output, which nothing else reads: computes both
+  /// from now on where it pays (depthwise_pointwise); false when it cannot.
+  virtual bool take_feeder(Op* /*producer*/) { return false; }
+  /// At this bind the next op computes this one (take_feeder): this op's run does nothing.
+  virtual bool in_next() const { return false; }
   /// Carries NaN and Inf as the portable kernels do (StepInfo::keeps_nan): Kiln's kernels do.
   virtual bool keeps_nan() const { return true; }
 
