@@ -3,6 +3,7 @@
 // use (a --dim naming no axis is itself an export error, which would stop every input there):
 // the names of the seed corpus get their usual bounds, any other name 1..8.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -39,6 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint64_t> aligned(bytes->size() / 8 + 1);
   std::memcpy(aligned.data(), bytes->data(), bytes->size());
   auto loaded = kiln::Program::load_buffer(aligned.data(), bytes->size());
-  if (!loaded.ok()) std::abort();  // what export writes, load must accept
+  if (!loaded.ok()) {  // what export writes, load must accept
+    std::fprintf(stderr, "fuzz_onnx: export wrote a program that load rejects: %s\n",
+                 loaded.status().message().c_str());
+    std::abort();
+  }
   return 0;
 }

@@ -23,7 +23,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq clang-14 libclang-rt-14-dev llvm-14 g++ cmake ninja-build libflatbuffers-dev \
   flatbuffers-compiler libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev libonnx-dev \
-  libprotobuf-dev protobuf-compiler libxnnpack-dev libpthreadpool-dev >/dev/null
+  libprotobuf-dev protobuf-compiler libxnnpack-dev libpthreadpool-dev libstb-dev pkg-config >/dev/null
 CMAKE=cmake; if [ -x /usr/bin/cmake ]; then CMAKE=/usr/bin/cmake; fi
 # Line tables are all a sanitizer's report needs; full debug info cost a fifth of code generation.
 LINES_ONLY="-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG"

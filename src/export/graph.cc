@@ -550,18 +550,15 @@ Status GraphBuilder::mark_output(int value, const std::string& name) {
 }
 
 Result<uint64_t> GraphBuilder::bound_bytes(const Value& v) const {
-  uint64_t n = dtype_size(v.dtype);
-  for (core::ExprId e : v.shape) {
-    core::Interval r = pool_.range(e);
-    if (r.hi < 0) return uint64_t{0};
-    if (static_cast<uint64_t>(r.hi) > format::kMaxValueBytes)
-      return invalid_argument("value '" + v.name + "' has no usable upper bound on an axis sized " + pool_.to_string(e) +
+  std::vector<int64_t> hi;
+  for (core::ExprId e : v.shape) hi.push_back(pool_.range(e).hi);
+  uint64_t n = 0;
+  if (format::bytes_at_bound(dtype_size(v.dtype), hi.data(), hi.size(), &n)) return n;
+  for (size_t k = 0; k < hi.size(); ++k)
+    if (static_cast<uint64_t>(hi[k]) > format::kMaxValueBytes)
+      return invalid_argument("value '" + v.name + "' has no usable upper bound on an axis sized " + pool_.to_string(v.shape[k]) +
                               "; tighten the --dim ranges");
-    if (r.hi != 0 && n > format::kMaxValueBytes / static_cast<uint64_t>(r.hi))  // n * hi would pass the limit
-      return invalid_argument("value '" + v.name + "' would exceed 1 TiB at the bound");
-    n *= static_cast<uint64_t>(r.hi);
-  }
-  return n;
+  return invalid_argument("value '" + v.name + "' would exceed 1 TiB at the bound");
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 
 #include "core/bytes.h"
@@ -209,13 +210,44 @@ void describe_method(const GraphBuilder& g, const MethodStats& stats, const form
   for (const auto& in : m.instructions) ++report->ops[in.op];
 }
 
+// Import under `opts`, then again while the model's guards narrow a dim (GraphBuilder::narrow_dims):
+// the shapes an import builds are simplified over the ranges it starts from (a Slice's
+// max(0, B - 2) stays so for B in [1, 8]), while load derives them over the narrowed contract
+// (B in [3, 8]: B - 2), so the file must come from an import under the narrowed ranges. The
+// report keeps what the passes narrowed, from the requested ranges on; each pass shrinks a
+// range or ends the loop.
+Result<std::unique_ptr<GraphBuilder>> import_narrowed(const ImportGraph& import, const ExportOptions& opts, ExportReport* report) {
+  ExportOptions o = opts;
+  std::vector<std::string> narrowed;
+  for (;;) {
+    auto g = std::make_unique<GraphBuilder>(opts.method_name);
+    *report = ExportReport();
+    report->explain_fusion = opts.explain_fusion;
+    KILN_TRY(import(o, g.get(), report));
+    bool changed = false;
+    for (DimArg& d : o.dims) {
+      const int i = g->pool().find_dim(d.name);
+      if (i < 0) continue;
+      const DimSpec& now = g->pool().dims()[static_cast<size_t>(i)];
+      changed = changed || now.min != d.min || now.max != d.max || now.step != d.step;
+      d.min = now.min;
+      d.max = now.max;
+      d.step = now.step;
+    }
+    if (!changed) {  // a last pass narrows nothing new (at most gaps its guards still check)
+      if (!narrowed.empty()) report->narrowed = std::move(narrowed);
+      return g;
+    }
+    narrowed.insert(narrowed.end(), report->narrowed.begin(), report->narrowed.end());
+  }
+}
+
 // One method: import, emit, delegate, describe, weigh.
 Result<ExportReport> export_method(const ImportGraph& import, const ExportOptions& opts, format::ProgramDesc* program,
                                    const Reexport& reexport = nullptr) {
   ExportReport report;
-  report.explain_fusion = opts.explain_fusion;
-  GraphBuilder g(opts.method_name);
-  KILN_TRY(import(opts, &g, &report));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<GraphBuilder> built, import_narrowed(import, opts, &report));
+  GraphBuilder& g = *built;
   KILN_ASSIGN_OR_RETURN(MethodStats stats, g.emit(program));
   format::MethodDesc& m = program->methods.back();
   KILN_TRY(delegate_method(opts, program->constants, &m, &report));

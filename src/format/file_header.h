@@ -5,6 +5,7 @@
 // [constants_offset, +constants_size); the three never overlap and lie inside the file.
 // Version 1 (before checksums) is no longer read: re-export.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/version.h"
@@ -34,6 +35,25 @@ struct FileHeader {
 };
 constexpr size_t kHeaderCrcBytes = 60;
 static_assert(sizeof(FileHeader) == kHeaderSize, "header must be 64 bytes");
+
+/// Bytes at the bound of a tensor of `elem`-byte elements whose axes hold at most hi[0..rank):
+/// 0 when an axis can only be empty (whatever the others' bounds), else the product; false
+/// above kMaxValueBytes. Export plans by this rule (GraphBuilder::bound_bytes), the reader checks by it.
+inline bool bytes_at_bound(uint64_t elem, const int64_t* hi, size_t rank, uint64_t* out) {
+  for (size_t k = 0; k < rank; ++k)
+    if (hi[k] <= 0) {
+      *out = 0;
+      return true;
+    }
+  uint64_t n = elem;
+  for (size_t k = 0; k < rank; ++k) {
+    const uint64_t h = static_cast<uint64_t>(hi[k]);
+    if (h > kMaxValueBytes || n > kMaxValueBytes / h) return false;
+    n *= h;
+  }
+  *out = n;
+  return true;
+}
 
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 

@@ -25,19 +25,10 @@ namespace {
 // Bytes of value `v` at its bound, from the upper bounds of its axes: the rule export used to
 // size the plan (GraphBuilder::bound_bytes). False above kMaxValueBytes.
 bool bound_bytes(const fb::Value* v, const std::vector<core::Interval>& range, uint64_t* out) {
-  uint64_t n = dtype_size(static_cast<DType>(v->dtype()));
-  for (int32_t e : *v->shape()) {
-    int64_t hi = range[e].hi;
-    if (hi < 0) {
-      n = 0;
-      break;
-    }
-    if (static_cast<uint64_t>(hi) > kMaxValueBytes || (hi != 0 && n > kMaxValueBytes / static_cast<uint64_t>(hi)))
-      return false;
-    n *= static_cast<uint64_t>(hi);
-  }
-  *out = n;
-  return true;
+  int64_t hi[kMaxRank];
+  const size_t rank = std::min(len(v->shape()), static_cast<size_t>(kMaxRank));
+  for (size_t k = 0; k < rank; ++k) hi[k] = range[v->shape()->Get(static_cast<flatbuffers::uoffset_t>(k))].hi;
+  return bytes_at_bound(dtype_size(static_cast<DType>(v->dtype())), hi, rank, out);
 }
 
 // A bucket's axes name real inputs and outputs (pairs), its size is what those input axes

@@ -116,6 +116,35 @@ TEST(GraphBuilder, HugeValuesFailInsteadOfWrapping) {
   EXPECT_EQ(g.emit(&d).status().message(), "value 'x' would exceed 1 TiB at the bound");
 }
 
+// An axis that can only be empty makes the value 0 bytes whatever the other axes' bounds, in
+// export's plan and in the reader's check alike, wherever the empty axis lies (found by
+// fuzz_onnx: export planned a [17, H, 2^38, 0] layout copy in no bytes, the reader refused it).
+TEST(GraphBuilder, AnEmptyAxisHoldsNothingWhateverTheOthers) {
+  for (bool empty_first : {true, false}) {
+    GraphBuilder g;
+    ASSERT_TRUE(g.add_dim("n", 1, int64_t{1} << 39).ok());  // 4 * 2^39 bytes: over 1 TiB with any other axis
+    const std::vector<Axis> axes = empty_first ? std::vector<Axis>{int64_t{0}, "n"} : std::vector<Axis>{"n", int64_t{0}};
+    int x = *g.add_input("x", DType::kF32, axes);
+    int y = *g.add("Relu", "relu", {x});
+    ASSERT_TRUE(g.mark_output(y, "y").ok());
+    format::ProgramDesc d;
+    auto stats = g.emit(&d);
+    ASSERT_TRUE(stats.ok()) << stats.status().message();
+    EXPECT_EQ(stats->arena_bytes, 0u);
+    auto bytes = format::serialize_program(d);
+    ASSERT_TRUE(bytes.ok());
+    testing::AlignedBytes buf(*bytes);
+    auto p = buf.load();
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    auto meth = Method::create(**p, "forward");
+    ASSERT_TRUE(meth.ok());
+    const std::vector<int64_t> shape = empty_first ? std::vector<int64_t>{0, 5} : std::vector<int64_t>{5, 0};
+    ASSERT_TRUE((*meth)->bind_shapes({shape}).ok());
+    ASSERT_TRUE((*meth)->execute().ok());
+    EXPECT_EQ((*meth)->output(0).dims[empty_first ? 1 : 0], 5);
+  }
+}
+
 // Arena-size regression checks for the bundled examples: a change to the planner or the
 // models that moves these numbers must be deliberate.
 TEST(GraphBuilder, ExampleArenasStayNearTheLowerBound) {

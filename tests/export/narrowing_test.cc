@@ -143,5 +143,30 @@ TEST(OnnxImport, NarrowingWithGapsAndConflicts) {
             "needs length % 6 == 0; node 'split10' (Reshape) needs length % 10 == 0); widen or move the --dim range");
 }
 
+// A shape built before narrowing is simplified over the requested range: Slice [1:-1] of B
+// gives max(0, B - 2) for B in [1, 8], but a reflect Pad then needs it >= 1, so the contract
+// is B in [3, 8], over which load derives B - 2. Export imports again under the narrowed
+// contract, so the file records what load derives (found by fuzz_onnx: load refused it).
+TEST(OnnxImport, ShapesAreRecordedOverTheNarrowedRange) {
+  OnnxModel m;
+  m.input("x", {"1", "2", "B", "W"}).output("y");
+  m.ints("st", {1}, {1});
+  m.ints("en", {1}, {-1});
+  m.ints("ax", {1}, {2});
+  m.ints("pads", {8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  m.node("Slice", "slice", {"x", "st", "en", "ax"}, {"s"});
+  OnnxModel::attr_str(m.node("Pad", "pad", {"s", "pads"}, {"y"}), "mode", "reflect");
+  format::ProgramDesc d;
+  auto r = exporter::export_onnx(m.save("slice_pad.onnx"), dims({"B=1..8", "W=1..8"}), &d);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->narrowed, std::vector<std::string>{"B: requested [1, 8], admissible [3, 8] (node 'pad' (Pad) needs "
+                                                  "max(0,B - 2) >= 1)"});
+  EXPECT_EQ(r->outputs, std::vector<std::string>{"'y' f32 [1, 2, B, W + 2]"});
+  auto l = load(d);  // load checks each instruction's recorded shapes against its op's
+  ASSERT_TRUE(l->method->bind_shapes({{1, 2, 3, 1}}).ok());
+  ASSERT_TRUE(l->method->execute().ok());
+  EXPECT_EQ(l->method->output(0).dims[2], 3);
+}
+
 }  // namespace
 }  // namespace kiln::testing
