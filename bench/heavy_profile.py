@@ -53,6 +53,7 @@ CASES = {
     "shufflenet_v2_x0_5": ("torchvision", TV_DIMS, None, {"N": 8, "H": 224, "W": 224}),
     # the rows of ort_compare's heavy shapes still above 1.0x after the first passes
     "mnasnet0_5": ("torchvision", TV_DIMS, None, {"N": 2, "H": 128, "W": 128}),
+    "regnet_x_400mf": ("torchvision", TV_DIMS, None, {"N": 2, "H": 128, "W": 128}),
     "mobilenet_v2": ("zoo", None, None, {"batch": 2, "H": 224, "W": 224}),
     "seg_lraspp_mobilenet_v3_large": ("torchvision", TV_DIMS, None, {"N": 2, "H": 128, "W": 128}),
     "resnet_small": ("zoo", None, None, {"batch": 8}),

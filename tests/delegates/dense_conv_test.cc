@@ -154,6 +154,69 @@ TEST(DenseConv, MatchesAReferenceAtManyGeometries) {
   pthreadpool_destroy(two);
 }
 
+// A grouped convolution (grouped_dense_conv): each group against the reference over its own
+// channels; groups of 16 (regnet's), 32 (two blocks) and 24 -> 48; strides, pads, a batch of
+// three, few pixels (more groups than tiles), and an output inside a Concat's wider rows (the
+// channels around it stay untouched).
+TEST(GroupedDenseConv, EachGroupMatchesTheReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  pthreadpool_t two = pthreadpool_create(2);
+  struct Grouped {
+    size_t groups;
+    Case k;  // c and m per group
+    size_t extra;  // channels of a wider output row around the layer's (a Concat's slice), before and after it
+  };
+  const Grouped cases[] = {
+      {2, {1, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 0},  {4, {2, 15, 13, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, 0},
+      {25, {2, 4, 4, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 0},   {10, {1, 1, 1, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 0},
+      {3, {3, 9, 11, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 0},   {2, {1, 12, 10, 24, 48, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1}, 0},
+      {5, {1, 7, 9, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, 0},    {4, {2, 10, 12, 16, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2}, 8},
+  };
+  for (const Grouped& gc : cases) {
+    const Case& k = gc.k;
+    const size_t cin = gc.groups * k.c, mout = gc.groups * k.m, row = mout + 2 * gc.extra;
+    const size_t oh = (k.h + k.pt + k.pb - (k.dh * (k.kh - 1) + 1)) / k.sh + 1;
+    const size_t ow = (k.w + k.pl + k.pr - (k.dw * (k.kw - 1) + 1)) / k.sw + 1;
+    std::vector<float> x(k.n * k.h * k.w * cin), w(mout * k.c * k.kh * k.kw), b(mout);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : b) v = u(rng);
+    std::vector<DenseConvWeights> packed(gc.groups);
+    const size_t wg = k.m * k.c * k.kh * k.kw;
+    for (size_t gi = 0; gi < gc.groups; ++gi)
+      pack_dense_conv(w.data() + gi * wg, b.data() + gi * k.m, k.m, k.c, k.kh, k.kw, false, &packed[gi]);
+    DenseConvGeometry g;
+    g.batch = k.n, g.in_h = k.h, g.in_w = k.w, g.out_h = oh, g.out_w = ow;
+    g.stride_h = k.sh, g.stride_w = k.sw, g.dilation_h = k.dh, g.dilation_w = k.dw;
+    g.pad_top = k.pt, g.pad_left = k.pl, g.in_stride = cin, g.out_stride = row;
+    const size_t pixels = k.n * oh * ow;
+    for (pthreadpool_t pool : {pthreadpool_t{nullptr}, two}) {
+      std::vector<float> y(pixels * row + 1, NAN);  // the rows' other channels and one past the end stay NaN
+      grouped_dense_conv(packed.data(), gc.groups, g, x.data(), y.data() + gc.extra, pool);
+      for (size_t gi = 0; gi < gc.groups; ++gi) {
+        std::vector<float> xg(k.n * k.h * k.w * k.c);
+        for (size_t p = 0; p < k.n * k.h * k.w; ++p)
+          for (size_t c = 0; c < k.c; ++c) xg[p * k.c + c] = x[p * cin + gi * k.c + c];
+        const std::vector<float> wgs(w.begin() + gi * wg, w.begin() + (gi + 1) * wg);
+        const std::vector<float> bg(b.begin() + gi * k.m, b.begin() + (gi + 1) * k.m);
+        const std::vector<double> want = reference(k, xg, wgs, bg, oh, ow, -INFINITY, INFINITY);
+        for (size_t p = 0; p < pixels; ++p)
+          for (size_t m = 0; m < k.m; ++m)
+            ASSERT_NEAR(y[p * row + gc.extra + gi * k.m + m], want[p * k.m + m], 1e-4 * (1 + std::fabs(want[p * k.m + m])))
+                << "groups=" << gc.groups << " c=" << k.c << " group " << gi << " pixel " << p << " channel " << m;
+      }
+      for (size_t p = 0; p < pixels; ++p)
+        for (size_t e = 0; e < gc.extra; ++e) {
+          EXPECT_TRUE(std::isnan(y[p * row + e]));
+          EXPECT_TRUE(std::isnan(y[p * row + gc.extra + mout + e]));
+        }
+      EXPECT_TRUE(std::isnan(y[pixels * row]));
+    }
+  }
+  pthreadpool_destroy(two);
+}
+
 TEST(DenseConv, WindowsLongerThanTheTapTableFitOnlyAsRows) {
   EXPECT_TRUE(dense_conv_fits(8, 8, false));
   EXPECT_FALSE(dense_conv_fits(1, 400, false));  // padding or dilation: edge tiles need a pointer per tap

@@ -71,6 +71,12 @@ struct DenseConvGeometry {
 /// tiles and channel blocks.
 void dense_conv(const DenseConvWeights& w, const DenseConvGeometry& g, const float* x, float* y, pthreadpool_t pool);
 
+/// A grouped convolution (each of `groups` groups dense, none depthwise): w[0..groups), one per
+/// group, each C/G inputs to M/G outputs; g.in_stride is C and g.out_stride M (or a Concat's
+/// slice). Never allocates; threads over groups and output tiles.
+void grouped_dense_conv(const DenseConvWeights* w, size_t groups, const DenseConvGeometry& g, const float* x, float* y,
+                        pthreadpool_t pool);
+
 /// The microkernel under dense_conv (this CPU's row of its ISA table), for kernels built on
 /// it: y[r][0..nc) = bias + a[r][0..k) x panel (k rows of kDenseBlock floats) for r < rows,
 /// rows <= kDenseTileRows. Never allocates.
