@@ -326,6 +326,13 @@ Status slice_geometry(const Op& op, DenseConvGeometry* g) {
   g->out_stride = total;
   return ok_status();
 }
+// A convolution's geometry at this bind, its gate, and the Concat slice it writes (the setup
+// of the ops that write slices).
+Status output_geometry(const Op& op, const Gated& gated, DenseConvGeometry* g) {
+  *g = dense_geometry(op);
+  g->gate = gated.get();
+  return slice_geometry(op, g);
+}
 float* conv_output(const Op& op) { return op.into ? op.into->as<float>() + op.into_channel : op.out->as<float>(); }
 
 struct DepthwiseConv : Op {
@@ -374,9 +381,7 @@ struct DenseConv : Op {
     return true;
   }
   Status setup() override {
-    geom = dense_geometry(*this);
-    geom.gate = gated.get();
-    KILN_TRY(slice_geometry(*this, &geom));
+    KILN_TRY(output_geometry(*this, gated, &geom));
     if (feeder) {  // a worker's scratch per thread, sized at the first bind (the bound, the most threads)
       slots = pool ? pthreadpool_get_threads_count(pool) : 1;
       const size_t need = slots * depthwise_pointwise_scratch_floats(feeder->weights, feeder->geom);
@@ -417,9 +422,7 @@ struct GroupedConv : Op {
   }
   bool writes_slices() const override { return true; }
   Status setup() override {
-    geom = dense_geometry(*this);
-    geom.gate = gated.get();
-    KILN_TRY(slice_geometry(*this, &geom));
+    KILN_TRY(output_geometry(*this, gated, &geom));
     if (geom.out_stride == 0) geom.out_stride = plan.groups * plan.group_out;
     return ok_status();
   }
@@ -445,9 +448,7 @@ struct WinogradConv : Op {
   }
   bool writes_slices() const override { return true; }
   Status setup() override {
-    geom = dense_geometry(*this);
-    geom.gate = gated.get();
-    KILN_TRY(slice_geometry(*this, &geom));
+    KILN_TRY(output_geometry(*this, gated, &geom));
     slots = pool ? pthreadpool_get_threads_count(pool) : 1;
     const size_t need = slots * winograd_scratch_floats(weights);
     if (scratch.size() < need) scratch.resize(need);
