@@ -43,6 +43,47 @@ nlohmann::json find_model(const std::string& manifest, const std::string& name) 
   return nullptr;
 }
 
+/// A detector's rows in the order Kiln gave them: rows[i] is the reference row Kiln's row i
+/// matches. The manifest's "ties" names the scores output; reference rows of equal scores (a
+/// rounding difference orders them either way) may come in any order among themselves, every
+/// other row in its place. Empty: no "ties", or no rows.
+std::vector<size_t> tied_rows(const nlohmann::json& model, const std::vector<tooling::NpyArray>& wants,
+                              const std::vector<tooling::NpyArray>& gots) {
+  if (!model.contains("ties")) return {};
+  const auto& names = model["outputs"];
+  size_t s = 0;
+  while (s < names.size() && names[s] != model["ties"]) ++s;
+  if (s == names.size() || wants[s].shape.size() != 1) return {};
+  const size_t r = static_cast<size_t>(wants[s].shape[0]);
+  const double tol = model.value("tolerance", 1e-4);
+  auto same = [&](size_t i, size_t j) {  // Kiln's row i and the reference's row j, over every output of r rows
+    for (size_t k = 0; k < wants.size(); ++k) {
+      if (wants[k].shape.empty() || static_cast<size_t>(wants[k].shape[0]) != r) continue;
+      const size_t row = wants[k].data.size() / dtype_size(wants[k].dtype) / r;
+      for (size_t e = 0; e < row; ++e) {
+        const double w = element(wants[k], j * row + e);
+        if (std::abs(element(gots[k], i * row + e) - w) > tol * (1.0 + std::abs(w))) return false;
+      }
+    }
+    return true;
+  };
+  std::vector<size_t> rows(r);
+  std::vector<bool> taken(r, false);
+  for (size_t i = 0; i < r; ++i) {
+    rows[i] = i;
+    const double si = element(wants[s], i);
+    for (size_t j = 0; j < r; ++j) {  // the first free reference row of the same score that matches
+      const double sj = element(wants[s], j);
+      if (!taken[j] && std::abs(si - sj) <= tol * (1.0 + std::abs(si)) && same(i, j)) {
+        rows[i] = j;
+        break;
+      }
+    }
+    taken[rows[i]] = true;
+  }
+  return rows;
+}
+
 /// Exports `model` with its contract and runs every reference case through kiln_runner,
 /// delegated and portable, against ONNX Runtime's outputs. Adds the largest relative error.
 void export_and_compare(const nlohmann::json& model, const std::string& kiln_path, double* max_err) {
@@ -63,18 +104,29 @@ void export_and_compare(const nlohmann::json& model, const std::string& kiln_pat
                        ", --delegate=" + delegate + ")";
     ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.output;
     EXPECT_EQ(r.output.find("delegate unavailable"), std::string::npos) << what << "\n" << r.output;
+    std::vector<tooling::NpyArray> wants, gots;
     for (size_t k = 0; k < c["outputs"].size(); ++k) {
       auto want = tooling::read_npy(kZoo + "/" + c["outputs"][k].get<std::string>());
       auto got = tooling::read_npy(out + "-" + std::to_string(k) + ".npy");
       ASSERT_TRUE(want.ok() && got.ok()) << what;
       ASSERT_EQ(got->shape, want->shape) << what << " output " << k;
       ASSERT_EQ(got->dtype, want->dtype) << what << " output " << k;
-      size_t n = want->data.size() / dtype_size(want->dtype);
+      wants.push_back(std::move(*want));
+      gots.push_back(std::move(*got));
+    }
+    const std::vector<size_t> rows = tied_rows(model, wants, gots);
+    for (size_t k = 0; k < wants.size(); ++k) {
+      const tooling::NpyArray &want = wants[k], &got = gots[k];
+      const size_t n = want.data.size() / dtype_size(want.dtype);
+      const size_t row = !rows.empty() && !want.shape.empty() && static_cast<size_t>(want.shape[0]) == rows.size()
+                             ? n / rows.size()
+                             : 0;  // the detections' outputs: row i of Kiln's is the reference's rows[i]
       for (size_t i = 0; i < n; ++i) {
-        double g = element(*got, i), w = element(*want, i);
+        const size_t ref = row ? rows[i / row] * row + i % row : i;
+        double g = element(got, i), w = element(want, ref);
         // Integer outputs of quantized ops may be held to a number of quanta (ONNX Runtime rounds
         // its own float math); everything else to a relative tolerance.
-        const bool in_quanta = model.contains("quanta") && want->dtype != DType::kF32;
+        const bool in_quanta = model.contains("quanta") && want.dtype != DType::kF32;
         double err = in_quanta ? std::abs(g - w) : std::abs(g - w) / (1.0 + std::abs(w));
         if (!in_quanta) *max_err = std::max(*max_err, err);
         ASSERT_LE(err, in_quanta ? model["quanta"].get<double>() : model.value("tolerance", 1e-4))

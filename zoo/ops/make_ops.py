@@ -53,6 +53,8 @@ class Op:
         self.tolerance = tolerance  # largest |kiln - ort| / (1 + |ort|)
         self.quanta = quanta  # integer outputs: largest |kiln - ort| in quanta instead (None: tolerance)
 
+    ties = None  # an output of scores: rows of equal scores may come in any order (zoo_test)
+
 
 def node(op, ins, outs, **attrs):
     return helper.make_node(op, ins, outs, **attrs)
@@ -609,6 +611,7 @@ OPS += [Scripted("torch_mask_index", mask_index, inputs=[("x", F, ["N", 4]), ("s
 class Torchvision(Op):
     """A small detector from torchvision 0.14's own classes, exported with its post-processing
     by torch 1.13 (zoo/ops/torchvision_detectors.py, run by Debian's python3)."""
+    ties = "scores"
 
 
 def export_torchvision(op, dest):
@@ -830,7 +833,7 @@ def build(op, sess_options):
             "input_dims": [list(d) for _, _, d in op.inputs],
             "dims": {d: {"min": lo, "max": hi} for d, (lo, hi) in op.dims.items()},
             "notes": op.notes, "cases": cases, "refused": refused, "tolerance": op.tolerance,
-            **({"quanta": op.quanta} if op.quanta is not None else {})}
+            **({"quanta": op.quanta} if op.quanta is not None else {}), **({"ties": op.ties} if op.ties else {})}
 
 
 def main():

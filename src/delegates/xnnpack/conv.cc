@@ -435,39 +435,50 @@ struct GroupedConv : Op {
   Gated gated;
 };
 
-// A dense 3x3 stride-1 convolution as Winograd F(2x2, 3x3) (winograd_conv.h), or, at a bind
-// with few tiles, on the direct kernel: it keeps both packings (2.8x the weights' bytes). Its
-// workers' scratch is sized at the first bind (Method::create binds at the bound, with the
-// most threads).
+// A dense 3x3 stride-1 convolution as Winograd (winograd_conv.h): F(4x4, 3x3) where it pays at
+// this bind and was packed, else F(2x2, 3x3), else, with few tiles, the direct kernel. It keeps
+// the direct and F(2x2) packings (2.8x the weights' bytes), and F(4x4)'s (4x more) when the
+// layer's largest run (the first setup: Method::create binds at the bound, with the most
+// threads) has tiles enough for it; that setup also sizes the workers' scratch.
 struct WinogradConv : Op {
   Status create(const OpSource& src) override {
     gated.keep(src);
-    pack_winograd(src.operand_f32(1), bias_of(src), plan.group_out, plan.group_in, &weights);
-    pack_dense_conv(src.operand_f32(1), bias_of(src), plan.group_out, plan.group_in, 3, 3, false, &direct);
+    original = src.operand_f32(1);  // the program's constant: it outlives the Method
+    pack_winograd(original, bias_of(src), plan.group_out, plan.group_in, 2, &f2);
+    pack_dense_conv(original, bias_of(src), plan.group_out, plan.group_in, 3, 3, false, &direct);
     return ok_status();
   }
   bool writes_slices() const override { return true; }
   Status setup() override {
     KILN_TRY(output_geometry(*this, gated, &geom));
-    slots = pool ? pthreadpool_get_threads_count(pool) : 1;
-    const size_t need = slots * winograd_scratch_floats(weights);
-    if (scratch.size() < need) scratch.resize(need);
-    slots = scratch.size() / winograd_scratch_floats(weights);
+    if (!bound_seen) {
+      bound_seen = true;
+      if (winograd_tile(geom, plan.group_in, plan.group_out) == 4)
+        pack_winograd(original, direct.bias.data(), plan.group_out, plan.group_in, 4, &f4);
+    }
+    const size_t slots = pool ? pthreadpool_get_threads_count(pool) : 1;
+    const size_t per_slot = std::max(winograd_scratch_floats(f2), f4.panels.empty() ? 0 : winograd_scratch_floats(f4));
+    if (scratch.size() < slots * per_slot) scratch.resize(slots * per_slot);
     return ok_status();
   }
   Status run() override {
-    if (winograd_pays(geom))
-      winograd_conv(weights, geom, ins[0]->as<float>(), conv_output(*this), scratch.data(), slots, pool);
+    const WinogradWeights* w = !f4.panels.empty() && winograd_tile(geom, plan.group_in, plan.group_out) == 4 ? &f4
+                               : winograd_pays(geom, 2)                                                    ? &f2
+                                                                                                           : nullptr;
+    if (w)
+      winograd_conv(*w, geom, ins[0]->as<float>(), conv_output(*this), scratch.data(),
+                    scratch.size() / winograd_scratch_floats(*w), pool);
     else
       dense_conv(direct, geom, ins[0]->as<float>(), conv_output(*this), pool);
     return ok_status();
   }
-  WinogradWeights weights;
+  const float* original = nullptr;
+  WinogradWeights f2, f4;
   DenseConvWeights direct;
   DenseConvGeometry geom;
   Gated gated;
   std::vector<float> scratch;
-  size_t slots = 1;
+  bool bound_seen = false;
 };
 
 // y[t] = a[t] @ b[t] with b computed at run time (attention's Q K^T and A V), read in place.

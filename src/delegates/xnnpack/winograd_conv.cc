@@ -33,10 +33,19 @@ constexpr size_t kMinChannels = 32;
 // cache won at 4 tiles, but in resnet18 at 1x3x64x64 (4 tiles at 512 channels, weights from
 // memory) Winograd took 1.2x the direct time; from 16 tiles (7x7 at 512) it took 0.76x.
 constexpr size_t kMinTiles = 16;
+// F(4x4, 3x3) against F(2x2) (one layer, interleaved runs, Zen 3 at 1 thread; bench notes in
+// issue25_profile.md): 0.47-0.84 of F(2x2)'s time from 16 tiles of 4x4 where its weights (36/9
+// of the direct ones) stay within a few MB, 0.6-0.7 at 2x16x16 and 1x20x20 maps. Each task
+// streams all of them for its few tiles (6 at 384+ channels), so larger weights lost at few
+// tiles (384 -> 384 and 256 -> 512 at 14x14, 21 and 19 MB: 1.28-1.30x) and won at many (512 ->
+// 512 at 28x28, 49 tiles: 0.78).
+constexpr double kMaxStreamedF4Bytes = 12e6;
+constexpr size_t kManyTiles4 = 48;
 
-// Tiles per task: as many as the budget holds, a multiple of the microkernel's rows.
-size_t tiles_per_task(size_t c) {
-  const size_t t = kInputBudget / (16 * c) / kRows * kRows;
+// Tiles per task: as many as the budget holds (`positions` transformed values per tile and
+// channel), a multiple of the microkernel's rows.
+size_t tiles_per_task(size_t c, size_t positions) {
+  const size_t t = kInputBudget / (positions * c) / kRows * kRows;
   return std::min(kMaxTiles, std::max(kRows, t));
 }
 
@@ -78,6 +87,61 @@ __attribute__((always_inline)) inline void transform_input(const float* const* d
   }
 }
 
+// F(4x4, 3x3): V = B^T d B for a 6x6 window, B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+// 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1] (Lavin and Gray's points 0, +-1, +-2).
+template <typename V>
+__attribute__((always_inline)) inline void bt6(const V d0, const V d1, const V d2, const V d3, const V d4, const V d5,
+                                               V r[6]) {
+  const V four = V{} + 4.f, five = V{} + 5.f, two = V{} + 2.f;
+  r[0] = four * d0 - five * d2 + d4;
+  r[1] = (d3 + d4) - four * (d1 + d2);
+  r[2] = (d4 - d3) + four * (d1 - d2);
+  r[3] = (d4 - d2) + two * (d3 - d1);
+  r[4] = (d4 - d2) - two * (d3 - d1);
+  r[5] = four * d1 - five * d3 + d5;
+}
+
+template <typename V>
+__attribute__((always_inline)) inline void transform_input6(const float* const* d, size_t ch, float* v, size_t stride) {
+  V t[36];  // t[i][k]: B^T applied down column k
+  for (int k = 0; k < 6; ++k) {
+    V r[6];
+    bt6<V>(load<V>(d[k] + ch), load<V>(d[6 + k] + ch), load<V>(d[12 + k] + ch), load<V>(d[18 + k] + ch),
+           load<V>(d[24 + k] + ch), load<V>(d[30 + k] + ch), r);
+    for (int i = 0; i < 6; ++i) t[6 * i + k] = r[i];
+  }
+  for (int i = 0; i < 6; ++i) {
+    V r[6];
+    bt6<V>(t[6 * i], t[6 * i + 1], t[6 * i + 2], t[6 * i + 3], t[6 * i + 4], t[6 * i + 5], r);
+    for (int k = 0; k < 6; ++k) store(v + (6 * i + k) * stride + ch, r[k]);
+  }
+}
+
+// F(4x4, 3x3): the 16 outputs of A^T M A, A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0;
+// 0 1 -1 8 -8 1].
+template <typename V>
+__attribute__((always_inline)) inline void at6(const V m0, const V m1, const V m2, const V m3, const V m4, const V m5,
+                                               V o[4]) {
+  const V a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;
+  o[0] = m0 + a + c;
+  o[1] = b + (V{} + 2.f) * e;
+  o[2] = a + (V{} + 4.f) * c;
+  o[3] = b + (V{} + 8.f) * e + m5;
+}
+
+template <typename V>
+__attribute__((always_inline)) inline void transform_output6(const float* ms, size_t stride, size_t lane, V out[16]) {
+  V s[24];  // s[i][k]: A^T applied down column k
+  for (int k = 0; k < 6; ++k) {
+    V o[4];
+    at6<V>(load<V>(ms + (k)*stride + lane), load<V>(ms + (6 + k) * stride + lane), load<V>(ms + (12 + k) * stride + lane),
+           load<V>(ms + (18 + k) * stride + lane), load<V>(ms + (24 + k) * stride + lane),
+           load<V>(ms + (30 + k) * stride + lane), o);
+    for (int i = 0; i < 4; ++i) s[6 * i + k] = o[i];
+  }
+  for (int i = 0; i < 4; ++i) at6<V>(s[6 * i], s[6 * i + 1], s[6 * i + 2], s[6 * i + 3], s[6 * i + 4], s[6 * i + 5], out + 4 * i);
+}
+
 // The four outputs (0,0), (0,1), (1,0), (1,1) of A^T M A for the lanes of V from `lane`,
 // m[xi] at ms + xi * stride. A^T = [1 1 1 0; 0 1 -1 -1].
 template <typename V>
@@ -100,6 +164,7 @@ struct Job {
   float* scratch;
   size_t per_slot;
   size_t tiles_h, tiles_w, tiles, per_task, chunks, blocks_per_chunk, tasks;
+  size_t tile = 2, positions = 16;  // outputs per tile side (2 or 4), (tile + 2)^2
   std::atomic<size_t> next{0};
 };
 
@@ -135,8 +200,8 @@ float direct_output(const Job& j, size_t n, size_t oh, size_t ow, size_t o) {
   return s;
 }
 
-// A task's tiles: per_task of them from `first` (nt in all), the scratch's v [16][tt][c] their
-// transformed inputs, ms [16][tt][ldm] one or two blocks' products.
+// A task's tiles: per_task of them from `first` (nt in all), the scratch's v [P][tt][c] their
+// transformed inputs, ms [P][tt][ldm] one or two blocks' products (P: the window's positions).
 struct TaskTiles {
   TileAt first;
   size_t nt, tt;
@@ -144,50 +209,60 @@ struct TaskTiles {
   float* ms;
 };
 
-// V = B^T d B of every tile of the task, V's lanes of channels at a time.
-template <typename V>
+// V = B^T d B of every tile of the task (T outputs a side: a (T + 2)^2 window), V's lanes of
+// channels at a time.
+template <typename V, size_t T>
 __attribute__((always_inline)) inline void transform_tiles(const Job& j, const TaskTiles& k) {
+  constexpr int kSide = static_cast<int>(T) + 2;
   constexpr size_t kLanes = sizeof(V) / sizeof(float);
   const DenseConvGeometry& g = *j.g;
   const size_t c = j.w->in_channels;
   const int64_t in_h = static_cast<int64_t>(g.in_h), in_w = static_cast<int64_t>(g.in_w);
   TileAt at = k.first;
   for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at)) {
-    const float* d[16];
-    const int64_t ih0 = static_cast<int64_t>(2 * at.th) - g.pad_top, iw0 = static_cast<int64_t>(2 * at.tw) - g.pad_left;
-    for (int i = 0; i < 4; ++i)
-      for (int q = 0; q < 4; ++q) {
+    const float* d[kSide * kSide];
+    const int64_t ih0 = static_cast<int64_t>(T * at.th) - g.pad_top, iw0 = static_cast<int64_t>(T * at.tw) - g.pad_left;
+    for (int i = 0; i < kSide; ++i)
+      for (int q = 0; q < kSide; ++q) {
         const int64_t ih = ih0 + i, iw = iw0 + q;
         const bool inside = ih >= 0 && ih < in_h && iw >= 0 && iw < in_w;
-        d[4 * i + q] = inside ? j.x + ((at.n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) *
+        d[kSide * i + q] = inside ? j.x + ((at.n * g.in_h + static_cast<size_t>(ih)) * g.in_w + static_cast<size_t>(iw)) *
                                           g.in_stride
                               : j.w->zero.data();
       }
     size_t ch = 0;
-    for (; ch + kLanes <= c; ch += kLanes) transform_input<V>(d, ch, k.v + t * c, k.tt * c);
-    for (; ch + 8 <= c; ch += 8) transform_input<F8>(d, ch, k.v + t * c, k.tt * c);
-    for (; ch < c; ++ch) transform_input<float>(d, ch, k.v + t * c, k.tt * c);
+    float* v = k.v + t * c;
+    const size_t stride = k.tt * c;
+    if constexpr (T == 2) {
+      for (; ch + kLanes <= c; ch += kLanes) transform_input<V>(d, ch, v, stride);
+      for (; ch + 8 <= c; ch += 8) transform_input<F8>(d, ch, v, stride);
+      for (; ch < c; ++ch) transform_input<float>(d, ch, v, stride);
+    } else {
+      for (; ch + kLanes <= c; ch += kLanes) transform_input6<V>(d, ch, v, stride);
+      for (; ch + 8 <= c; ch += 8) transform_input6<F8>(d, ch, v, stride);
+      for (; ch < c; ++ch) transform_input6<float>(d, ch, v, stride);
+    }
   }
 }
 
-// M = U V for the 16 positions and blocks [mb, mb + step) (step 2: one pair call per row group).
+// M = U V for the P positions and blocks [mb, mb + step) (step 2: one pair call per row group).
 inline void multiply_blocks(const Job& j, const TaskTiles& k, size_t mb, size_t step, size_t ldm) {
   alignas(64) static const float kZero[2 * kBlock] = {};
-  const size_t c = j.w->in_channels, tt = k.tt;
-  for (size_t xi = 0; xi < 16; ++xi) {
-    const float* panel = j.w->panels.data() + (mb * 16 + xi) * c * kBlock;
+  const size_t c = j.w->in_channels, tt = k.tt, np = j.positions;
+  for (size_t xi = 0; xi < np; ++xi) {
+    const float* panel = j.w->panels.data() + (mb * np + xi) * c * kBlock;
     const float* a[kRows];
     float* out[kRows];
     size_t r0 = 0;
     if (step == 2 && dense_gemm_has_pair12())  // twelve tiles per call (their rows c apart)
       for (; r0 + 2 * kRows <= k.nt; r0 += 2 * kRows)
-        dense_gemm_rows_pair12(c, k.v + (xi * tt + r0) * c, c, panel, 16 * c * kBlock, kZero,
+        dense_gemm_rows_pair12(c, k.v + (xi * tt + r0) * c, c, panel, np * c * kBlock, kZero,
                                k.ms + (xi * tt + r0) * ldm, ldm, ldm);
     for (; r0 < k.nt; r0 += kRows) {
       const size_t mr = std::min(kRows, k.nt - r0);
       for (size_t r = 0; r < mr; ++r) a[r] = k.v + (xi * tt + r0 + r) * c, out[r] = k.ms + (xi * tt + r0 + r) * ldm;
       if (step == 2)
-        dense_gemm_rows_pair(mr, c, a, panel, 16 * c * kBlock, kZero, out, ldm);
+        dense_gemm_rows_pair(mr, c, a, panel, np * c * kBlock, kZero, out, ldm);
       else
         dense_gemm_rows(mr, c, a, panel, kZero, out, kBlock);
     }
@@ -196,9 +271,10 @@ inline void multiply_blocks(const Job& j, const TaskTiles& k, size_t mb, size_t 
 
 // Y = A^T M A + bias, clamped, for blocks [mb, mb + step) of every tile; a tile whose outputs are
 // not all finite is summed again directly (the direct sum's classes, NaN or +-Inf, exactly).
-template <typename V>
+template <typename V, size_t T>
 __attribute__((always_inline)) inline void output_tiles(const Job& j, const TaskTiles& k, size_t mb, size_t step,
                                                          size_t ldm) {
+  constexpr size_t kOut = T * T;
   constexpr size_t kLanes = sizeof(V) / sizeof(float);
   const DenseConvGeometry& g = *j.g;
   const size_t m = j.w->out_channels, nc = std::min(step * kBlock, m - mb * kBlock);
@@ -207,13 +283,16 @@ __attribute__((always_inline)) inline void output_tiles(const Job& j, const Task
   const float* bias = j.w->bias.data() + mb * kBlock;
   TileAt at = k.first;
   for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at)) {
-    alignas(64) float res[4][2 * kBlock];
+    alignas(64) float res[kOut][2 * kBlock];
     V probe = V{};
     for (size_t lane = 0; lane < step * kBlock; lane += kLanes) {
-      V o[4];
-      transform_output(k.ms + t * ldm, k.tt * ldm, lane, o);
+      V o[kOut];
+      if constexpr (T == 2)
+        transform_output(k.ms + t * ldm, k.tt * ldm, lane, o);
+      else
+        transform_output6(k.ms + t * ldm, k.tt * ldm, lane, o);
       const V b = load<V>(bias + lane);
-      for (int q = 0; q < 4; ++q) {
+      for (size_t q = 0; q < kOut; ++q) {
         o[q] += b;
         probe += o[q] * 0.f;  // NaN where an output is NaN or +-Inf
         o[q] = o[q] < lo ? lo : o[q];  // comparisons with NaN are false: NaN stays
@@ -223,8 +302,8 @@ __attribute__((always_inline)) inline void output_tiles(const Job& j, const Task
     }
     bool finite = true;
     for (size_t l = 0; l < kLanes; ++l) finite = finite && probe[l] == 0.f;
-    for (int q = 0; q < 4; ++q) {
-      const size_t oh = 2 * at.th + static_cast<size_t>(q / 2), ow = 2 * at.tw + static_cast<size_t>(q % 2);
+    for (size_t q = 0; q < kOut; ++q) {
+      const size_t oh = T * at.th + q / T, ow = T * at.tw + q % T;
       if (oh >= g.out_h || ow >= g.out_w) continue;
       float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * ys + mb * kBlock;
       if (finite) {
@@ -241,28 +320,28 @@ __attribute__((always_inline)) inline void output_tiles(const Job& j, const Task
 // blocks per GEMM call where the row has them (AVX-512: one block is bound by its loads), then
 // the gate over the chunk's outputs, still in cache. V is the transforms' vector: F16 in the
 // AVX-512 worker, F8 otherwise.
-template <typename V>
+template <typename V, size_t T>
 __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, float* scratch) {
   const DenseConvGeometry& g = *j.g;
   const size_t c = j.w->in_channels, m = j.w->out_channels, tt = j.per_task;
   const size_t group = task / j.chunks, chunk = task % j.chunks, t0 = group * tt, plane = j.tiles_h * j.tiles_w;
   const TaskTiles k{{t0 / plane, t0 % plane / j.tiles_w, t0 % j.tiles_w}, std::min(j.tiles, t0 + tt) - t0, tt, scratch,
-                    scratch + 16 * tt * c};
-  transform_tiles<V>(j, k);
+                    scratch + j.positions * tt * c};
+  transform_tiles<V, T>(j, k);
   const size_t per_call = dense_gemm_has_pairs() ? 2 : 1, ldm = per_call * kBlock;
   const size_t blocks = (m + kBlock - 1) / kBlock;
   const size_t b0 = chunk * j.blocks_per_chunk, b1 = std::min(blocks, b0 + j.blocks_per_chunk);
   for (size_t mb = b0, step; mb < b1; mb += step) {
     step = std::min(per_call, b1 - mb);
     multiply_blocks(j, k, mb, step, ldm);
-    output_tiles<V>(j, k, mb, step, ldm);
+    output_tiles<V, T>(j, k, mb, step, ldm);
   }
   if (!g.gate) return;
   const size_t c0 = b0 * kBlock, c1 = std::min(m, b1 * kBlock), ys = g.out_stride ? g.out_stride : m;
   TileAt at = k.first;
   for (size_t t = 0; t < k.nt; ++t, next_tile(j, &at))
-    for (size_t oh = 2 * at.th; oh < std::min(g.out_h, 2 * at.th + 2); ++oh)
-      for (size_t ow = 2 * at.tw; ow < std::min(g.out_w, 2 * at.tw + 2); ++ow) {
+    for (size_t oh = T * at.th; oh < std::min(g.out_h, T * at.th + T); ++oh)
+      for (size_t ow = T * at.tw; ow < std::min(g.out_w, T * at.tw + T); ++ow) {
         float* yp = j.y + ((at.n * g.out_h + oh) * g.out_w + ow) * ys + c0;
         simd::gate(yp, yp, c1 - c0, g.gate->hard, g.gate->alpha, g.gate->beta);
       }
@@ -272,20 +351,23 @@ __attribute__((always_inline)) inline void run_task(const Job& j, size_t task, f
 __attribute__((target("avx512f,avx2,fma"))) void worker_avx512(void* ctx, size_t slot) {
   Job& j = *static_cast<Job*>(ctx);
   for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
-    run_task<F16>(j, t, j.scratch + slot * j.per_slot);
+    j.tile == 2 ? run_task<F16, 2>(j, t, j.scratch + slot * j.per_slot)
+                : run_task<F16, 4>(j, t, j.scratch + slot * j.per_slot);
 }
 
 __attribute__((target("avx2,fma"))) void worker_avx2(void* ctx, size_t slot) {
   Job& j = *static_cast<Job*>(ctx);
   for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
-    run_task<F8>(j, t, j.scratch + slot * j.per_slot);
+    j.tile == 2 ? run_task<F8, 2>(j, t, j.scratch + slot * j.per_slot)
+                : run_task<F8, 4>(j, t, j.scratch + slot * j.per_slot);
 }
 #endif
 
 void worker_plain(void* ctx, size_t slot) {
   Job& j = *static_cast<Job*>(ctx);
   for (size_t t; (t = j.next.fetch_add(1, std::memory_order_relaxed)) < j.tasks;)
-    run_task<F8>(j, t, j.scratch + slot * j.per_slot);
+    j.tile == 2 ? run_task<F8, 2>(j, t, j.scratch + slot * j.per_slot)
+                : run_task<F8, 4>(j, t, j.scratch + slot * j.per_slot);
 }
 
 struct Impl {
@@ -308,49 +390,68 @@ bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_
          in_channels >= kMinChannels && out_channels >= kMinChannels;
 }
 
-void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out) {
-  const size_t blocks = (m + kBlock - 1) / kBlock;
+void pack_winograd(const float* w, const float* bias, size_t m, size_t c, size_t tile, WinogradWeights* out) {
+  // U = G g G^T per position, in double. F(2x2): G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1];
+  // F(4x4): G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1].
+  static const double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static const double kG4[6][3] = {{0.25, 0, 0},
+                                   {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                   {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                   {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                   {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                   {0, 0, 1}};
+  const size_t side = tile + 2, np = side * side, blocks = (m + kBlock - 1) / kBlock;
+  const double(*kg)[3] = tile == 4 ? kG4 : kG2;
+  out->tile = tile == 4 ? 4 : 2;
   out->out_channels = m;
   out->in_channels = c;
-  out->panels.assign(blocks * 16 * c * kBlock, 0.f);
+  out->panels.assign(blocks * np * c * kBlock, 0.f);
   out->bias.assign(blocks * kBlock, 0.f);
   out->zero.assign(c, 0.f);
   out->original = w;
-  // U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in double.
-  static const double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
   for (size_t o = 0; o < m; ++o) {
     if (bias) out->bias[o] = bias[o];
     const size_t mb = o / kBlock, lane = o % kBlock;
     for (size_t ch = 0; ch < c; ++ch) {
       const float* g = w + (o * c + ch) * 9;
-      double gg[4][3];  // G g
-      for (int i = 0; i < 4; ++i)
-        for (int k = 0; k < 3; ++k) gg[i][k] = kG[i][0] * g[k] + kG[i][1] * g[3 + k] + kG[i][2] * g[6 + k];
-      for (int i = 0; i < 4; ++i)
-        for (int k = 0; k < 4; ++k) {
-          const double u = gg[i][0] * kG[k][0] + gg[i][1] * kG[k][1] + gg[i][2] * kG[k][2];
-          out->panels[((mb * 16 + static_cast<size_t>(4 * i + k)) * c + ch) * kBlock + lane] = static_cast<float>(u);
+      double gg[6][3];  // G g
+      for (size_t i = 0; i < side; ++i)
+        for (int k = 0; k < 3; ++k) gg[i][k] = kg[i][0] * g[k] + kg[i][1] * g[3 + k] + kg[i][2] * g[6 + k];
+      for (size_t i = 0; i < side; ++i)
+        for (size_t k = 0; k < side; ++k) {
+          const double u = gg[i][0] * kg[k][0] + gg[i][1] * kg[k][1] + gg[i][2] * kg[k][2];
+          out->panels[((mb * np + side * i + k) * c + ch) * kBlock + lane] = static_cast<float>(u);
         }
     }
   }
 }
 
 size_t winograd_scratch_floats(const WinogradWeights& w) {
-  return 16 * tiles_per_task(w.in_channels) * (w.in_channels + 2 * kBlock);
+  const size_t np = (w.tile + 2) * (w.tile + 2);
+  return np * tiles_per_task(w.in_channels, np) * (w.in_channels + 2 * kBlock);
 }
 
-bool winograd_pays(const DenseConvGeometry& g) {
-  return g.batch * ((g.out_h + 1) / 2) * ((g.out_w + 1) / 2) >= kMinTiles;
+bool winograd_pays(const DenseConvGeometry& g, size_t tile) {
+  return g.batch * ((g.out_h + tile - 1) / tile) * ((g.out_w + tile - 1) / tile) >= kMinTiles;
+}
+
+size_t winograd_tile(const DenseConvGeometry& g, size_t c, size_t m) {
+  const size_t tiles4 = g.batch * ((g.out_h + 3) / 4) * ((g.out_w + 3) / 4);
+  const double f4_bytes = 36.0 * static_cast<double>(c) * static_cast<double>(m) * sizeof(float);
+  return tiles4 >= kMinTiles && (f4_bytes <= kMaxStreamedF4Bytes || tiles4 >= kManyTiles4) ? 4 : 2;
 }
 
 void winograd_conv(const WinogradWeights& w, const DenseConvGeometry& g, const float* x, float* y, float* scratch,
                    size_t slots, pthreadpool_t pool) {
   static const Impl* impl = simd::pick_isa(kImpls);
-  Job j{&w, &g, x, y, scratch, winograd_scratch_floats(w), (g.out_h + 1) / 2, (g.out_w + 1) / 2, 0, 0, 0, 0, 0};
+  const size_t tile = w.tile;
+  Job j{&w, &g, x, y, scratch, winograd_scratch_floats(w), (g.out_h + tile - 1) / tile, (g.out_w + tile - 1) / tile,
+        0, 0, 0, 0, 0};
+  j.tile = tile, j.positions = (tile + 2) * (tile + 2);
   j.tiles = g.batch * j.tiles_h * j.tiles_w;
   if (j.tiles == 0 || w.out_channels == 0) return;
   const size_t threads = pool ? pthreadpool_get_threads_count(pool) : 1;
-  j.per_task = tiles_per_task(w.in_channels);
+  j.per_task = tiles_per_task(w.in_channels, j.positions);
   // Enough tasks for every thread: split the tiles first (down to one microkernel's rows per
   // task), then the channel blocks. Each task transforms its tiles' input, so every chunk of a
   // tile group transforms it again: resnet_small's last 3x3 (32 tiles, 128 channels) was

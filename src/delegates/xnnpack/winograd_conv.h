@@ -32,6 +32,7 @@ bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_
 /// [M, C, 3, 3] weights (not copied: the program's constant, which outlives the Method) for
 /// the tiles recomputed directly.
 struct WinogradWeights {
+  size_t tile = 2;  ///< outputs per tile side: 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3))
   size_t out_channels = 0, in_channels = 0;
   AlignedFloats panels;
   AlignedFloats bias;
@@ -39,13 +40,17 @@ struct WinogradWeights {
   const float* original = nullptr;
 };
 
-void pack_winograd(const float* w, const float* bias, size_t m, size_t c, WinogradWeights* out);
+void pack_winograd(const float* w, const float* bias, size_t m, size_t c, size_t tile, WinogradWeights* out);
 
 /// True when a run at this geometry has tiles enough for Winograd to beat the direct kernel:
 /// with few tiles (a small map at the end of a network, or a small input) the layer is bound
 /// by reading its weights, and Winograd's are 16/9 of the direct ones, which also drops the
 /// taps that read only padding.
-bool winograd_pays(const DenseConvGeometry& g);
+bool winograd_pays(const DenseConvGeometry& g, size_t tile);
+
+/// The tile for a layer of c -> m channels whose largest run (its bound) has geometry `g`:
+/// 4 where F(4x4, 3x3) pays there, else 2.
+size_t winograd_tile(const DenseConvGeometry& g, size_t c, size_t m);
 
 /// Floats of scratch one worker needs (the transformed inputs and products of its tiles).
 size_t winograd_scratch_floats(const WinogradWeights& w);
