@@ -19,9 +19,10 @@ count: ONNX Runtime, Kiln with the XNNPACK delegate (if this build's `kiln expor
 Kiln portable (`--delegate=none`). Then a static export pinned to the middle shape against
 the dynamic export at that shape (budget: dynamic within 5% of static).
 
-Timing: --warmup runs are discarded, the median of --runs is reported. Kiln's times are the
-runner's `Iteration i of N: X ms` lines (one process, --num_executions=warmup+runs, execute()
-only); ONNX Runtime's are time.perf_counter() around session.run (inputs already numpy).
+Timing: the --runs are split into --rounds interleaved rounds (Kiln, then ONNX Runtime, each
+round after --warmup discarded runs); the median of all runs is reported. Kiln's times are the
+runner's `Iteration i of N: X ms` lines (one process per round, execute() only); ONNX
+Runtime's are time.perf_counter() around session.run (inputs already numpy).
 Writes OUT (Markdown) and OUT with .json (every number, every sample).
 """
 
@@ -348,6 +349,12 @@ def max_rel_err(prefix, reference):
 # Benchmark
 
 
+def round_sizes(runs, rounds):
+    """`runs` split over `rounds` rounds as evenly as they go (at least one run each)."""
+    rounds = max(1, min(rounds, runs))
+    return [runs // rounds + (1 if i < runs % rounds else 0) for i in range(rounds)]
+
+
 def median(xs):
     return statistics.median(xs) if xs else None
 
@@ -409,24 +416,35 @@ def bench_model(model, opts, env):
                 measures.append(("kiln_portable", "none"))
             check = t == opts.threads[0]
             outputs = {}
-            time.sleep(0.1)  # let the previous ONNX Runtime run's threads stop spinning
-            for key, flag in measures:
-                out_prefix = f"{prefix}_{key}"
-                for stale in glob.glob(out_prefix + "-*.npy"):
-                    os.remove(stale)
-                try:
-                    row[key + "_samples"] = run_kiln(build, dyn, paths, shapes, t, opts.warmup, opts.runs, flag,
-                                                     out_prefix if check else None)
-                    outputs[key] = out_prefix
-                except RuntimeError as e:
-                    row[key + "_error"] = str(e)
-            time.sleep(0.1)  # and kiln_runner's
+            # Interleaved rounds (Kiln, then ONNX Runtime, --rounds times, the runs split among
+            # them): a shared host's load drifts over seconds, and both should meet the same drift.
             reference = None
-            try:
-                row["ort_samples"], reference = run_ort(sessions[t], ort_feeds(sessions[t], model, arrays), opts.warmup,
-                                                        opts.runs)
-            except Exception as e:
-                row["ort_error"] = " ".join(str(e).split())[:300]
+            for rnd, per_round in enumerate(round_sizes(opts.runs, opts.rounds)):
+                time.sleep(0.1)  # let the previous ONNX Runtime run's threads stop spinning
+                for key, flag in measures:
+                    if key + "_error" in row:
+                        continue
+                    out_prefix = f"{prefix}_{key}"
+                    keep = check and rnd == 0
+                    for stale in glob.glob(out_prefix + "-*.npy") if keep else []:
+                        os.remove(stale)
+                    try:
+                        row.setdefault(key + "_samples", []).extend(
+                            run_kiln(build, dyn, paths, shapes, t, opts.warmup, per_round, flag,
+                                     out_prefix if keep else None))
+                        if keep:
+                            outputs[key] = out_prefix
+                    except RuntimeError as e:
+                        row[key + "_error"] = str(e)
+                time.sleep(0.1)  # and kiln_runner's
+                if "ort_error" in row:
+                    continue
+                try:
+                    samples, ref = run_ort(sessions[t], ort_feeds(sessions[t], model, arrays), opts.warmup, per_round)
+                    row.setdefault("ort_samples", []).extend(samples)
+                    reference = ref if reference is None else reference
+                except Exception as e:
+                    row["ort_error"] = " ".join(str(e).split())[:300]
             if check and reference is not None:
                 for key, out_prefix in outputs.items():
                     row[key + "_max_rel_err"] = err = max_rel_err(out_prefix, reference)
@@ -532,9 +550,10 @@ def markdown(result):
            else "**this build's `kiln export`/`kiln_runner` have no `--delegate` flag: Kiln ran portable only**"),
         f"- ONNX Runtime settings: intra_op_num_threads = threads, inter_op_num_threads = 1, ORT_SEQUENTIAL, "
         f"ORT_ENABLE_ALL, default spinning and allocator; timed with time.perf_counter() around session.run",
-        f"- Kiln settings: `kiln_runner --cpu_threads=threads --num_executions={opts['warmup'] + opts['runs']}`, "
+        f"- Kiln settings: `kiln_runner --cpu_threads=threads --num_executions=warmup + the round's runs`, "
         f"execute() time from its `Iteration` lines (portable kernels use one thread whatever --cpu_threads says)",
-        f"- Timing: {opts['warmup']} warm-up run{'' if opts['warmup'] == 1 else 's'} discarded, median of {opts['runs']}"
+        f"- Timing: {opts.get('rounds', 1)} interleaved rounds (Kiln, then ONNX Runtime), each after {opts['warmup']} "
+        f"discarded warm-up run{'' if opts['warmup'] == 1 else 's'}; median of {opts['runs']} runs in all"
         + ("; --quick: middle shape only" if opts["quick"] else "; shapes: every dim at min, middle, max"),
         "",
         "## Latency",
@@ -612,7 +631,9 @@ def main():
     ap.add_argument("--models", help="comma-separated names (default: every zoo and torchvision sweep model)")
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--runs", type=int, help="timed runs per measurement (default 20; 5 with --quick)")
-    ap.add_argument("--warmup", type=int, help="discarded runs before them (default 2; 1 with --quick)")
+    ap.add_argument("--warmup", type=int, help="discarded runs before them, in each round (default 2; 1 with --quick)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved Kiln / ONNX Runtime rounds the runs are split "
+                    "into (default 3)")
     ap.add_argument("--portable", action="store_true",
                     help="also run Kiln portable (--delegate=none) when the build has the XNNPACK delegate")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="directory with kiln and kiln_runner")
@@ -673,7 +694,8 @@ def main():
         "numpy_version": np.__version__,
         "kiln_commit": git_commit(),
         "env": env,
-        "options": {"threads": opts.threads, "runs": opts.runs, "warmup": opts.warmup, "quick": opts.quick,
+        "options": {"threads": opts.threads, "runs": opts.runs, "warmup": opts.warmup, "rounds": opts.rounds,
+                    "quick": opts.quick,
                     "portable": opts.portable or delegate is None, "build": os.path.relpath(opts.build)},
         "settings": {"ort": {"intra_op_num_threads": "threads", "inter_op_num_threads": 1,
                              "execution_mode": "ORT_SEQUENTIAL", "graph_optimization_level": "ORT_ENABLE_ALL",
