@@ -80,6 +80,21 @@ TEST(WinogradConv, PaysFromSixteenTiles) {
   EXPECT_TRUE(winograd_pays(g, 2));
 }
 
+// F(4x4) where its tiles number 4 or more, and one per 600 KB of its weights (36 x C x M floats).
+TEST(WinogradConv, FourByFourWhereItsTilesPayForItsWeights) {
+  DenseConvGeometry g;
+  g.batch = 1, g.out_h = 8, g.out_w = 8;  // 2 x 2 tiles of 4x4
+  EXPECT_EQ(winograd_tile(g, 64, 64), 4u);    // 0.6 MB
+  EXPECT_EQ(winograd_tile(g, 256, 256), 2u);  // 9.4 MB
+  EXPECT_TRUE(winograd_pays(g, 4));
+  g.out_h = g.out_w = 14;  // 16 tiles
+  EXPECT_EQ(winograd_tile(g, 256, 256), 4u);
+  EXPECT_EQ(winograd_tile(g, 384, 384), 2u);  // 21 MB
+  g.out_h = g.out_w = 4;  // one tile
+  EXPECT_EQ(winograd_tile(g, 32, 32), 2u);
+  EXPECT_FALSE(winograd_pays(g, 4));
+}
+
 TEST(WinogradConv, FitsOnly3x3StrideOneDenseLayers) {
   EXPECT_TRUE(winograd_fits(3, 3, 1, 1, 1, 1, 1, 64, 64));
   EXPECT_FALSE(winograd_fits(3, 3, 2, 2, 1, 1, 1, 64, 64));  // strided

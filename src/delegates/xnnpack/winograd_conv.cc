@@ -34,13 +34,14 @@ constexpr size_t kMinChannels = 32;
 // memory) Winograd took 1.2x the direct time; from 16 tiles (7x7 at 512) it took 0.76x.
 constexpr size_t kMinTiles = 16;
 // F(4x4, 3x3) against F(2x2) (one layer, interleaved runs, Zen 3 at 1 thread; bench notes in
-// issue25_profile.md): 0.47-0.84 of F(2x2)'s time from 16 tiles of 4x4 where its weights (36/9
-// of the direct ones) stay within a few MB, 0.6-0.7 at 2x16x16 and 1x20x20 maps. Each task
-// streams all of them for its few tiles (6 at 384+ channels), so larger weights lost at few
-// tiles (384 -> 384 and 256 -> 512 at 14x14, 21 and 19 MB: 1.28-1.30x) and won at many (512 ->
-// 512 at 28x28, 49 tiles: 0.78).
-constexpr double kMaxStreamedF4Bytes = 12e6;
-constexpr size_t kManyTiles4 = 48;
+// issue25_profile.md): 0.47-0.84 of F(2x2)'s time where its weights (36/9 of the direct ones) are
+// few for its tiles. Each task streams all of them for its few tiles (6 at 384+ channels): it
+// won with 4-9 tiles at up to 2.4 MB (64 -> 64 at 8x8 0.52, 128 -> 32 at 2x8x8 0.57, 128 ->
+// 128 at 10x10 0.72) and 16 at 9.4 MB (256 -> 256 at 14x14 0.84), lost with 4 at 9.4-11 MB
+// (1.15-1.17) and 16 at 19-21 MB (384 -> 384, 256 -> 512 at 14x14: 1.28-1.30). So F(4x4) where
+// its tiles number at least 4 and one per 600 KB of its weights.
+constexpr size_t kMinTiles4 = 4;
+constexpr double kF4BytesPerTile = 600e3;
 
 // Tiles per task: as many as the budget holds (`positions` transformed values per tile and
 // channel), a multiple of the microkernel's rows.
@@ -432,13 +433,13 @@ size_t winograd_scratch_floats(const WinogradWeights& w) {
 }
 
 bool winograd_pays(const DenseConvGeometry& g, size_t tile) {
-  return g.batch * ((g.out_h + tile - 1) / tile) * ((g.out_w + tile - 1) / tile) >= kMinTiles;
+  return g.batch * ((g.out_h + tile - 1) / tile) * ((g.out_w + tile - 1) / tile) >= (tile == 4 ? kMinTiles4 : kMinTiles);
 }
 
 size_t winograd_tile(const DenseConvGeometry& g, size_t c, size_t m) {
   const size_t tiles4 = g.batch * ((g.out_h + 3) / 4) * ((g.out_w + 3) / 4);
   const double f4_bytes = 36.0 * static_cast<double>(c) * static_cast<double>(m) * sizeof(float);
-  return tiles4 >= kMinTiles && (f4_bytes <= kMaxStreamedF4Bytes || tiles4 >= kManyTiles4) ? 4 : 2;
+  return tiles4 >= kMinTiles4 && static_cast<double>(tiles4) * kF4BytesPerTile >= f4_bytes ? 4 : 2;
 }
 
 void winograd_conv(const WinogradWeights& w, const DenseConvGeometry& g, const float* x, float* y, float* scratch,
