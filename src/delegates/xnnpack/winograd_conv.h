@@ -1,11 +1,13 @@
 #pragma once
-// Winograd F(2x2, 3x3) for dense 3x3 stride-1 convolutions (NHWC), on the dense kernel's
-// GEMM microkernel. Each 2x2 block of outputs ("tile") reads a 4x4 input window; per input
-// channel the window is transformed (V = B^T d B), the weights were transformed at create
-// (U = G g G^T), and the 16 positions of the 4x4 transform are 16 GEMMs V[xi] (tiles x C)
-// times U[xi] (C x M); the outputs are A^T M A. That is 16 multiplies per tile and channel
-// pair instead of 36: on a layer where the direct kernel already runs at the FMA peak (and
-// ONNX Runtime too), the only way to go faster is fewer multiplies.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) for dense 3x3 stride-1 convolutions (NHWC), on the dense
+// kernel's GEMM microkernel. Each T x T block of outputs ("tile", T = 2 or 4) reads a (T+2)^2
+// input window; per input channel the window is transformed (V = B^T d B), the weights were
+// transformed at create (U = G g G^T), and the (T+2)^2 positions of the transform are as many
+// GEMMs V[xi] (tiles x C) times U[xi] (C x M); the outputs are A^T M A. That is 16 multiplies
+// per 2x2 outputs and channel pair (F(2x2)) or 36 per 4x4 (F(4x4)) instead of 36 or 144: on a
+// layer where the direct kernel already runs at the FMA peak (and ONNX Runtime too), the only
+// way to go faster is fewer multiplies. F(4x4)'s transforms (Lavin and Gray's points 0, +-1,
+// +-2) scale values by up to 100, so its rounding error is about ten times F(2x2)'s.
 //
 // Non-finite values keep the direct convolution's classes: a tile whose outputs (in a block of
 // 16 channels) come out NaN or Inf is computed again directly from the original weights, so a
@@ -27,8 +29,8 @@ namespace kiln::delegates::xnnpack {
 bool winograd_fits(size_t kh, size_t kw, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
                    size_t groups, size_t in_channels, size_t out_channels);
 
-/// Transformed weights: per block of 16 output channels, 16 panels [C][16] (one per position
-/// of the 4x4 transform), zero past the last channel; the bias padded alike; the original
+/// Transformed weights: per block of 16 output channels, (tile + 2)^2 panels [C][16] (one per
+/// position of the transform), zero past the last channel; the bias padded alike; the original
 /// [M, C, 3, 3] weights (not copied: the program's constant, which outlives the Method) for
 /// the tiles recomputed directly.
 struct WinogradWeights {
