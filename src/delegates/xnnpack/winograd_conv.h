@@ -42,6 +42,7 @@ struct WinogradWeights {
   const float* original = nullptr;
 };
 
+/// Packs ONNX [M, C, 3, 3] weights and an optional bias [M] for F(tile x tile, 3x3), tile 2 or 4.
 void pack_winograd(const float* w, const float* bias, size_t m, size_t c, size_t tile, WinogradWeights* out);
 
 /// True when a run at this geometry has tiles enough for Winograd to beat the direct kernel:
