@@ -40,12 +40,13 @@ def main():
                 failed.append(f"{tag}: {' '.join(cmd)}\n{r.stdout}")
                 continue
             quanta = str(m["quanta"]) if "quanta" in m else "-"
+            ties = str(m["outputs"].index(m["ties"])) if "ties" in m else "-"  # a detector's scores
             for c in m["cases"]:
                 inputs = ",".join(os.path.join(ZOO, p) for p in c["inputs"])
                 lines.append("\t".join([tag, c["name"], kiln_file, str(m.get("tolerance", 1e-4)), quanta, inputs,
-                                        f"out/{tag}-{c['name']}"]))
+                                        f"out/{tag}-{c['name']}", ties]))
     with open(os.path.join(args.out_dir, "cases.tsv"), "w") as f:
-        f.write("# model\tcase\tkiln_file\ttolerance\tquanta\tinputs\toutput_prefix (scripts/zoo_cases.py)\n")
+        f.write("# model\tcase\tkiln_file\ttolerance\tquanta\tinputs\toutput_prefix\tties (scripts/zoo_cases.py)\n")
         f.write("\n".join(lines) + "\n")
     print(f"zoo_cases: {len(lines)} cases written to {args.out_dir}/cases.tsv")
     for f in failed:

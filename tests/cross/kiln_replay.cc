@@ -7,8 +7,11 @@
 // models, within its number of quanta. Only the public API and the .npy reader: it builds in
 // the runtime-only profile, so it runs where the exporter does not.
 //
+// A detector's rows of equal score may come in any order among themselves (tests/tied_rows.h).
+//
 // cases.tsv: one case per line, tab-separated:
-//   model  case  kiln_file  tolerance  quanta(or -)  input.npy[,input.npy...]  output_prefix
+//   model  case  kiln_file  tolerance  quanta(or -)  input.npy[,input.npy...]  output_prefix  ties
+// ties: the index of a detector's scores output, or -.
 // Relative paths are relative to the directory of cases.tsv. Outputs are
 // <output_prefix>-<xnnpack|none>-<k>.npy. Exit status: 0 when every case matches (compare) or
 // ran (record), 1 otherwise; a line per model says the largest difference.
@@ -25,6 +28,7 @@
 
 #include "kiln/method.h"
 #include "kiln/program.h"
+#include "tied_rows.h"
 #include "tooling/npy.h"
 
 namespace {
@@ -35,6 +39,7 @@ struct Case {
   std::string model, name, kiln_file, output_prefix;
   double tolerance = 1e-4;
   double quanta = -1;  // < 0: integer outputs too are held to the relative tolerance
+  int ties = -1;       // a detector's scores output (tied_rows.h), or -1
   std::vector<std::string> inputs;
 };
 
@@ -60,8 +65,8 @@ bool read_cases(const std::string& path, std::vector<Case>* cases, std::string* 
   for (int n = 1; std::getline(f, line); ++n) {
     if (line.empty() || line[0] == '#') continue;
     std::vector<std::string> col = split(line, '\t');
-    if (col.size() != 7) {
-      *error = path + ":" + std::to_string(n) + ": expected 7 tab-separated columns, found " + std::to_string(col.size());
+    if (col.size() != 8) {
+      *error = path + ":" + std::to_string(n) + ": expected 8 tab-separated columns, found " + std::to_string(col.size());
       return false;
     }
     Case c;
@@ -72,6 +77,7 @@ bool read_cases(const std::string& path, std::vector<Case>* cases, std::string* 
     c.quanta = col[4] == "-" ? -1 : std::stod(col[4]);
     for (const std::string& in : split(col[5], ',')) c.inputs.push_back(resolve(dir, in));
     c.output_prefix = resolve(dir, col[6]);
+    c.ties = col[7] == "-" ? -1 : std::stoi(col[7]);
     cases->push_back(std::move(c));
   }
   return true;
@@ -125,16 +131,19 @@ std::string output_path(const Case& c, bool delegate, size_t k) {
   return c.output_prefix + (delegate ? "-xnnpack-" : "-none-") + std::to_string(k) + ".npy";
 }
 
-/// Compares output k with the recorded one; the largest difference goes to *max_err. An
-/// error message, or "".
-std::string compare(const Case& c, const kiln::TensorView& got, const std::string& want_path, double* max_err) {
-  auto want = kiln::tooling::read_npy(want_path);
-  if (!want.ok()) return want.status().message();
+/// Compares output `got` with the recorded `want`; the largest difference goes to *max_err.
+/// `rows` (tied_rows): row i of `got` is row rows[i] of `want`, for an output of rows.size()
+/// rows; empty, or another row count: in place. An error message, or "".
+std::string compare(const Case& c, const kiln::TensorView& got, const kiln::tooling::NpyArray& want,
+                    const std::vector<size_t>& rows, double* max_err) {
   std::vector<int64_t> shape(got.dims, got.dims + got.rank);
-  if (shape != want->shape || got.dtype != want->dtype) return "shape or dtype differs from " + want_path;
+  if (shape != want.shape || got.dtype != want.dtype) return "shape or dtype differs from the recorded output";
   const bool in_quanta = c.quanta >= 0 && got.dtype != DType::kF32;
-  for (size_t i = 0, n = static_cast<size_t>(got.numel()); i < n; ++i) {
-    const double g = element(got.dtype, got.data, i), w = element(want->dtype, want->data.data(), i);
+  const size_t n = static_cast<size_t>(got.numel());
+  const size_t row = !rows.empty() && got.rank > 0 && static_cast<size_t>(got.dims[0]) == rows.size() ? n / rows.size() : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t ref = row ? rows[i / row] * row + i % row : i;
+    const double g = element(got.dtype, got.data, i), w = element(want.dtype, want.data.data(), ref);
     if (std::isnan(g) != std::isnan(w)) return "element " + std::to_string(i) + ": NaN on one side only";
     if (std::isnan(g) || (std::isinf(w) && g == w)) continue;
     const double err = in_quanta ? std::abs(g - w) : std::abs(g - w) / (1.0 + std::abs(w));
@@ -145,6 +154,38 @@ std::string compare(const Case& c, const kiln::TensorView& got, const std::strin
           << (in_quanta ? c.quanta : c.tolerance) << (in_quanta ? " quanta)" : ")");
       return msg.str();
     }
+  }
+  return "";
+}
+
+/// Every output of a run against the recorded ones, a detector's tied rows matched first. An
+/// error message, or "".
+std::string compare_all(const Case& c, const kiln::Method& method, bool delegate, double* max_err) {
+  std::vector<kiln::tooling::NpyArray> wants;
+  for (size_t k = 0; k < method.num_outputs(); ++k) {
+    auto want = kiln::tooling::read_npy(output_path(c, delegate, k));
+    if (!want.ok()) return want.status().message();
+    wants.push_back(std::move(*want));
+  }
+  std::vector<size_t> rows;
+  if (c.ties >= 0 && static_cast<size_t>(c.ties) < wants.size() && wants[c.ties].shape.size() == 1) {
+    const size_t r = static_cast<size_t>(wants[c.ties].shape[0]);
+    std::vector<double> scores(r);
+    for (size_t i = 0; i < r; ++i) scores[i] = element(wants[c.ties].dtype, wants[c.ties].data.data(), i);
+    std::vector<kiln::testing::RowOutput> outputs;
+    for (size_t k = 0; k < wants.size() && r > 0; ++k) {
+      const kiln::TensorView& g = method.output(k);
+      const kiln::tooling::NpyArray& w = wants[k];
+      std::vector<int64_t> shape(g.dims, g.dims + g.rank);
+      if (shape != w.shape || g.dtype != w.dtype || w.shape.empty() || static_cast<size_t>(w.shape[0]) != r) continue;
+      outputs.push_back({static_cast<size_t>(g.numel()) / r, [&g](size_t i) { return element(g.dtype, g.data, i); },
+                         [&w](size_t i) { return element(w.dtype, w.data.data(), i); }});
+    }
+    rows = kiln::testing::tied_rows(scores, outputs, c.tolerance);
+  }
+  for (size_t k = 0; k < wants.size(); ++k) {
+    const std::string e = compare(c, method.output(k), wants[k], rows, max_err);
+    if (!e.empty()) return "output " + std::to_string(k) + " " + e;
   }
   return "";
 }
@@ -168,17 +209,13 @@ int main_impl(const std::string& mode, const std::string& cases_path) {
       std::unique_ptr<kiln::Method> method;
       std::string what = c.model + " " + c.name + (delegate ? " (xnnpack)" : " (portable)");
       std::string e = run(c, delegate, &program, &method);
-      for (size_t k = 0; e.empty() && k < method->num_outputs(); ++k) {
+      for (size_t k = 0; e.empty() && record && k < method->num_outputs(); ++k) {
         const kiln::TensorView& out = method->output(k);
-        if (record) {
-          std::vector<int64_t> shape(out.dims, out.dims + out.rank);
-          kiln::Status s = kiln::tooling::write_npy(output_path(c, delegate, k), out.dtype, shape, out.data);
-          if (!s.ok()) e = s.message();
-        } else {
-          e = compare(c, out, output_path(c, delegate, k), &err);
-          if (!e.empty()) e = "output " + std::to_string(k) + " " + e;
-        }
+        std::vector<int64_t> shape(out.dims, out.dims + out.rank);
+        kiln::Status s = kiln::tooling::write_npy(output_path(c, delegate, k), out.dtype, shape, out.data);
+        if (!s.ok()) e = s.message();
       }
+      if (e.empty() && !record) e = compare_all(c, *method, delegate, &err);
       ++runs;
       if (!e.empty()) {
         ++failures;

@@ -15,6 +15,7 @@
 #include "e2e_util.h"
 #include "tooling/npy.h"
 #include "scratch_dir.h"
+#include "tied_rows.h"
 #include "zoo_manifest.h"
 
 namespace kiln::testing {
@@ -43,45 +44,26 @@ nlohmann::json find_model(const std::string& manifest, const std::string& name) 
   return nullptr;
 }
 
-/// A detector's rows in the order Kiln gave them: rows[i] is the reference row Kiln's row i
-/// matches. The manifest's "ties" names the scores output; reference rows of equal scores (a
-/// rounding difference orders them either way) may come in any order among themselves, every
-/// other row in its place. Empty: no "ties", or no rows.
-std::vector<size_t> tied_rows(const nlohmann::json& model, const std::vector<tooling::NpyArray>& wants,
-                              const std::vector<tooling::NpyArray>& gots) {
+/// A detector's rows in the order Kiln gave them (tied_rows.h): rows[i] is the reference row
+/// Kiln's row i matches. The manifest's "ties" names the scores output. Empty: no "ties".
+std::vector<size_t> detection_rows(const nlohmann::json& model, const std::vector<tooling::NpyArray>& wants,
+                                   const std::vector<tooling::NpyArray>& gots) {
   if (!model.contains("ties")) return {};
   const auto& names = model["outputs"];
   size_t s = 0;
   while (s < names.size() && names[s] != model["ties"]) ++s;
   if (s == names.size() || wants[s].shape.size() != 1) return {};
   const size_t r = static_cast<size_t>(wants[s].shape[0]);
-  const double tol = model.value("tolerance", 1e-4);
-  auto same = [&](size_t i, size_t j) {  // Kiln's row i and the reference's row j, over every output of r rows
-    for (size_t k = 0; k < wants.size(); ++k) {
-      if (wants[k].shape.empty() || static_cast<size_t>(wants[k].shape[0]) != r) continue;
-      const size_t row = wants[k].data.size() / dtype_size(wants[k].dtype) / r;
-      for (size_t e = 0; e < row; ++e) {
-        const double w = element(wants[k], j * row + e);
-        if (std::abs(element(gots[k], i * row + e) - w) > tol * (1.0 + std::abs(w))) return false;
-      }
-    }
-    return true;
-  };
-  std::vector<size_t> rows(r);
-  std::vector<bool> taken(r, false);
-  for (size_t i = 0; i < r; ++i) {
-    rows[i] = i;
-    const double si = element(wants[s], i);
-    for (size_t j = 0; j < r; ++j) {  // the first free reference row of the same score that matches
-      const double sj = element(wants[s], j);
-      if (!taken[j] && std::abs(si - sj) <= tol * (1.0 + std::abs(si)) && same(i, j)) {
-        rows[i] = j;
-        break;
-      }
-    }
-    taken[rows[i]] = true;
+  std::vector<double> scores(r);
+  for (size_t i = 0; i < r; ++i) scores[i] = element(wants[s], i);
+  std::vector<RowOutput> outputs;
+  for (size_t k = 0; k < wants.size(); ++k) {
+    if (wants[k].shape.empty() || static_cast<size_t>(wants[k].shape[0]) != r || r == 0) continue;
+    const tooling::NpyArray &w = wants[k], &g = gots[k];
+    outputs.push_back({w.data.size() / dtype_size(w.dtype) / r, [&g](size_t i) { return element(g, i); },
+                       [&w](size_t i) { return element(w, i); }});
   }
-  return rows;
+  return tied_rows(scores, outputs, model.value("tolerance", 1e-4));
 }
 
 /// Exports `model` with its contract and runs every reference case through kiln_runner,
@@ -114,7 +96,7 @@ void export_and_compare(const nlohmann::json& model, const std::string& kiln_pat
       wants.push_back(std::move(*want));
       gots.push_back(std::move(*got));
     }
-    const std::vector<size_t> rows = tied_rows(model, wants, gots);
+    const std::vector<size_t> rows = detection_rows(model, wants, gots);
     for (size_t k = 0; k < wants.size(); ++k) {
       const tooling::NpyArray &want = wants[k], &got = gots[k];
       const size_t n = want.data.size() / dtype_size(want.dtype);
