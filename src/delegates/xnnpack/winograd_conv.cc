@@ -135,7 +135,7 @@ __attribute__((always_inline)) inline void transform_output6(const float* ms, si
   V s[24];  // s[i][k]: A^T applied down column k
   for (int k = 0; k < 6; ++k) {
     V o[4];
-    at6<V>(load<V>(ms + (k)*stride + lane), load<V>(ms + (6 + k) * stride + lane), load<V>(ms + (12 + k) * stride + lane),
+    at6<V>(load<V>(ms + k * stride + lane), load<V>(ms + (6 + k) * stride + lane), load<V>(ms + (12 + k) * stride + lane),
            load<V>(ms + (18 + k) * stride + lane), load<V>(ms + (24 + k) * stride + lane),
            load<V>(ms + (30 + k) * stride + lane), o);
     for (int i = 0; i < 4; ++i) s[6 * i + k] = o[i];
