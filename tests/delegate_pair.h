@@ -19,8 +19,8 @@ struct DelegatePair {
   explicit DelegatePair(const format::ProgramDesc& desc) : image(*format::serialize_program(desc)) {}
 
   /// Loads the program and makes both methods (the delegated one takes NaN inputs:
-  /// check_finite_inputs off); "" when both are made and the delegate took the method.
-  std::string make() {
+  /// check_finite_inputs off, and runs on `threads`); "" when both are made and the delegate took the method.
+  std::string make(int threads = 1) {
     auto p = image.load();
     if (!p.ok()) return p.status().message();
     program = std::move(*p);
@@ -28,6 +28,7 @@ struct DelegatePair {
     off.use_delegate = false;
     MethodOptions on;
     on.check_finite_inputs = false;
+    on.cpu_threads = threads;
     auto d = Method::create(*program, "forward", on);
     auto r = Method::create(*program, "forward", off);
     if (!d.ok() || !r.ok()) return "Method::create failed";

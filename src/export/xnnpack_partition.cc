@@ -97,6 +97,9 @@ class Partitioner {
   int fusable_next(int32_t i, int32_t last) const;
   int fusable_conv_gate(int32_t i, int32_t last, int32_t* gate) const;
   int fusable_clamp_after(int32_t i, int32_t fused, int32_t last) const;
+  /// True when the delegate may compute `producer`, a depthwise convolution, inside
+  /// `consumer`, the 1x1 convolution after it that reads its output (depthwise_pointwise).
+  bool feeds_pointwise(const format::DelegateOpDesc& producer, const format::DelegateOpDesc& consumer) const;
   void plan_arena();
   void mark_concat_slices();
 
@@ -382,6 +385,17 @@ void Partitioner::mark_concat_slices() {
   }
 }
 
+bool Partitioner::feeds_pointwise(const DelegateOpDesc& producer, const DelegateOpDesc& consumer) const {
+  if (producer.kind != DelegateOpKind::kKernel || consumer.kind != DelegateOpKind::kKernel || producer.inputs.empty() ||
+      producer.outputs.size() != 1 || producer.into >= 0 || consumer.inputs.empty() ||
+      consumer.inputs[0] != producer.outputs[0])
+    return false;
+  const std::optional<xnn::OpPlan>& d = plans_[producer.source];
+  const std::optional<xnn::OpPlan>& p = plans_[consumer.source];
+  return d && p && d->kind == xnn::OpKind::kConv && d->groups > 1 && d->group_in == 1 && d->group_out == 1 &&
+         p->kind == xnn::OpKind::kConv && p->groups == 1 && p->kernel_h == 1 && p->kernel_w == 1;
+}
+
 void Partitioner::plan_arena() {
   mark_concat_slices();
   format::DelegateDesc& d = m_.delegate;
@@ -403,9 +417,13 @@ void Partitioner::plan_arena() {
   size_t next = 0;
   for (const format::DelegateRegionDesc& r : d.regions) {
     for (; next < static_cast<size_t>(r.first); ++next) portable_step(next);
-    for (const DelegateOpDesc& op : r.ops) {
+    for (size_t k = 0; k < r.ops.size(); ++k) {
+      const DelegateOpDesc& op = r.ops[k];
       steps.push_back(format::Step{op.inputs, op.outputs});
       if (op.into >= 0) steps.back().writes.push_back(op.into);
+      // The delegate may compute a depthwise layer inside the 1x1 after it (depthwise_pointwise):
+      // the 1x1 then reads the depthwise input, which must not share bytes with its output.
+      if (k > 0 && feeds_pointwise(r.ops[k - 1], op)) steps.back().reads.push_back(r.ops[k - 1].inputs[0]);
     }
     next = static_cast<size_t>(r.first + r.count);
   }

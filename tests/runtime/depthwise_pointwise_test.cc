@@ -55,6 +55,56 @@ format::ProgramDesc inverted_residuals() {
   return desc;
 }
 
+// An inverted residual as MobileNetV2 has it: the expansion's output has no reader but the
+// depthwise layer, so a planner that knew only the instructions' own reads would put the 1x1's
+// output in its bytes, which the fused pass still reads. `out` channels (more than 48: the
+// output rows run ahead of the input rows even on one worker).
+format::ProgramDesc inverted_residual_chain(int64_t out) {
+  exporter::GraphBuilder g;
+  EXPECT_TRUE(g.add_dim("H", 1, 64).ok());
+  EXPECT_TRUE(g.add_dim("W", 1, 64).ok());
+  int x = *g.add_input("x", DType::kF32, {2, 16, "H", "W"});
+  RandomConstants weights(g, 29, 0.5f);
+  auto conv = [&](const std::string& name, int in, std::vector<int64_t> w, int64_t group, int64_t pad) {
+    core::AttrStore a;
+    a.set_int("group", group).set_ints("strides", {1, 1}).set_ints("pads", {pad, pad, pad, pad});
+    return *g.add("Conv", name, {in, weights(w), weights({w[0]})}, a);
+  };
+  int e = conv("expand", x, {48, 16, 1, 1}, 1, 0);
+  int d = conv("dw", e, {48, 1, 3, 3}, 48, 1);
+  int y = conv("project", d, {out, 48, 1, 1}, 1, 0);
+  EXPECT_TRUE(g.mark_output(y, "y").ok());
+  format::ProgramDesc desc;
+  EXPECT_TRUE(g.emit(&desc).ok());
+  EXPECT_TRUE(exporter::partition_xnnpack(&desc.methods[0], desc.constants).ok());
+  return desc;
+}
+
+// The fused pass writes output rows while other workers read input rows: the plan keeps the
+// depthwise input alive through the 1x1 (a race at 2 threads on a busy CPU before it did), and
+// the pass runs at 2 threads. Many runs at the bound, then below it.
+TEST(DepthwisePointwise, ItsInputAndOutputNeverShareBytesAtTwoThreads) {
+  for (int64_t out : {16, 96}) {
+    DelegatePair pair(inverted_residual_chain(out));
+    ASSERT_EQ(pair.make(/*threads=*/2), "");
+    pair.delegated->set_profiling(true);
+    for (int run = 0; run < 24; ++run) {
+      const int64_t h = run < 16 ? 64 : 64 - 7 * (run - 15), w = run < 16 ? 64 : 61 - 5 * (run - 15);
+      ASSERT_EQ(pair.run({2, 16, h, w}, static_cast<uint32_t>(run), -1), "");
+      const TensorView& a = pair.delegated->output(0);
+      const TensorView& b = pair.portable->output(0);
+      ASSERT_EQ(a.numel(), b.numel());
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const float av = a.as<float>()[i], bv = b.as<float>()[i];
+        ASSERT_NEAR(av, bv, 2e-4f * std::max(1.f, std::fabs(bv))) << "out=" << out << " run " << run << " element " << i;
+      }
+      if (run == 0 && delegates::xnnpack::dense_conv_available())
+        for (const ProfileRow& r : pair.delegated->profile())
+          if (r.delegated && r.node == "dw") EXPECT_TRUE(r.in_next) << "out=" << out << ": the fused pass did not run";
+    }
+  }
+}
+
 TEST(DepthwisePointwise, MatchesPortableBelowTheBoundAndKeepsNaN) {
   DelegatePair pair(inverted_residuals());
   ASSERT_EQ(pair.make(), "");

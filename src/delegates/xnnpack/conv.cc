@@ -346,16 +346,22 @@ struct DepthwiseConv : Op {
   Status setup() override {
     geom = dense_geometry(*this);
     geom.gate = gated.get();
-    // One worker only: at 2 threads on a loaded host the fused pass gave wrong outputs
-    // (DelegateVsPortable/mobilenet_v2 at 2 threads, 2 runs of 8 with a busy loop on the other
-    // core; 8 of 8 right with the pass off). Until that race is found it runs where the pool
-    // has one thread.
-    forward = consumer && depthwise_pointwise_pays(weights, geom) && (!pool || pthreadpool_get_threads_count(pool) <= 1);
+    // Only where the consumer's output does not share bytes with this op's input: the fused
+    // pass writes output rows while other workers still read input rows. Files exported before
+    // the planner kept the input alive through the consumer (feeds_pointwise) placed them
+    // together, and at 2 threads on a loaded host that gave wrong outputs.
+    forward = consumer && depthwise_pointwise_pays(weights, geom) && !consumer_overlaps_input();
     return ok_status();
   }
   Status run() override {
     if (!forward) depthwise_conv(weights, geom, ins[0]->as<float>(), out->as<float>(), pool);
     return ok_status();
+  }
+  bool consumer_overlaps_input() const {
+    const TensorView* o = consumer->into ? consumer->into : consumer->out;
+    const char* x = static_cast<const char*>(ins[0]->data);
+    const char* y = static_cast<const char*>(o->data);
+    return x < y + o->nbytes() && y < x + ins[0]->nbytes();
   }
   DepthwiseWeights weights;
   DenseConvGeometry geom;
