@@ -359,6 +359,15 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def paired_ratio(kiln_rounds, ort_rounds):
+    """The median over rounds of Kiln's round median / ONNX Runtime's round median in the same
+    round: a shared host's speed shifts by up to 1.5x between rounds seconds apart, which the
+    ratio of the whole-row medians takes whole whenever the two runtimes' slow rounds differ."""
+    if not kiln_rounds or not ort_rounds or len(kiln_rounds) != len(ort_rounds):
+        return None
+    return median([k / o for k, o in zip(kiln_rounds, ort_rounds) if k and o]) or None
+
+
 def geomean(xs):
     xs = [x for x in xs if x]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -429,9 +438,10 @@ def bench_model(model, opts, env):
                     for stale in glob.glob(out_prefix + "-*.npy") if keep else []:
                         os.remove(stale)
                     try:
-                        row.setdefault(key + "_samples", []).extend(
-                            run_kiln(build, dyn, paths, shapes, t, opts.warmup, per_round, flag,
-                                     out_prefix if keep else None))
+                        got = run_kiln(build, dyn, paths, shapes, t, opts.warmup, per_round, flag,
+                                       out_prefix if keep else None)
+                        row.setdefault(key + "_samples", []).extend(got)
+                        row.setdefault(key + "_round_ms", []).append(median(got))
                         if keep:
                             outputs[key] = out_prefix
                     except RuntimeError as e:
@@ -442,6 +452,7 @@ def bench_model(model, opts, env):
                 try:
                     samples, ref = run_ort(sessions[t], ort_feeds(sessions[t], model, arrays), opts.warmup, per_round)
                     row.setdefault("ort_samples", []).extend(samples)
+                    row.setdefault("ort_round_ms", []).append(median(samples))
                     reference = ref if reference is None else reference
                 except Exception as e:
                     row["ort_error"] = " ".join(str(e).split())[:300]
@@ -455,6 +466,7 @@ def bench_model(model, opts, env):
                 row[key + "_ms"] = median(row.get(key + "_samples"))
                 ok = row[key + "_ms"] and row["ort_ms"]
                 row[key + "_ratio"] = row[key + "_ms"] / row["ort_ms"] if ok else None
+                row[key + "_paired_ratio"] = paired_ratio(row.get(key + "_round_ms"), row.get("ort_round_ms"))
             for key in ("ort_error", "kiln_xnnpack_error", "kiln_portable_error"):
                 if key in row:
                     rec["errors"].append(f"{text} threads={t} {key[:-6]}: {row[key]}")
@@ -580,10 +592,14 @@ def markdown(result):
         lines += ["", f"Output check: Kiln's outputs against ONNX Runtime's at every shape (first thread count), worst "
                       f"max |Kiln - ORT| / max |ORT| = {worst:.1e} (limit {ERR_LIMIT:.0e})."]
     lines += ["", "Geometric mean of the ratios per thread count:", "",
-              "| threads | Kiln-xnnpack / ORT | rows | Kiln portable / ORT | rows |", "| ---: | ---: | ---: | ---: | ---: |"]
+              "| threads | Kiln-xnnpack / ORT | paired by round | rows | Kiln portable / ORT | paired by round | rows |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for t, g in result["geomean"].items():
-        lines.append(f"| {t} | {fmt_ratio(g['kiln_xnnpack'])} | {g['kiln_xnnpack_rows']} | "
-                     f"{fmt_ratio(g['kiln_portable'])} | {g['kiln_portable_rows']} |")
+        lines.append(f"| {t} | {fmt_ratio(g['kiln_xnnpack'])} | {fmt_ratio(g.get('kiln_xnnpack_paired'))} | "
+                     f"{g['kiln_xnnpack_rows']} | {fmt_ratio(g['kiln_portable'])} | "
+                     f"{fmt_ratio(g.get('kiln_portable_paired'))} | {g['kiln_portable_rows']} |")
+    lines += ["", "Paired by round: per row the median over the interleaved rounds of Kiln's round median over "
+              "ONNX Runtime's in the same round (a shared host's speed moves between rounds)."]
     lines += ["", "## Delegated FLOP share", "",
               "From `kiln inspect F.kiln --json` (first top-level or per-method key containing 'coverage' or 'flop'; "
               "'-' if the build reports none).", "",
@@ -622,6 +638,8 @@ def summarize(models, threads):
         for key in ("kiln_xnnpack", "kiln_portable"):
             ratios = [r[key + "_ratio"] for m in models for r in m["rows"] if r["threads"] == t and r[key + "_ratio"]]
             g[key], g[key + "_rows"] = geomean(ratios), len(ratios)
+            paired = [r.get(key + "_paired_ratio") for m in models for r in m["rows"] if r["threads"] == t]
+            g[key + "_paired"] = geomean([x for x in paired if x])
         out[str(t)] = g
     return out
 
@@ -632,8 +650,8 @@ def main():
     ap.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
     ap.add_argument("--runs", type=int, help="timed runs per measurement (default 20; 5 with --quick)")
     ap.add_argument("--warmup", type=int, help="discarded runs before them, in each round (default 2; 1 with --quick)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved Kiln / ONNX Runtime rounds the runs are split "
-                    "into (default 3)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved Kiln / ONNX Runtime rounds the runs are split "
+                    "into (default 5)")
     ap.add_argument("--portable", action="store_true",
                     help="also run Kiln portable (--delegate=none) when the build has the XNNPACK delegate")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="directory with kiln and kiln_runner")

@@ -11,6 +11,7 @@ rows under 1 ms moved by 1.3-3x with no code change.
 """
 import json
 import math
+import statistics
 import sys
 
 
@@ -24,6 +25,26 @@ def rows(paths):
                     o, n = out.get(k, (r["ort_ms"], r["kiln_xnnpack_ms"]))
                     out[k] = (min(o, r["ort_ms"]), min(n, r["kiln_xnnpack_ms"]))
     return out
+
+
+def round_ratios(paths):
+    """Per row, Kiln / ONNX Runtime of every interleaved round of every run (the runs'
+    kiln_xnnpack_round_ms and ort_round_ms; runs before those fields have none)."""
+    out = {}
+    for path in paths.split(","):
+        for m in json.load(open(path))["models"]:
+            for r in m.get("rows", []):
+                kr, orr = r.get("kiln_xnnpack_round_ms") or [], r.get("ort_round_ms") or []
+                if len(kr) == len(orr):
+                    out.setdefault((m["model"], r["shape"], r["threads"]), []).extend(
+                        k / o for k, o in zip(kr, orr) if k and o)
+    return {k: v for k, v in out.items() if v}
+
+
+def paired(paths):
+    """Per row, the median of round_ratios: the ratio a host whose speed shifts between rounds
+    moves least."""
+    return {k: statistics.median(v) for k, v in round_ratios(paths).items()}
 
 
 def geomean(xs):
@@ -43,6 +64,21 @@ def main(before_path, after_path):
             ra = [a[k][1] / a[k][0] for k in keys]
             worse = ", ".join(f"{k[0]} {k[1]} {ra[i] / rb[i]:.2f}" for i, k in enumerate(keys) if ra[i] / rb[i] > 1.10)
             print(f"| {t} | {label} | {len(keys)} | {geomean(rb):.3f} | {geomean(ra):.3f} | {worse or '-'} |")
+    pb, pa = paired(before_path), paired(after_path)
+    if pa:
+        print()
+        print("Paired by round (per row the median over all rounds of Kiln / ORT in the same round; rows as above"
+              " with ORT's min; '-' where a side has no round fields):")
+        print()
+        print("| threads | shapes | rows | before | after |")
+        print("|---:|---|---:|---:|---:|")
+        for t in sorted({k[2] for k in a}):
+            for label, pred in classes:
+                keys = [k for k in a if k[2] == t and k in b and pred(b[k][0], a[k][0])]
+                kb, ka = [k for k in keys if k in pb], [k for k in keys if k in pa]
+                gb = f"{geomean([pb[k] for k in kb]):.3f} ({len(kb)})" if kb else "-"
+                ga = f"{geomean([pa[k] for k in ka]):.3f} ({len(ka)})" if ka else "-"
+                print(f"| {t} | {label} | {len(keys)} | {gb} | {ga} |")
 
 
 if __name__ == "__main__":
