@@ -57,6 +57,7 @@ CASES = {
     "mobilenet_v2": ("zoo", None, None, {"batch": 2, "H": 224, "W": 224}),
     "seg_lraspp_mobilenet_v3_large": ("torchvision", TV_DIMS, None, {"N": 2, "H": 128, "W": 128}),
     "resnet_small": ("zoo", None, None, {"batch": 8}),
+    "unet_decoder": ("zoo", None, None, {"H": 128, "W": 128}),
     "convnext_tiny": ("torchvision", TV_DIMS, None, {"N": 1, "H": 80, "W": 80}),
     "googlenet": ("torchvision", TV_DIMS, None, {"N": 2, "H": 128, "W": 128}),
     "densenet121": ("torchvision", TV_DIMS, None, {"N": 2, "H": 128, "W": 128}),
@@ -197,6 +198,7 @@ def match(node, ort_nodes, chains):
 
 def bench_case(name, opts):
     source, _, _, point = CASES[name]
+    point = dict(point, **opts.point)
     model = model_of(name, opts)
     dims = model["dims"]
     if not os.path.exists(model["onnx"]):
@@ -299,8 +301,10 @@ def main():
     ap.add_argument("--onnx-cache", help="torchvision ONNX files (default BUILD/bench/onnx)")
     ap.add_argument("--heavy-cache", help="bench/export_heavy.py's ONNX files (default BUILD/bench/onnx_heavy)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "heavy_profile.md"))
+    ap.add_argument("--point", default="", help="DIM=V,... overriding the cases' heavy points (e.g. N=1,H=80,W=80)")
     opts = ap.parse_args()
     opts.threads = [int(t) for t in opts.threads.split(",")]
+    opts.point = {k: int(v) for k, v in (p.split("=") for p in opts.point.split(",") if p)}
     opts.work = opts.work or os.path.join(opts.build, "bench", "heavy")
     opts.onnx_cache = opts.onnx_cache or os.path.join(opts.build, "bench", "onnx")
     opts.heavy_cache = opts.heavy_cache or os.path.join(opts.build, "bench", "onnx_heavy")
