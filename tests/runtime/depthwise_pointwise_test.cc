@@ -21,6 +21,14 @@
 namespace kiln::testing {
 namespace {
 
+// A Conv with random weights and bias, `w` = {out, in / group, kh, kw}.
+int add_conv(exporter::GraphBuilder& g, RandomConstants& weights, const std::string& name, int in,
+             const std::vector<int64_t>& w, int64_t group, int64_t stride, int64_t pad) {
+  core::AttrStore a;
+  a.set_int("group", group).set_ints("strides", {stride, stride}).set_ints("pads", {pad, pad, pad, pad});
+  return *g.add("Conv", name, {in, weights(w), weights({w[0]})}, a);
+}
+
 format::ProgramDesc inverted_residuals() {
   exporter::GraphBuilder g;
   EXPECT_TRUE(g.add_dim("H", 1, 64).ok());
@@ -31,9 +39,7 @@ format::ProgramDesc inverted_residuals() {
   int hi = *g.add_constant<float>("hi", DType::kF32, {}, {6.f});
   auto conv = [&](const std::string& name, int in, std::vector<int64_t> w, int64_t group, int64_t stride, int64_t pad,
                   bool relu6) {
-    core::AttrStore a;
-    a.set_int("group", group).set_ints("strides", {stride, stride}).set_ints("pads", {pad, pad, pad, pad});
-    int y = *g.add("Conv", name, {in, weights(w), weights({w[0]})}, a);
+    int y = add_conv(g, weights, name, in, w, group, stride, pad);
     return relu6 ? *g.add("Clip", name + "_relu6", {y, lo, hi}) : y;
   };
   int e = conv("expand", x, {48, 16, 1, 1}, 1, 1, 0, true);
@@ -66,9 +72,7 @@ format::ProgramDesc inverted_residual_chain(int64_t out) {
   int x = *g.add_input("x", DType::kF32, {2, 16, "H", "W"});
   RandomConstants weights(g, 29, 0.5f);
   auto conv = [&](const std::string& name, int in, std::vector<int64_t> w, int64_t group, int64_t pad) {
-    core::AttrStore a;
-    a.set_int("group", group).set_ints("strides", {1, 1}).set_ints("pads", {pad, pad, pad, pad});
-    return *g.add("Conv", name, {in, weights(w), weights({w[0]})}, a);
+    return add_conv(g, weights, name, in, w, group, 1, pad);
   };
   int e = conv("expand", x, {48, 16, 1, 1}, 1, 0);
   int d = conv("dw", e, {48, 1, 3, 3}, 48, 1);
